@@ -1,0 +1,205 @@
+"""Seasons settings: environment over a TOML file over defaults (SPEC section 2).
+
+Settings are built once at the edge of a process (CLI, HTTP server, worker) with
+:func:`load_settings` and passed down; nothing here reads the environment at import time.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from datetime import date, timedelta
+from pathlib import Path
+from typing import Annotated, Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+NAME_RE = r"^[A-Za-z0-9_-]{1,64}$"
+
+
+def _duration(value: Any) -> Any:
+    """Durations are ISO 8601 (``PT1H``, ``P30D``) or a number of seconds."""
+    if isinstance(value, str) and re.fullmatch(r"\d+(\.\d+)?", value.strip()):
+        return float(value)
+    return value
+
+
+Duration = Annotated[timedelta, BeforeValidator(_duration)]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RedisSettings(_Section):
+    url: str = "redis://127.0.0.1:6379/0"
+    password: str | None = None
+    cluster: bool = False
+    wait_replicas: int = Field(default=0, ge=0, le=16)
+    wait_timeout_ms: int = Field(default=1000, ge=1)
+
+    @field_validator("url")
+    @classmethod
+    def _scheme(cls, url: str) -> str:
+        if not url.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError("must start with redis://, rediss:// or unix://")
+        return url
+
+
+class SeasonSpan(_Section):
+    """One explicit season: local days ``start`` .. ``end``, both inclusive."""
+
+    id: str = Field(pattern=NAME_RE)
+    start: date
+    end: date
+
+    @model_validator(mode="after")
+    def _ordered(self) -> SeasonSpan:
+        if self.end < self.start:
+            raise ValueError(f"season {self.id!r}: end {self.end} is before start {self.start}")
+        return self
+
+
+class SeasonsSettings(_Section):
+    length_days: int = Field(default=28, ge=1, le=3660)
+    anchor: date = date(2026, 1, 5)
+    list: tuple[SeasonSpan, ...] = ()
+
+    @field_validator("list")
+    @classmethod
+    def _disjoint(cls, spans: tuple[SeasonSpan, ...]) -> tuple[SeasonSpan, ...]:
+        ids = [s.id for s in spans]
+        dupes = sorted({i for i in ids if ids.count(i) > 1})
+        if dupes:
+            raise ValueError(f"season ids must be unique; repeated: {', '.join(dupes)}")
+        ordered = sorted(spans, key=lambda s: s.start)
+        for a, b in zip(ordered, ordered[1:], strict=False):
+            if b.start <= a.end:
+                raise ValueError(f"seasons {a.id!r} and {b.id!r} overlap")
+        return tuple(ordered)
+
+
+class BoardSettings(_Section):
+    aggregate: Literal["sum", "max", "min"] = "sum"
+    order: Literal["desc", "asc"] = "desc"
+    ties: Literal["member", "shared"] = "member"
+    week_weights: tuple[float, ...] = (1, 1, 1, 1, 1, 1, 1)
+    season_weights: tuple[float, ...] = ()
+    max_entries: int = Field(default=0, ge=0)
+
+    @field_validator("week_weights")
+    @classmethod
+    def _seven(cls, w: tuple[float, ...]) -> tuple[float, ...]:
+        if len(w) != 7:
+            raise ValueError(f"needs exactly 7 weights (one per weekday), got {len(w)}")
+        return w
+
+    @field_validator("week_weights", "season_weights")
+    @classmethod
+    def _non_negative(cls, w: tuple[float, ...]) -> tuple[float, ...]:
+        for x in w:
+            if not math.isfinite(x) or x < 0:
+                raise ValueError(f"weights must be finite and >= 0, got {x}")
+        return w
+
+    def season_weight(self, week_index: int) -> float:
+        """Weight of week ``week_index`` (0-based) of a season; weeks past the list weigh 1."""
+        return self.season_weights[week_index] if week_index < len(self.season_weights) else 1.0
+
+
+class ArchiveSettings(_Section):
+    dir: Path = Path("var/archive")
+
+
+class ApiSettings(_Section):
+    write_token: str = ""
+    admin_token: str = ""
+    host: str = "127.0.0.1"
+    port: int = Field(default=8080, ge=1, le=65535)
+
+
+class WorkerSettings(_Section):
+    rollup_interval: Duration = timedelta(minutes=1)
+    sweep_interval: Duration = timedelta(hours=1)
+    heartbeat_interval: Duration = timedelta(seconds=10)
+    misfire_grace: Duration = timedelta(minutes=5)
+    lock_ttl: Duration = timedelta(minutes=5)
+
+
+class Settings(BaseSettings):
+    """All of Seasons' configuration. Build it with :func:`load_settings`."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="SEASONS_",
+        env_nested_delimiter="__",
+        extra="forbid",
+        frozen=True,
+    )
+
+    namespace: str = Field(default="seasons", pattern=r"^[a-z0-9_-]{1,32}$")
+    timezone: str = "UTC"
+    week_start: Literal[
+        "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"
+    ] = "monday"
+    late_grace: Duration = timedelta(hours=1)
+    retention: Duration = timedelta(days=35)
+    redis: RedisSettings = RedisSettings()
+    seasons: SeasonsSettings = SeasonsSettings()
+    boards: dict[Annotated[str, Field(pattern=NAME_RE)], BoardSettings] = Field(
+        default_factory=dict
+    )
+    archive: ArchiveSettings = ArchiveSettings()
+    api: ApiSettings = ApiSettings()
+    worker: WorkerSettings = WorkerSettings()
+
+    @field_validator("timezone")
+    @classmethod
+    def _zone(cls, name: str) -> str:
+        try:
+            ZoneInfo(name)
+        except (ZoneInfoNotFoundError, ValueError) as exc:
+            raise ValueError(f"unknown IANA time zone {name!r}") from exc
+        return name
+
+    @field_validator("week_start", mode="before")
+    @classmethod
+    def _weekday_lower(cls, v: Any) -> Any:
+        return v.lower() if isinstance(v, str) else v
+
+    @model_validator(mode="after")
+    def _combinations(self) -> Settings:
+        if self.late_grace < timedelta(0):
+            raise ValueError("late_grace must not be negative")
+        if self.retention <= self.late_grace:
+            raise ValueError(
+                f"retention ({self.retention}) must be longer than late_grace ({self.late_grace}):"
+                " day keys would expire while their day still takes events"
+            )
+        return self
+
+    @property
+    def zone(self) -> ZoneInfo:
+        return ZoneInfo(self.timezone)
+
+    @property
+    def week_start_index(self) -> int:
+        return WEEKDAYS.index(self.week_start)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls))

@@ -1,0 +1,1 @@
+"""The long-lived worker: scheduled rollups, closes, archives, sweep and heartbeat."""

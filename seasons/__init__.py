@@ -1,0 +1,6 @@
+"""Seasons: time-windowed, seasonal leaderboards on Redis."""
+
+from seasons.api import Seasons
+from seasons.models import Entry, Event, History, HistoryPoint, Page, WriteResult
+
+__all__ = ["Entry", "Event", "History", "HistoryPoint", "Page", "Seasons", "WriteResult"]

@@ -1,0 +1,139 @@
+"""The Python API (SPEC section 11): one facade over the write and read paths."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from typing import Any
+
+from config.loading import load_settings
+from config.settings import Settings
+from seasons.clock import Clock, system_clock
+from seasons.connection import backend_errors, make_client
+from seasons.errors import BatchRejected
+from seasons.events import validate_batch
+from seasons.keys import Keys
+from seasons.models import Entry, Event, HistoryPoint, Page, WriteResult
+from seasons.reads import Reader
+from seasons.scripts import Scripts
+from seasons.writes import BatchRejectedByState, apply_batch
+
+
+class Seasons:
+    """Windowed, seasonal leaderboards on Redis.
+
+    >>> s = Seasons.from_settings()
+    >>> s.submit("kills", "ann", 3)
+    WriteResult(applied=1, duplicates=0)
+    >>> s.top("kills", "day").entries[0].member
+    'ann'
+    """
+
+    def __init__(self, settings: Settings, *, client: Any = None, clock: Clock = system_clock):
+        self.settings = settings
+        self.clock = clock
+        self.keys = Keys(settings.namespace)
+        self.client = client if client is not None else make_client(settings.redis)
+        self.scripts = Scripts(self.client)
+        self.reader = Reader(self.client, self.scripts, settings, self.keys)
+
+    @classmethod
+    def from_settings(
+        cls, settings: Settings | None = None, *, clock: Clock = system_clock, **kwargs: Any
+    ) -> Seasons:
+        """Build from ``settings``, or load them from the environment and TOML like the CLI."""
+        return cls(settings if settings is not None else load_settings(), clock=clock, **kwargs)
+
+    def close(self) -> None:
+        self.client.close()
+
+    def __enter__(self) -> Seasons:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- writes ---------------------------------------------------------------------------
+
+    def submit(
+        self,
+        board: str,
+        member: str,
+        value: float,
+        *,
+        ts: str | float | datetime | None = None,
+        event_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> WriteResult:
+        """Record one score event. Raises :class:`seasons.errors.BatchRejected` if invalid."""
+        event: dict[str, Any] = {"board": board, "member": member, "value": value}
+        if ts is not None:
+            event["ts"] = ts
+        if event_id is not None:
+            event["event_id"] = event_id
+        if metadata is not None:
+            event["metadata"] = metadata
+        return self.submit_many([event])
+
+    def submit_many(
+        self, events: Iterable[Mapping[str, Any] | Event], *, backfill: bool = False
+    ) -> WriteResult:
+        """Record a batch: validated whole, then applied atomically per board."""
+        now = self.clock()
+        valid = validate_batch(events, self.settings, now, backfill=backfill)
+        try:
+            with backend_errors():
+                return apply_batch(
+                    self.client, self.scripts, valid, self.settings, self.keys, now,
+                    backfill=backfill,
+                )
+        except BatchRejectedByState as exc:
+            raise BatchRejected(exc.problems) from None
+
+    # --- reads ----------------------------------------------------------------------------
+
+    def top(
+        self, board: str, window: str = "season", *, period: str = "current", limit: int = 10,
+        offset: int = 0,
+    ) -> Page:
+        """A page of the board, best first, with ``total`` members in all."""
+        with backend_errors():
+            return self.reader.page(board, window, period, self.clock(), limit=limit, offset=offset)
+
+    def rank(
+        self, board: str, member: str, window: str = "season", *, period: str = "current"
+    ) -> Entry | None:
+        """The member's entry, or None if it is not on the board."""
+        found = self.lookup(board, [member], window, period=period)
+        return found[0] if found else None
+
+    def around(
+        self, board: str, member: str, window: str = "season", *, size: int = 5,
+        period: str = "current",
+    ) -> Page | None:
+        """``size`` entries centred on the member (shifted at the ends); None if not ranked."""
+        with backend_errors():
+            return self.reader.around_member(board, window, member, period, self.clock(), size=size)
+
+    def around_rank(
+        self, board: str, rank: int, window: str = "season", *, size: int = 5,
+        period: str = "current",
+    ) -> Page:
+        """``size`` entries centred on ``rank`` (shifted at the ends)."""
+        with backend_errors():
+            return self.reader.around_rank(board, window, rank, period, self.clock(), size=size)
+
+    def lookup(
+        self, board: str, members: Iterable[str], window: str = "season", *,
+        period: str = "current",
+    ) -> list[Entry]:
+        """The ranked ones among ``members`` (a friends board), best first."""
+        with backend_errors():
+            return self.reader.members(board, window, list(members), period, self.clock())
+
+    def history(
+        self, board: str, member: str, window: str = "day", *, last: int = 14
+    ) -> list[HistoryPoint]:
+        """Rank and score of the member in each of the last ``last`` periods, oldest first."""
+        with backend_errors():
+            return self.reader.history(board, member, window, self.clock(), last=last).history

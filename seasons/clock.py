@@ -1,0 +1,30 @@
+"""Clocks: the only place that reads the wall clock. Everything else is given ``now``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+Clock = Callable[[], datetime]
+
+
+def system_clock() -> datetime:
+    return datetime.now(UTC)
+
+
+class ManualClock:
+    """A clock that moves only when told to (tests, simulations, the demo's backfill)."""
+
+    def __init__(self, start: datetime):
+        if start.tzinfo is None:
+            raise ValueError("ManualClock needs an aware datetime")
+        self.now = start.astimezone(UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def set(self, when: datetime) -> None:
+        self.now = when.astimezone(UTC)
+
+    def advance(self, delta: timedelta) -> None:
+        self.now += delta

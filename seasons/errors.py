@@ -1,0 +1,91 @@
+"""One hierarchy of errors; each builds a message that names what was wrong.
+
+HTTP status codes and CLI exit statuses are chosen from these at the edges, never here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class SeasonsError(Exception):
+    """Base of every error Seasons raises on purpose."""
+
+    code = "error"
+
+    def __init__(self, message: str, details: Any = None):
+        super().__init__(message)
+        self.message = message
+        self.details = details
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"error": self.code, "message": self.message, "details": self.details}
+
+
+class InvalidInput(SeasonsError):
+    """The request itself is wrong (bad value, bad name, over a limit)."""
+
+    code = "invalid_input"
+
+
+class LimitExceeded(InvalidInput):
+    code = "limit_exceeded"
+
+
+class UnknownBoard(InvalidInput):
+    code = "unknown_board"
+
+    def __init__(self, board: str, known: list[str]):
+        super().__init__(
+            f"unknown board {board!r} (configured: {', '.join(sorted(known)) or 'none'})",
+            {"board": board},
+        )
+
+
+class BadWindow(InvalidInput):
+    code = "bad_window"
+
+
+class BadPeriod(InvalidInput):
+    code = "bad_period"
+
+
+class BatchRejected(InvalidInput):
+    """A write batch with at least one bad event; nothing of it was written.
+
+    ``details`` is a list of ``{"index", "field", "code", "message"}``, one per problem.
+    """
+
+    code = "invalid_events"
+
+    def __init__(self, problems: list[dict[str, Any]]):
+        first = problems[0]
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        super().__init__(
+            f"batch rejected, nothing written: event {first['index']}: {first['message']}{more}",
+            problems,
+        )
+
+
+class NotFound(SeasonsError):
+    code = "not_found"
+
+
+class NotRanked(NotFound):
+    code = "not_ranked"
+
+
+class Conflict(SeasonsError):
+    code = "conflict"
+
+
+class BackendUnavailable(SeasonsError):
+    """Redis cannot be reached; the operation may be retried."""
+
+    code = "backend_unavailable"
+
+
+class ArchiveError(SeasonsError):
+    """An archive file or manifest that does not check out."""
+
+    code = "archive_invalid"

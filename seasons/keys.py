@@ -1,0 +1,80 @@
+"""Every Redis key Seasons uses is built here, and only here.
+
+All keys of one board share the hash tag ``{<board>}`` so that each multi-key script and
+ZUNIONSTORE stays in one cluster slot. The public keys (SPEC section 5) are the day, week,
+season and archive sorted sets and the metadata hash; apps may read them directly.
+"""
+
+from __future__ import annotations
+
+from datetime import date
+from typing import Literal
+
+Window = Literal["day", "week", "season"]
+
+
+class Keys:
+    """Key names for one namespace."""
+
+    def __init__(self, namespace: str):
+        self.ns = namespace
+
+    def _board(self, board: str) -> str:
+        return f"{self.ns}:{{{board}}}"
+
+    # Public: one sorted set per board per period, scores as SPEC section 4 defines them.
+    def day(self, board: str, day: date | str) -> str:
+        return f"{self._board(board)}:day:{_iso(day)}"
+
+    def week(self, board: str, first_day: date | str) -> str:
+        return f"{self._board(board)}:week:{_iso(first_day)}"
+
+    def season(self, board: str, season_id: str) -> str:
+        return f"{self._board(board)}:season:{season_id}"
+
+    def window(self, board: str, window: Window, period_id: str) -> str:
+        """The live key of ``window``'s period ``period_id``."""
+        return f"{self._board(board)}:{window}:{period_id}"
+
+    # Public: final standings of an archived season (or a snapshot ``S@<ts>``), no TTL.
+    def archive(self, board: str, season_id: str) -> str:
+        return f"{self._board(board)}:archive:{season_id}"
+
+    # Public: member -> metadata JSON, shared by every live and archived key of the board.
+    # No TTL: the sweep job removes members that are on no live or archived key.
+    def meta(self, board: str) -> str:
+        return f"{self._board(board)}:meta"
+
+    # Idempotency: sorted set event_id -> epoch seconds it was applied; entries older than
+    # 48 hours are dropped by each write, and the key expires 48 hours after the last one.
+    def events(self, board: str) -> str:
+        return f"{self._board(board)}:events"
+
+    # Board state, no TTL (job state): closed days ("closed:<YYYY-MM-DD>") and season
+    # states ("season:<id>" -> closing | archived) that the write script checks.
+    def state(self, board: str) -> str:
+        return f"{self._board(board)}:state"
+
+    # Worker keys (no board, so no hash tag): job locks, job state, heartbeat.
+    def lock(self, name: str) -> str:
+        return f"{self.ns}:lock:{name}"
+
+    def job_state(self, name: str) -> str:
+        return f"{self.ns}:job:{name}"
+
+    def heartbeat(self) -> str:
+        return f"{self.ns}:heartbeat"
+
+    def board_pattern(self, board: str) -> str:
+        """SCAN pattern for every key of a board (operator tools only, never in a script)."""
+        return f"{self._board(board)}:*".replace("{", "\\{").replace("}", "\\}")
+
+
+def _iso(day: date | str) -> str:
+    return day if isinstance(day, str) else day.isoformat()
+
+
+STATE_CLOSED_DAY = "closed:"
+STATE_SEASON = "season:"
+SEASON_CLOSING = "closing"
+SEASON_ARCHIVED = "archived"

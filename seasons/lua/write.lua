@@ -1,0 +1,238 @@
+-- Apply one validated batch of events to ONE board, atomically (SPEC sections 4 and 6).
+--
+-- KEYS[1] state hash   KEYS[2] events zset (idempotency)   KEYS[3] meta hash
+-- KEYS[4..] per day group: day key, week key, season key (KEYS[1] when the day has no season);
+--           then, when max_entries > 0, the day keys that trimmed boards recompute from.
+-- ARGV: now, aggregate (sum|max|min), order (desc|asc), max_entries, dedupe_cutoff,
+--       events_expireat, backfill (0|1), check_only (0|1), meta_max_fields, meta_max_bytes,
+--       group count; then per group:
+--         day_id, season_id ('' = none), week_weight, season_weight,
+--         day_expireat, week_expireat, season_expireat, event count,
+--         [if max_entries > 0: n week days, (key index, weight) * n,
+--                              n season days, (key index, weight) * n]
+--         then per event: index, member, value, event_id ('' = none), metadata JSON ('' = none)
+-- Returns {applied, duplicates} or {-1, index, code, message, index, code, message, ...};
+-- on the second form nothing was written.
+
+local now = tonumber(ARGV[1])
+local aggregate = ARGV[2]
+local desc = ARGV[3] == 'desc'
+local max_entries = tonumber(ARGV[4])
+local cutoff = tonumber(ARGV[5])
+local events_expireat = ARGV[6]
+local backfill = ARGV[7] == '1'
+local check_only = ARGV[8] == '1'
+local meta_max_fields = tonumber(ARGV[9])
+local meta_max_bytes = tonumber(ARGV[10])
+local ngroups = tonumber(ARGV[11])
+
+local state, events, meta = KEYS[1], KEYS[2], KEYS[3]
+
+-- Parse the groups.
+local groups = {}
+local a = 12
+for g = 1, ngroups do
+  local k = 4 + (g - 1) * 3
+  local grp = {
+    day = KEYS[k], week = KEYS[k + 1], season = KEYS[k + 2],
+    day_id = ARGV[a], season_id = ARGV[a + 1],
+    week_w = tonumber(ARGV[a + 2]), season_w = tonumber(ARGV[a + 3]),
+    day_exp = ARGV[a + 4], week_exp = ARGV[a + 5], season_exp = ARGV[a + 6],
+    events = {}, week_days = {}, season_days = {},
+  }
+  local n = tonumber(ARGV[a + 7])
+  a = a + 8
+  if max_entries > 0 then
+    for _, list in ipairs({grp.week_days, grp.season_days}) do
+      local m = tonumber(ARGV[a])
+      a = a + 1
+      for _ = 1, m do
+        list[#list + 1] = {KEYS[tonumber(ARGV[a])], tonumber(ARGV[a + 1])}
+        a = a + 2
+      end
+    end
+  end
+  for _ = 1, n do
+    grp.events[#grp.events + 1] = {
+      index = ARGV[a], member = ARGV[a + 1], value = tonumber(ARGV[a + 2]),
+      event_id = ARGV[a + 3], meta = ARGV[a + 4],
+    }
+    a = a + 5
+  end
+  groups[g] = grp
+end
+
+-- Flat JSON objects only (strings, numbers, booleans): encode with sorted keys and the
+-- shortest number form that reads back as the same double (cjson stops at 14 digits).
+local function encode_number(x)
+  for p = 15, 17 do
+    local s = string.format('%.' .. p .. 'g', x)
+    if tonumber(s) == x then return s end
+  end
+end
+
+local function encode_flat(obj)
+  local names = {}
+  for k in pairs(obj) do names[#names + 1] = k end
+  table.sort(names)
+  local parts = {}
+  for i, k in ipairs(names) do
+    local v = obj[k]
+    local t = type(v)
+    local enc
+    if t == 'number' then enc = encode_number(v)
+    elseif t == 'boolean' then enc = v and 'true' or 'false'
+    else enc = cjson.encode(v) end
+    parts[i] = cjson.encode(k) .. ':' .. enc
+  end
+  return '{' .. table.concat(parts, ',') .. '}', #names
+end
+
+-- Pass 1: check everything; write nothing.
+local errors = {}
+local function reject(ev, code, message)
+  errors[#errors + 1] = ev.index
+  errors[#errors + 1] = code
+  errors[#errors + 1] = message
+end
+
+local seen = {}
+local merged_meta = {}
+for _, grp in ipairs(groups) do
+  local day_closed = (not backfill) and redis.call('HEXISTS', state, 'closed:' .. grp.day_id) == 1
+  local season_state = false
+  if grp.season_id ~= '' then
+    season_state = redis.call('HGET', state, 'season:' .. grp.season_id)
+  end
+  for _, ev in ipairs(grp.events) do
+    if season_state then
+      reject(ev, 'season_closed', 'season ' .. grp.season_id .. ' is ' .. season_state)
+    elseif day_closed then
+      reject(ev, 'late_event', 'day ' .. grp.day_id .. ' is closed')
+    end
+    if ev.event_id ~= '' then
+      if seen[ev.event_id] then
+        ev.duplicate = true
+      else
+        local at = redis.call('ZSCORE', events, ev.event_id)
+        if at and tonumber(at) >= cutoff then ev.duplicate = true end
+        seen[ev.event_id] = true
+      end
+    end
+    if ev.meta ~= '' and not ev.duplicate then
+      local current = merged_meta[ev.member]
+      if current == nil then
+        local stored = redis.call('HGET', meta, ev.member)
+        current = stored and cjson.decode(stored) or {}
+      end
+      for k, v in pairs(cjson.decode(ev.meta)) do
+        if v == cjson.null then current[k] = nil else current[k] = v end
+      end
+      local text, nfields = encode_flat(current)
+      if nfields > meta_max_fields then
+        reject(ev, 'metadata_too_large', 'metadata would have ' .. nfields
+          .. ' fields after merging (at most ' .. meta_max_fields .. ')')
+      elseif #text > meta_max_bytes then
+        reject(ev, 'metadata_too_large', 'metadata would be ' .. #text
+          .. ' bytes as JSON after merging (at most ' .. meta_max_bytes .. ')')
+      end
+      merged_meta[ev.member] = current
+      ev.meta_text = text
+      ev.meta_empty = nfields == 0
+    end
+  end
+end
+if #errors > 0 then
+  table.insert(errors, 1, -1)
+  return errors
+end
+if check_only then return {0, 0} end
+
+-- Pass 2: apply.
+local function agg(x, y)
+  if aggregate == 'sum' then return x + y end
+  if aggregate == 'max' then return math.max(x, y) end
+  return math.min(x, y)
+end
+
+local function put(key, member, value)
+  if aggregate == 'sum' then
+    redis.call('ZINCRBY', key, value, member)
+  elseif aggregate == 'max' then
+    redis.call('ZADD', key, 'GT', value, member)
+  else
+    redis.call('ZADD', key, 'LT', value, member)
+  end
+end
+
+-- A trimmed board holds only members with their exact score: a member that is not on it
+-- gets its score recomputed from the day keys, never an increment on a partial score.
+local function put_trimmed(key, days, member, value, weight)
+  if redis.call('ZSCORE', key, member) then
+    put(key, member, weight * value)
+    return
+  end
+  local total = nil
+  for _, d in ipairs(days) do
+    local s = redis.call('ZSCORE', d[1], member)
+    if s then
+      local x = d[2] * tonumber(s)
+      total = total and agg(total, x) or x
+    end
+  end
+  if total then redis.call('ZADD', key, total, member) end
+end
+
+local function trim(key)
+  if desc then
+    redis.call('ZREMRANGEBYRANK', key, 0, -(max_entries + 1))
+  else
+    redis.call('ZREMRANGEBYRANK', key, max_entries, -1)
+  end
+end
+
+local applied, duplicates = 0, 0
+for _, grp in ipairs(groups) do
+  local has_season = grp.season_id ~= ''
+  local group_applied = 0
+  for _, ev in ipairs(grp.events) do
+    if ev.duplicate then
+      duplicates = duplicates + 1
+    else
+      group_applied = group_applied + 1
+      put(grp.day, ev.member, ev.value)
+      if max_entries > 0 then
+        put_trimmed(grp.week, grp.week_days, ev.member, ev.value, grp.week_w)
+        if has_season then
+          put_trimmed(grp.season, grp.season_days, ev.member, ev.value, grp.season_w)
+        end
+      else
+        put(grp.week, ev.member, grp.week_w * ev.value)
+        if has_season then put(grp.season, ev.member, grp.season_w * ev.value) end
+      end
+      if ev.event_id ~= '' then redis.call('ZADD', events, now, ev.event_id) end
+      if ev.meta_text then
+        if ev.meta_empty then
+          redis.call('HDEL', meta, ev.member)
+        else
+          redis.call('HSET', meta, ev.member, ev.meta_text)
+        end
+      end
+    end
+  end
+  if group_applied > 0 then
+    applied = applied + group_applied
+    redis.call('EXPIREAT', grp.day, grp.day_exp)
+    redis.call('EXPIREAT', grp.week, grp.week_exp)
+    if has_season then redis.call('EXPIREAT', grp.season, grp.season_exp) end
+    if max_entries > 0 then
+      trim(grp.week)
+      if has_season then trim(grp.season) end
+    end
+  end
+end
+if applied > 0 or duplicates > 0 then
+  redis.call('ZREMRANGEBYSCORE', events, '-inf', '(' .. cutoff)
+  if redis.call('EXISTS', events) == 1 then redis.call('EXPIREAT', events, events_expireat) end
+end
+return {applied, duplicates}

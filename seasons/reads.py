@@ -1,0 +1,165 @@
+"""The read path: each read is one Lua call, metadata included (SPEC sections 4, 9, 11)."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from config.settings import Settings
+from seasons import timewindows as tw
+from seasons.errors import BadWindow, LimitExceeded, UnknownBoard
+from seasons.keys import Keys
+from seasons.models import Entry, History, HistoryPoint, Page
+from seasons.scripts import Scripts
+
+MAX_LIMIT = 1000
+MAX_SIZE = 101
+MAX_LAST = 400
+MAX_LOOKUP = 1000
+
+
+def _limit(name: str, value: int, low: int, high: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise LimitExceeded(f"{name} must be an integer, got {value!r}", {name: value})
+    if not low <= value <= high:
+        raise LimitExceeded(f"{name} must be between {low} and {high}, got {value}", {name: value})
+
+
+def _meta(raw: Any) -> dict[str, Any]:
+    return json.loads(raw) if raw else {}
+
+
+class Reader:
+    """Reads of one namespace's boards."""
+
+    def __init__(self, client: Any, scripts: Scripts, settings: Settings, keys: Keys):
+        self.client = client
+        self.scripts = scripts
+        self.settings = settings
+        self.keys = keys
+
+    # --- resolving a board, a window and a period into keys -------------------------------
+
+    def board(self, board: str) -> Any:
+        cfg = self.settings.boards.get(board)
+        if cfg is None:
+            raise UnknownBoard(board, list(self.settings.boards))
+        return cfg
+
+    def target(self, board: str, window: str, period: str, now: datetime) -> tuple[str, str, str]:
+        """(period id, live key, archive key) of a read. Seasons read their archive once it
+        exists; a snapshot id ``S@<timestamp>`` exists only as an archive."""
+        self.board(board)
+        if window not in tw.WINDOWS:
+            raise BadWindow(f"unknown window {window!r}: use day, week or season", {"window": window})
+        if window == "season" and "@" in period:
+            base = period.split("@", 1)[0]
+            tw.season_by_id(base, self.settings)  # the season part must name a season
+            key = self.keys.archive(board, period)
+            return period, key, key
+        p = tw.resolve_period(window, period, now, self.settings)  # type: ignore[arg-type]
+        live = self.keys.window(board, p.window, p.id)
+        archive = self.keys.archive(board, p.id) if window == "season" else live
+        return p.id, live, archive
+
+    # --- reads --------------------------------------------------------------------------
+
+    def page(
+        self, board: str, window: str, period: str, now: datetime, *, limit: int, offset: int
+    ) -> Page:
+        _limit("limit", limit, 1, MAX_LIMIT)
+        _limit("offset", offset, 0, 10**9)
+        return self._range(board, window, period, now, "page", offset, limit)
+
+    def around_rank(
+        self, board: str, window: str, rank: int, period: str, now: datetime, *, size: int
+    ) -> Page:
+        _limit("size", size, 1, MAX_SIZE)
+        _limit("rank", rank, 1, 10**9)
+        return self._range(board, window, period, now, "rank", rank, size)
+
+    def around_member(
+        self, board: str, window: str, member: str, period: str, now: datetime, *, size: int
+    ) -> Page | None:
+        _limit("size", size, 1, MAX_SIZE)
+        page = self._range(board, window, period, now, "member", member, size)
+        return page if page.entries else None
+
+    def _range(
+        self, board: str, window: str, period: str, now: datetime, mode: str, a: Any, b: int
+    ) -> Page:
+        cfg = self.board(board)
+        pid, live, archive = self.target(board, window, period, now)
+        reply = self.scripts.read_range(
+            keys=[live, archive, self.keys.meta(board)],
+            args=[cfg.order, cfg.ties, mode, a, b],
+        )
+        total, start, first_rank = int(reply[0]), int(reply[1]), int(reply[2])
+        entries: list[Entry] = []
+        for i, pos in enumerate(range(3, len(reply), 3)):
+            score = float(reply[pos + 1])
+            if i == 0:
+                rank = first_rank
+            elif cfg.ties == "shared" and score == entries[-1].score:
+                rank = entries[-1].rank  # equal scores share the rank before them
+            else:
+                rank = start + i + 1
+            entries.append(
+                Entry(rank=rank, member=reply[pos], score=score, metadata=_meta(reply[pos + 2]))
+            )
+        return Page(board=board, window=window, period=pid, total=total, entries=entries)
+
+    def members(
+        self, board: str, window: str, members: list[str], period: str, now: datetime
+    ) -> list[Entry]:
+        """The given members that are ranked, best first."""
+        cfg = self.board(board)
+        if len(members) > MAX_LOOKUP:
+            raise LimitExceeded(
+                f"lookup takes at most {MAX_LOOKUP} members, got {len(members)}",
+                {"limit": MAX_LOOKUP},
+            )
+        _, live, archive = self.target(board, window, period, now)
+        unique = list(dict.fromkeys(members))
+        if not unique:
+            return []
+        args: list[Any] = [cfg.order, cfg.ties]
+        for m in unique:
+            args += [1, m]
+        reply = self.scripts.read_points(keys=[self.keys.meta(board), live, archive], args=args)
+        out = []
+        for m, pos in zip(unique, range(0, len(reply), 3), strict=True):
+            if int(reply[pos]) > 0:
+                out.append(
+                    Entry(rank=int(reply[pos]), member=m, score=float(reply[pos + 1]),
+                          metadata=_meta(reply[pos + 2]))
+                )
+        out.sort(key=lambda e: e.rank)
+        return out
+
+    def history(
+        self, board: str, member: str, window: str, now: datetime, *, last: int
+    ) -> History:
+        cfg = self.board(board)
+        _limit("last", last, 1, MAX_LAST)
+        if window not in tw.WINDOWS:
+            raise BadWindow(f"unknown window {window!r}: use day, week or season", {"window": window})
+        periods = tw.recent_periods(window, last, now, self.settings)  # type: ignore[arg-type]
+        keys = [self.keys.meta(board)]
+        args: list[Any] = [cfg.order, cfg.ties]
+        for n, p in enumerate(periods, start=1):
+            live = self.keys.window(board, p.window, p.id)
+            keys += [live, self.keys.archive(board, p.id) if window == "season" else live]
+            args += [n, member]
+        points: list[HistoryPoint] = []
+        if periods:
+            reply = self.scripts.read_points(keys=keys, args=args)
+            for p, pos in zip(periods, range(0, len(reply), 3), strict=True):
+                ranked = int(reply[pos]) > 0
+                points.append(HistoryPoint(
+                    period=p.id,
+                    rank=int(reply[pos]) if ranked else None,
+                    score=float(reply[pos + 1]) if ranked else None,
+                ))
+        return History(board=board, window=window, member=member, history=points)

@@ -1,0 +1,193 @@
+"""The write path: one Lua call per board per batch (SPEC sections 4 and 6)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import date, datetime, timedelta
+from typing import Any
+
+from config.settings import BoardSettings, Settings
+from seasons import timewindows as tw
+from seasons.events import META_MAX_BYTES, META_MAX_FIELDS, ValidEvent
+from seasons.keys import Keys
+from seasons.models import WriteResult
+from seasons.scripts import Scripts
+
+DEDUPE_WINDOW = timedelta(hours=48)
+
+
+class BatchRejectedByState(Exception):
+    """The write script refused a batch (closed day or season); carries its problems."""
+
+    def __init__(self, problems: list[dict[str, Any]]):
+        self.problems = problems
+
+
+def _fmt(x: float) -> str:
+    return repr(float(x))
+
+
+def script_args(
+    board: str,
+    events: list[ValidEvent],
+    settings: Settings,
+    keys: Keys,
+    now: datetime,
+    *,
+    backfill: bool = False,
+    check_only: bool = False,
+) -> tuple[list[str], list[str]]:
+    """KEYS and ARGV of ``write.lua`` for the events of one board (see the script's header)."""
+    cfg: BoardSettings = settings.boards[board]
+    zone = settings.zone
+    ws = settings.week_start_index
+    state = keys.state(board)
+    script_keys = [state, keys.events(board), keys.meta(board)]
+    by_day: dict[date, list[ValidEvent]] = defaultdict(list)
+    for ev in events:
+        by_day[ev.day].append(ev)
+    stamp = now.timestamp()
+    argv: list[str] = [
+        _fmt(stamp),
+        cfg.aggregate,
+        cfg.order,
+        str(cfg.max_entries),
+        _fmt(stamp - DEDUPE_WINDOW.total_seconds()),
+        str(int(stamp + DEDUPE_WINDOW.total_seconds()) + 1),
+        "1" if backfill else "0",
+        "1" if check_only else "0",
+        str(META_MAX_FIELDS),
+        str(META_MAX_BYTES),
+        str(len(by_day)),
+    ]
+    extra_keys: list[str] = []
+    extra_index: dict[str, int] = {}
+    group_keys: list[str] = []
+    group_argv: list[str] = []
+
+    def key_index(key: str) -> str:
+        # 1-based position in KEYS of a day key that trimmed boards recompute from.
+        if key not in extra_index:
+            extra_keys.append(key)
+            extra_index[key] = 3 + 3 * len(by_day) + len(extra_keys)
+        return str(extra_index[key])
+
+    today = tw.local_day(now, zone)
+    for day, evs in sorted(by_day.items()):
+        day_p = tw.period_of_day("day", day, settings)
+        week_p = tw.period_of_day("week", day, settings)
+        season_p = tw.period_of_day("season", day, settings)
+        assert day_p is not None and week_p is not None
+        span = tw.season_of_day(day, settings)
+        group_keys += [
+            keys.day(board, day),
+            keys.week(board, week_p.id),
+            keys.season(board, season_p.id) if season_p else state,
+        ]
+        group_argv += [
+            day.isoformat(),
+            season_p.id if season_p else "",
+            _fmt(cfg.week_weights[tw.weekday_index(day, ws)]),
+            _fmt(cfg.season_weight(tw.week_of_season(day, span))) if span else "1.0",
+            str(tw.expire_at(day_p, settings)),
+            str(tw.expire_at(week_p, settings)),
+            str(tw.expire_at(season_p, settings)) if season_p else "0",
+            str(len(evs)),
+        ]
+        if cfg.max_entries > 0:
+            horizon = max(today, day) + timedelta(days=1)
+            week_days = [d for d in week_p.days() if d <= horizon]
+            group_argv.append(str(len(week_days)))
+            for d in week_days:
+                w = cfg.week_weights[tw.weekday_index(d, ws)]
+                group_argv += [key_index(keys.day(board, d)), _fmt(w)]
+            season_days = [d for d in season_p.days() if d <= horizon] if season_p else []
+            group_argv.append(str(len(season_days)))
+            for d in season_days:
+                assert span is not None
+                w = cfg.season_weight(tw.week_of_season(d, span))
+                group_argv += [key_index(keys.day(board, d)), _fmt(w)]
+        for ev in evs:
+            group_argv += [
+                str(ev.index),
+                ev.member,
+                _fmt(ev.value),
+                ev.event_id or "",
+                ev.metadata or "",
+            ]
+    return script_keys + group_keys + extra_keys, argv + group_argv
+
+
+def parse_reply(reply: list[Any]) -> WriteResult:
+    """Turn the script's reply into a result, or raise :class:`BatchRejectedByState`."""
+    if int(reply[0]) == -1:
+        items = reply[1:]
+        problems = [
+            {"index": int(items[i]), "field": "ts", "code": str(items[i + 1]),
+             "message": str(items[i + 2])}
+            for i in range(0, len(items), 3)
+        ]
+        raise BatchRejectedByState(problems)
+    return WriteResult(applied=int(reply[0]), duplicates=int(reply[1]))
+
+
+def apply_batch(
+    client: Any,
+    scripts: Scripts,
+    events: list[ValidEvent],
+    settings: Settings,
+    keys: Keys,
+    now: datetime,
+    *,
+    backfill: bool = False,
+) -> WriteResult:
+    """Apply validated events. One board: one atomic script call. Several boards: every
+    board is checked first (one pipeline), then applied (one pipeline), so a batch that a
+    closed day or season would refuse on one board writes nothing on any board."""
+    by_board: dict[str, list[ValidEvent]] = defaultdict(list)
+    for ev in events:
+        by_board[ev.board].append(ev)
+    if not by_board:
+        return WriteResult(applied=0, duplicates=0)
+    if len(by_board) > 1:
+        _run(client, scripts, by_board, settings, keys, now, backfill, check_only=True)
+    results = _run(client, scripts, by_board, settings, keys, now, backfill, check_only=False)
+    return WriteResult(
+        applied=sum(r.applied for r in results), duplicates=sum(r.duplicates for r in results)
+    )
+
+
+def _run(
+    client: Any,
+    scripts: Scripts,
+    by_board: dict[str, list[ValidEvent]],
+    settings: Settings,
+    keys: Keys,
+    now: datetime,
+    backfill: bool,
+    *,
+    check_only: bool,
+) -> list[WriteResult]:
+    calls = [
+        script_args(b, evs, settings, keys, now, backfill=backfill, check_only=check_only)
+        for b, evs in by_board.items()
+    ]
+    if len(calls) == 1:
+        replies = [scripts.write(keys=calls[0][0], args=calls[0][1])]
+    else:
+        pipe = client.pipeline(transaction=False)
+        for k, a in calls:
+            scripts.write(keys=k, args=a, client=pipe)
+        replies = pipe.execute()
+    problems: list[dict[str, Any]] = []
+    results = []
+    for reply in replies:
+        try:
+            results.append(parse_reply(reply))
+        except BatchRejectedByState as exc:
+            problems += exc.problems
+    if problems:
+        raise BatchRejectedByState(sorted(problems, key=lambda p: p["index"]))
+    if settings.redis.wait_replicas > 0:
+        client.wait(settings.redis.wait_replicas, settings.redis.wait_timeout_ms)
+    return results
