@@ -12,8 +12,6 @@ from pydantic import BaseModel, ValidationError
 from pydantic_settings import (
     BaseSettings,
     EnvSettingsSource,
-    PydanticBaseSettingsSource,
-    SettingsConfigDict,
     TomlConfigSettingsSource,
 )
 from pydantic_settings.exceptions import SettingsError
@@ -83,6 +81,28 @@ def _format(err: ValidationError) -> list[str]:
     return out
 
 
+class Environment(EnvSettingsSource):
+    """The environment source, reading a given mapping instead of ``os.environ``."""
+
+    def __init__(self, settings_cls: type[BaseSettings], environ: Mapping[str, str]):
+        self._environ = environ
+        super().__init__(settings_cls)
+
+    def _load_env_vars(self) -> Mapping[str, str | None]:
+        return {k.lower(): v for k, v in self._environ.items()}
+
+
+def _merge(base: dict[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
+    """``top`` over ``base``, merging nested tables key by key."""
+    out = dict(base)
+    for key, value in top.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = _merge(dict(out[key]), value)
+        else:
+            out[key] = value
+    return out
+
+
 def load_settings(
     environ: Mapping[str, str] | None = None, path: Path | str | None = None, **overrides: Any
 ) -> Settings:
@@ -106,23 +126,11 @@ def load_settings(
     if problems:
         raise ConfigError(problems)
 
-    class _MappingEnv(EnvSettingsSource):
-        def _load_env_vars(self) -> Mapping[str, str | None]:
-            return {k.lower(): v for k, v in environ.items()}
-
-    class _Loaded(Settings):
-        model_config = SettingsConfigDict(toml_file=toml)
-
-        @classmethod
-        def settings_customise_sources(
-            cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
-            **_: PydanticBaseSettingsSource,
-        ) -> tuple[PydanticBaseSettingsSource, ...]:
-            return (init_settings, _MappingEnv(settings_cls), TomlConfigSettingsSource(settings_cls))
-
     try:
-        return _Loaded(**overrides)
+        env_values = Environment(Settings, environ)()
+        toml_values = TomlConfigSettingsSource(Settings, toml_file=toml)() if toml else {}
+        return Settings.model_validate(_merge(_merge(toml_values, env_values), overrides))
     except ValidationError as exc:
         raise ConfigError(_format(exc)) from None
     except SettingsError as exc:  # e.g. a nested env value that is not valid JSON
-        raise ConfigError([str(exc)]) from None
+        raise ConfigError([str(exc).replace('source "Environment"', "the environment")]) from None

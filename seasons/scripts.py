@@ -8,19 +8,25 @@ from typing import Any
 
 from redis.commands.core import Script
 
-NAMES = ("write", "read_range", "read_points")
-
 
 @cache
-def source(name: str) -> str:
-    return resources.files("seasons").joinpath("lua", f"{name}.lua").read_text()
+def sources() -> dict[str, str]:
+    """Every ``seasons/lua/<name>.lua`` by name."""
+    folder = resources.files("seasons").joinpath("lua")
+    return {
+        f.name.removesuffix(".lua"): f.read_text()
+        for f in folder.iterdir()
+        if f.name.endswith(".lua")
+    }
 
 
 class Scripts:
     """The registered scripts of one Redis client, as attributes (``scripts.write(...)``)."""
 
     def __init__(self, client: Any):
-        self._scripts: dict[str, Script] = {n: client.register_script(source(n)) for n in NAMES}
+        self._scripts: dict[str, Script] = {
+            name: client.register_script(text) for name, text in sources().items()
+        }
 
     def __getattr__(self, name: str) -> Script:
         try:

@@ -20,7 +20,13 @@ Window = Literal["day", "week", "season"]
 WINDOWS: tuple[Window, ...] = ("day", "week", "season")
 FUTURE_TOLERANCE = timedelta(minutes=5)
 
-_CYCLE_ID = re.compile(r"^S([1-9][0-9]{0,6})$")
+_CYCLE_ID = re.compile(r"S([1-9][0-9]{0,6})")  # used with fullmatch: "$" would allow "S1\n"
+# fromisoformat alone also takes 20260308 and 2026-W10-1; period ids are YYYY-MM-DD.
+_ISO_DAY = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+# Event times must have a local day, and an end of it, in every zone: keep clear of datetime's
+# limits (year 1 and 9999), where astimezone and day arithmetic raise OverflowError.
+_TS_MIN = datetime(2, 1, 1, tzinfo=UTC)
+_TS_MAX = datetime(9998, 12, 31, tzinfo=UTC)
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,10 +109,13 @@ def season_by_id(season_id: str, settings: Settings) -> SeasonSpan:
                 return span
         known = ", ".join(s.id for s in cfg.list)
         raise BadPeriod(f"unknown season {season_id!r} (configured: {known})")
-    m = _CYCLE_ID.match(season_id)
+    m = _CYCLE_ID.fullmatch(season_id)
     if not m:
         raise BadPeriod(f"unknown season {season_id!r}: seasons are named S1, S2, ...")
-    return _cycle_season(int(m.group(1)), settings)
+    try:
+        return _cycle_season(int(m.group(1)), settings)
+    except OverflowError:
+        raise BadPeriod(f"unknown season {season_id!r}: it would end after 9999-12-31") from None
 
 
 def seasons_between(first: date, last: date, settings: Settings) -> list[SeasonSpan]:
@@ -167,18 +176,34 @@ def resolve_period(window: Window, period: str, now: datetime, settings: Setting
         return found
     if period == "previous":
         return previous_period(window, today, settings)
-    if window == "season":
-        span = season_by_id(period, settings)
-        return Period("season", span.id, span.start, span.end)
     try:
-        day = date.fromisoformat(period)
-    except ValueError:
+        if window == "season":
+            span = season_by_id(period, settings)
+            found = Period("season", span.id, span.start, span.end)
+        else:
+            found = period_of_day(window, _explicit_day(window, period), settings)
+        assert found is not None  # day and week periods always exist
+        # At the calendar's ends a period's bounds may not be instants: refuse it here, not
+        # with an OverflowError wherever its end is needed.
+        day_start(found.first, settings.zone)
+        period_end(found, settings.zone)
+    except OverflowError:
         raise BadPeriod(
-            f"bad period {period!r} for window {window}: use YYYY-MM-DD, current or previous"
+            f"bad period {period!r} for window {window}: outside the calendar"
         ) from None
-    found = period_of_day(window, day, settings)
-    assert found is not None  # day and week periods always exist
     return found
+
+
+def _explicit_day(window: Window, period: str) -> date:
+    """The day a day or week id names: ``YYYY-MM-DD`` only."""
+    try:
+        if _ISO_DAY.fullmatch(period):
+            return date.fromisoformat(period)
+    except ValueError:
+        pass
+    raise BadPeriod(
+        f"bad period {period!r} for window {window}: use YYYY-MM-DD, current or previous"
+    )
 
 
 def previous_period(window: Window, today: date, settings: Settings) -> Period:
@@ -239,9 +264,22 @@ def recent_periods(window: Window, last: int, now: datetime, settings: Settings)
 
 
 def parse_ts(value: str | int | float | datetime | None, now: datetime) -> datetime:
-    """An event time: RFC 3339 with offset, epoch seconds, an aware datetime, or None (now)."""
+    """An event time: RFC 3339 with offset, epoch seconds, an aware datetime, or None (now).
+
+    Raises ValueError for anything else, including instants outside the years 2 .. 9998.
+    """
     if value is None:
         return now
+    try:
+        parsed = _parse_ts(value)
+    except (OverflowError, OSError):  # epoch seconds or offsets past datetime's range
+        parsed = None
+    if parsed is None or not _TS_MIN <= parsed <= _TS_MAX:
+        raise ValueError(f"{value!r} is out of range (years 2 to 9998)")
+    return parsed
+
+
+def _parse_ts(value: str | int | float | datetime) -> datetime:
     if isinstance(value, datetime):
         if value.tzinfo is None:
             raise ValueError("datetime must carry a time zone")

@@ -1,0 +1,91 @@
+"""Recompute a week or season board from its day keys without stalling Redis.
+
+The formula (SPEC section 4) is ZUNIONSTORE of the day keys with WEIGHTS and AGGREGATE. Run as
+one command, a union of 7 x 200 000 entries blocks Redis for over a second. So:
+
+- small inputs (at most ``atomic_limit`` entries in all) are recomputed in one Lua call:
+  ZUNIONSTORE + trim + EXPIREAT, atomic with respect to concurrent writes;
+- larger ones are repaired in slices: every member of the board and of each day key is visited
+  once (ZSCAN), and ``reconcile_slice.lua`` sets each member of a slice to exactly the formula's
+  score (or removes it), atomically per slice. Between slices the write path keeps the board
+  fresh (write-through), so no accepted event is lost or counted twice, and no single call
+  holds Redis longer than one slice takes.
+
+The board's own members are visited first: on a trimmed board this settles the scores that
+decide who is admitted, so the greedy admission of the remaining members keeps exactly the
+best ``max_entries``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from config.settings import BoardSettings
+from seasons.scripts import Scripts
+
+ATOMIC_LIMIT = 20_000
+SLICE = 500
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """What to recompute: ``target`` = AGG over ``days`` of ``weights[i] * day``."""
+
+    target: str
+    days: Sequence[str]
+    weights: Sequence[float]
+    expireat: int
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    target: str
+    mode: str  # "atomic" | "sliced"
+    size: int
+    changed: int  # members whose entry was repaired (sliced mode)
+
+
+def reconcile(
+    client: Any,
+    scripts: Scripts,
+    board: BoardSettings,
+    plan: Plan,
+    *,
+    atomic_limit: int = ATOMIC_LIMIT,
+    slice_size: int = SLICE,
+    progress: Callable[[int], None] | None = None,
+) -> Outcome:
+    """Make ``plan.target`` equal the formula over ``plan.days`` (then trimmed)."""
+    head = [board.aggregate, board.order, str(board.max_entries), str(plan.expireat)]
+    weights = [repr(float(w)) for w in plan.weights]
+    pipe = client.pipeline(transaction=False)
+    for key in plan.days:
+        pipe.zcard(key)
+    inputs = sum(pipe.execute()) if plan.days else 0
+    if inputs <= atomic_limit:
+        if not plan.days:
+            client.delete(plan.target)
+            return Outcome(plan.target, "atomic", 0, 0)
+        size = scripts.union_store(keys=[plan.target, *plan.days], args=[*head, *weights])
+        return Outcome(plan.target, "atomic", int(size), 0)
+
+    keys = [plan.target, *plan.days]
+    args_head = [*head, str(len(plan.days)), *weights]
+    seen: set[str] = set()
+    changed = 0
+    for source in keys:  # the board itself first (see the module docstring)
+        cursor = 0
+        while True:
+            cursor, rows = client.zscan(source, cursor, count=slice_size)
+            fresh = [m for m, _ in rows if m not in seen]
+            seen.update(fresh)
+            for i in range(0, len(fresh), slice_size):
+                part = fresh[i : i + slice_size]
+                changed += int(scripts.reconcile_slice(keys=keys, args=[*args_head, *part]))
+                if progress:
+                    progress(len(part))
+            if cursor == 0:
+                break
+    return Outcome(plan.target, "sliced", int(client.zcard(plan.target)), changed)

@@ -1,0 +1,76 @@
+-- Repair one slice of members of a week or season board: each given member gets exactly the
+-- score the formula gives from the day keys, or leaves the board if it is on no day.
+-- Atomic per slice, so a concurrent write-through is never lost or counted twice.
+--
+-- KEYS[1] target sorted set   KEYS[2..] day sorted sets
+-- ARGV[1] aggregate (sum|max|min)  ARGV[2] order (desc|asc)  ARGV[3] max_entries (0 = all)
+-- ARGV[4] expireat of the target  ARGV[5] number of day keys n
+-- ARGV[6 .. 5+n] one weight per day key; ARGV[6+n ..] members
+-- Returns the number of members whose entry changed.
+
+local target = KEYS[1]
+local aggregate = ARGV[1]
+local desc = ARGV[2] == 'desc'
+local max_entries = tonumber(ARGV[3])
+local n = tonumber(ARGV[5])
+local weights = {}
+for i = 1, n do weights[i] = tonumber(ARGV[5 + i]) end
+
+local function formula(m)
+  local total = nil
+  for i = 1, n do
+    local s = redis.call('ZSCORE', KEYS[1 + i], m)
+    if s then
+      local x = weights[i] * tonumber(s)
+      if total == nil then total = x
+      elseif aggregate == 'sum' then total = total + x
+      elseif aggregate == 'max' then total = math.max(total, x)
+      else total = math.min(total, x) end
+    end
+  end
+  return total
+end
+
+-- On a trimmed board a newcomer enters only if it beats the worst member kept.
+local function admits(score)
+  if max_entries == 0 or redis.call('ZCARD', target) < max_entries then return true end
+  local worst
+  if desc then
+    worst = redis.call('ZRANGE', target, 0, 0, 'WITHSCORES')
+    return score > tonumber(worst[2])
+  end
+  worst = redis.call('ZRANGE', target, -1, -1, 'WITHSCORES')
+  return score < tonumber(worst[2])
+end
+
+local changed = 0
+for i = 6 + n, #ARGV do
+  local m = ARGV[i]
+  local want = formula(m)
+  local have = redis.call('ZSCORE', target, m)
+  if want == nil then
+    if have then
+      redis.call('ZREM', target, m)
+      changed = changed + 1
+    end
+  elseif have == nil then
+    if admits(want) then
+      redis.call('ZADD', target, want, m)
+      changed = changed + 1
+    end
+  elseif tonumber(have) ~= want then
+    redis.call('ZADD', target, want, m)
+    changed = changed + 1
+  end
+end
+if max_entries > 0 and redis.call('ZCARD', target) > max_entries then
+  if desc then
+    redis.call('ZREMRANGEBYRANK', target, 0, -(max_entries + 1))
+  else
+    redis.call('ZREMRANGEBYRANK', target, max_entries, -1)
+  end
+end
+if changed > 0 and redis.call('TTL', target) == -1 then
+  redis.call('EXPIREAT', target, ARGV[4])
+end
+return changed
