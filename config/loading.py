@@ -20,7 +20,8 @@ from config.settings import Settings
 
 ENV_PREFIX = "SEASONS_"
 # Environment variables with the prefix that are not settings themselves.
-NOT_SETTINGS = {"SEASONS_CONFIG"}
+# SEASONS_FAULT*: the worker's crash-test hooks (jobs/state.py), read at the worker's edge.
+NOT_SETTINGS = {"SEASONS_CONFIG", "SEASONS_FAULT_AT", "SEASONS_FAULT", "SEASONS_FAULT_TRACE"}
 
 
 class ConfigError(Exception):

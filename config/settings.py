@@ -131,6 +131,14 @@ class WorkerSettings(_Section):
     heartbeat_interval: Duration = timedelta(seconds=10)
     misfire_grace: Duration = timedelta(minutes=5)
     lock_ttl: Duration = timedelta(minutes=5)
+    # Redis unreachable: retry the job after backoff_initial, doubling up to backoff_max.
+    backoff_initial: Duration = timedelta(seconds=0.5)
+    backoff_max: Duration = timedelta(seconds=30)
+    # Boards whose day keys hold more than atomic_union_limit entries are reconciled in
+    # slices; the scheduled rollup does that at most once per full_reconcile_interval per
+    # board, or at once when the board's weights, aggregate, trim or days changed.
+    atomic_union_limit: int = Field(default=20_000, ge=0)
+    full_reconcile_interval: Duration = timedelta(hours=1)
 
 
 class Settings(BaseSettings):

@@ -25,8 +25,10 @@ from typing import Any
 from config.settings import BoardSettings
 from seasons.scripts import Scripts
 
-ATOMIC_LIMIT = 20_000
-SLICE = 500
+ATOMIC_LIMIT = 20_000  # default of settings.worker.atomic_union_limit
+# ZSCOREs one slice may run: a slice of m members over d days costs about m * (d + 1) of them,
+# a few milliseconds of Redis time at this budget whatever the window's length.
+SLICE_BUDGET = 1_500
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +44,7 @@ class Plan:
 @dataclass(frozen=True, slots=True)
 class Outcome:
     target: str
-    mode: str  # "atomic" | "sliced"
+    mode: str  # "atomic" | "sliced" | "skipped" (large, and the caller said not now)
     size: int
     changed: int  # members whose entry was repaired (sliced mode)
 
@@ -54,10 +56,15 @@ def reconcile(
     plan: Plan,
     *,
     atomic_limit: int = ATOMIC_LIMIT,
-    slice_size: int = SLICE,
+    slice_size: int | None = None,
     progress: Callable[[int], None] | None = None,
+    slices_wanted: bool = True,
 ) -> Outcome:
-    """Make ``plan.target`` equal the formula over ``plan.days`` (then trimmed)."""
+    """Make ``plan.target`` equal the formula over ``plan.days`` (then trimmed).
+
+    ``slices_wanted=False``: if the board is too large for one atomic call, leave it as the
+    write path keeps it and report ``skipped``.
+    """
     head = [board.aggregate, board.order, str(board.max_entries), str(plan.expireat)]
     weights = [repr(float(w)) for w in plan.weights]
     pipe = client.pipeline(transaction=False)
@@ -71,11 +78,32 @@ def reconcile(
         size = scripts.union_store(keys=[plan.target, *plan.days], args=[*head, *weights])
         return Outcome(plan.target, "atomic", int(size), 0)
 
+    if not slices_wanted:
+        return Outcome(plan.target, "skipped", int(client.zcard(plan.target)), 0)
     keys = [plan.target, *plan.days]
-    args_head = [*head, str(len(plan.days)), *weights]
+    if slice_size is None:
+        slice_size = max(20, SLICE_BUDGET // (len(plan.days) + 1))
+
+    def repair(members: list[str], trim_to: int) -> int:
+        args = [
+            board.aggregate,
+            board.order,
+            str(trim_to),
+            str(plan.expireat),
+            str(len(plan.days)),
+            *weights,
+            *members,
+        ]
+        return int(scripts.reconcile_slice(keys=keys, args=args))
+
     seen: set[str] = set()
     changed = 0
     for source in keys:  # the board itself first (see the module docstring)
+        # While the board's own members are settled, a stale score must not push out a
+        # right one: trim only once they all are (the empty call), then after every slice.
+        settling = source == plan.target
+        if source == plan.days[0]:
+            repair([], board.max_entries)
         cursor = 0
         while True:
             cursor, rows = client.zscan(source, cursor, count=slice_size)
@@ -83,7 +111,7 @@ def reconcile(
             seen.update(fresh)
             for i in range(0, len(fresh), slice_size):
                 part = fresh[i : i + slice_size]
-                changed += int(scripts.reconcile_slice(keys=keys, args=[*args_head, *part]))
+                changed += repair(part, 0 if settling else board.max_entries)
                 if progress:
                     progress(len(part))
             if cursor == 0:

@@ -135,7 +135,7 @@ def _validate_one(
     for extra in sorted(set(ev) - EVENT_FIELDS):
         problems.add(i, str(extra), "unknown_field", f"unknown field {extra!r}")
     board = ev.get("board")
-    if board not in settings.boards:
+    if not isinstance(board, str) or board not in settings.boards:
         known = ", ".join(sorted(settings.boards)) or "none"
         problems.add(i, "board", "unknown_board", f"unknown board {board!r} (configured: {known})")
     if "member" not in ev:

@@ -8,7 +8,7 @@ season and archive sorted sets and the metadata hash; apps may read them directl
 from __future__ import annotations
 
 from datetime import date
-from typing import Literal
+from typing import Literal, NamedTuple
 
 Window = Literal["day", "week", "season"]
 
@@ -65,9 +65,42 @@ class Keys:
     def heartbeat(self) -> str:
         return f"{self.ns}:heartbeat"
 
+    # Scratch keys of the worker and operator tools (restore, export), in the board's slot so a
+    # script can RENAME them into place; always created with a short TTL.
+    def tmp(self, board: str, name: str) -> str:
+        return f"{self._board(board)}:tmp:{name}"
+
+    def pattern(self) -> str:
+        """SCAN pattern for every key of the namespace (the sweep, operator tools)."""
+        return f"{self.ns}:*"
+
+    def parse(self, key: str) -> ParsedKey | None:
+        """What a key of this namespace is: the inverse of the builders above (None if the
+        key is not one of ours). Board keys give their board, kind and id; worker keys
+        (``lock``, ``job``, ``heartbeat``) give no board."""
+        prefix = self.ns + ":"
+        if not key.startswith(prefix):
+            return None
+        rest = key[len(prefix) :]
+        if rest.startswith("{"):
+            end = rest.find("}:")
+            if end < 1:
+                return None
+            board, tail = rest[1:end], rest[end + 2 :]
+            kind, _, ident = tail.partition(":")
+            return ParsedKey(board, kind, ident)
+        kind, _, ident = rest.partition(":")
+        return ParsedKey(None, kind, ident)
+
     def board_pattern(self, board: str) -> str:
         """SCAN pattern for every key of a board (operator tools only, never in a script)."""
         return f"{self._board(board)}:*".replace("{", "\\{").replace("}", "\\}")
+
+
+class ParsedKey(NamedTuple):
+    board: str | None  # None for worker keys
+    kind: str  # day | week | season | archive | meta | events | state | tmp | lock | job | ...
+    ident: str  # period or season id, scratch or lock name; '' when the kind has none
 
 
 def _iso(day: date | str) -> str:

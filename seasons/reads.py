@@ -6,6 +6,8 @@ import json
 from datetime import datetime
 from typing import Any
 
+from pydantic_core import from_json
+
 from config.settings import Settings
 from seasons import timewindows as tw
 from seasons.errors import BadWindow, LimitExceeded, UnknownBoard
@@ -38,6 +40,8 @@ class Reader:
         self.scripts = scripts
         self.settings = settings
         self.keys = keys
+        # (window, "current" | "previous") -> (valid from, valid until, period): see _resolve.
+        self._relative: dict[tuple[str, str], tuple[datetime, datetime, tw.Period]] = {}
 
     # --- resolving a board, a window and a period into keys -------------------------------
 
@@ -58,10 +62,25 @@ class Reader:
             tw.season_by_id(base, self.settings)  # the season part must name a season
             key = self.keys.archive(board, period)
             return period, key, key
-        p = tw.resolve_period(window, period, now, self.settings)  # type: ignore[arg-type]
+        p = self._resolve(window, period, now)
         live = self.keys.window(board, p.window, p.id)
         archive = self.keys.archive(board, p.id) if window == "season" else live
         return p.id, live, archive
+
+    def _resolve(self, window: str, period: str, now: datetime) -> tw.Period:
+        """:func:`tw.resolve_period`, remembered for ``current`` and ``previous`` until the
+        local day of ``now`` ends: they depend on that day alone (settings are frozen)."""
+        if period != "current" and period != "previous":
+            return tw.resolve_period(window, period, now, self.settings)  # type: ignore[arg-type]
+        hit = self._relative.get((window, period))
+        if hit is not None and hit[0] <= now < hit[1]:
+            return hit[2]
+        found = tw.resolve_period(window, period, now, self.settings)  # type: ignore[arg-type]
+        zone = self.settings.zone
+        today = tw.local_day(now, zone)
+        valid = (tw.day_start(today, zone), tw.day_end(today, zone))
+        self._relative[(window, period)] = (*valid, found)
+        return found
 
     # --- reads --------------------------------------------------------------------------
 
@@ -93,22 +112,10 @@ class Reader:
         pid, live, archive = self.target(board, window, period, now)
         reply = self.scripts.read_range(
             keys=[live, archive, self.keys.meta(board)],
-            args=[cfg.order, cfg.ties, mode, a, b],
+            args=[cfg.order, cfg.ties, mode, a, b, board, window, pid],
         )
-        total, start, first_rank = int(reply[0]), int(reply[1]), int(reply[2])
-        entries: list[Entry] = []
-        for i, pos in enumerate(range(3, len(reply), 3)):
-            score = float(reply[pos + 1])
-            if i == 0:
-                rank = first_rank
-            elif cfg.ties == "shared" and score == entries[-1].score:
-                rank = entries[-1].rank  # equal scores share the rank before them
-            else:
-                rank = start + i + 1
-            entries.append(
-                Entry(rank=rank, member=reply[pos], score=score, metadata=_meta(reply[pos + 2]))
-            )
-        return Page(board=board, window=window, period=pid, total=total, entries=entries)
+        # The script replies with the page's JSON: one parse and validation in pydantic-core.
+        return Page.model_validate_json(reply)
 
     def members(
         self, board: str, window: str, members: list[str], period: str, now: datetime

@@ -288,6 +288,9 @@ def _parse_ts(value: str | int | float | datetime) -> datetime:
         raise ValueError("must be RFC 3339 with an offset or epoch seconds")
     if isinstance(value, int | float):
         return datetime.fromtimestamp(float(value), UTC)
+    if not isinstance(value, str):  # e.g. a JSON object or list from an HTTP body
+        kind = type(value).__name__
+        raise ValueError(f"must be RFC 3339 with an offset or epoch seconds, got {kind}")
     text = value.strip()
     if re.fullmatch(r"-?\d+(\.\d+)?", text):
         return datetime.fromtimestamp(float(text), UTC)

@@ -21,7 +21,9 @@ from seasons.scripts import Scripts
 TAG = "t:{b}"
 
 
-def union_reference(client: redis.Redis, plan: Plan, board: BoardSettings) -> list[tuple[str, float]]:
+def union_reference(
+    client: redis.Redis, plan: Plan, board: BoardSettings
+) -> list[tuple[str, float]]:
     """ZUNIONSTORE into a scratch key of the same slot, trimmed like the board."""
     scratch = f"{TAG}:scratch"
     client.zunionstore(
@@ -50,7 +52,9 @@ day_scores = st.dictionaries(
 )
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(
     days=st.lists(day_scores, min_size=1, max_size=6),
     weights=st.lists(st.sampled_from([0, 0.5, 1, 2, 3]), min_size=6, max_size=6),
@@ -107,8 +111,15 @@ def test_sliced_reconcile_under_concurrent_writes(redis_url: str, settings_facto
         if day <= tw.local_day(clock(), settings.zone):
             ts = min(datetime(day.year, day.month, day.day, 10, tzinfo=UTC), clock()).isoformat()
             app.submit_many(
-                [{"board": "b", "member": f"p{rng.randrange(3000)}", "value": rng.randint(1, 9),
-                  "ts": ts} for _ in range(2000)],
+                [
+                    {
+                        "board": "b",
+                        "member": f"p{rng.randrange(3000)}",
+                        "value": rng.randint(1, 9),
+                        "ts": ts,
+                    }
+                    for _ in range(2000)
+                ],
                 backfill=True,
             )
     target = app.keys.week("b", week.id)
@@ -121,8 +132,9 @@ def test_sliced_reconcile_under_concurrent_writes(redis_url: str, settings_facto
     def writer() -> None:
         w = Seasons(settings, clock=clock)
         while not stop.is_set():
-            w.submit_many([{"board": "b", "member": f"p{rng.randrange(3000)}", "value": 1}
-                           for _ in range(50)])
+            w.submit_many(
+                [{"board": "b", "member": f"p{rng.randrange(3000)}", "value": 1} for _ in range(50)]
+            )
             written[0] += 50
         w.close()
 
@@ -132,12 +144,45 @@ def test_sliced_reconcile_under_concurrent_writes(redis_url: str, settings_facto
         days = [app.keys.day("b", d) for d in week.days()]
         weights = [settings.boards["b"].week_weights[tw.weekday_index(d, 0)] for d in week.days()]
         plan = Plan(target, days, weights, tw.expire_at(week, settings))
-        outcome = reconcile(app.client, app.scripts, settings.boards["b"], plan,
-                            atomic_limit=0, slice_size=100)
+        outcome = reconcile(
+            app.client, app.scripts, settings.boards["b"], plan, atomic_limit=0, slice_size=100
+        )
     finally:
         stop.set()
         thread.join()
     assert outcome.mode == "sliced" and outcome.changed >= 2
     assert written[0] > 0
     assert board_rows(app.client, target) == union_reference(app.client, plan, settings.boards["b"])
+    app.close()
+
+
+def test_routine_rollup_repairs_large_boards_when_their_plan_changes(settings_factory) -> None:
+    """Large boards: the scheduled rollup repairs in slices once, then skips them until the
+    full-reconcile interval passes or the weights change; small boards always recompute."""
+    from jobs.rollup import Rollup
+
+    base = {"aggregate": "sum", "week_weights": [1, 1, 1, 1, 1, 1, 1]}
+    settings = settings_factory(boards={"b": base}, worker={"atomic_union_limit": 10})
+    clock = ManualClock(datetime.now(UTC).replace(hour=10, minute=0))  # +1 h stays in the day
+    app = Seasons(settings, clock=clock)
+    app.submit_many([{"board": "b", "member": f"p{i}", "value": i} for i in range(50)])
+    rollup = Rollup(app.client, app.scripts, settings, app.keys)
+    modes = {o.target: o.mode for o in rollup.run(clock())}
+    assert set(modes.values()) == {"sliced"}
+    week_key = next(k for k in modes if ":week:" in k)
+    app.client.zadd(week_key, {"drift": 1})  # not repaired by a skipped routine run
+    assert {o.mode for o in rollup.run(clock())} == {"skipped"}
+    assert app.client.zscore(week_key, "drift") == 1.0
+    clock.now += settings.worker.full_reconcile_interval  # the interval passed: repaired
+    assert {o.mode for o in rollup.run(clock())} == {"sliced"}
+    assert app.client.zscore(week_key, "drift") is None
+
+    heavier = settings_factory(
+        boards={"b": {**base, "week_weights": [3, 3, 3, 3, 3, 3, 3]}},
+        worker={"atomic_union_limit": 10},
+    )
+    modes = [o.mode for o in Rollup(app.client, app.scripts, heavier, app.keys).run(clock())]
+    assert "sliced" in modes  # the week's weights changed: repaired at once
+    expected = sorted((f"p{i}", 3.0 * i) for i in range(50))
+    assert board_rows(app.client, week_key) == expected
     app.close()

@@ -1,21 +1,28 @@
 #!lua flags=no-writes
 -- A ranked slice of a board with metadata, in one call: top/page, around a rank, around a member.
+-- The reply is the page's JSON, ready for the HTTP API and for Page.model_validate_json.
 --
--- KEYS[1] live sorted set   KEYS[2] archive sorted set (read instead when it exists)
--- KEYS[3] meta hash
+-- KEYS[1] live sorted set   KEYS[2] archive sorted set (read instead when it exists; the same
+--         name as KEYS[1] for windows that have no archive)   KEYS[3] meta hash
 -- ARGV[1] order (desc|asc)  ARGV[2] ties (member|shared)  ARGV[3] mode (page|rank|member)
 -- ARGV[4] page: offset; rank: 1-based centre rank; member: the member
 -- ARGV[5] page: limit; rank and member: size
--- Returns {total, start, first_rank, member, score, meta, ...}: start is the 0-based position
--- of the first entry, first_rank its rank under ARGV[2], meta JSON or false. Mode member
--- returns {total, -1, -1} if the member is not ranked.
+-- ARGV[6] board  ARGV[7] window  ARGV[8] period id (copied into the reply)
+-- Returns {"board","window","period","total","entries":[{"rank","member","score","metadata"}]};
+-- in mode member, "entries" is empty when the member is not on the board.
 
 local key = KEYS[1]
-if redis.call('EXISTS', KEYS[2]) == 1 then key = KEYS[2] end
+if KEYS[2] ~= KEYS[1] and redis.call('EXISTS', KEYS[2]) == 1 then key = KEYS[2] end
 local desc = ARGV[1] == 'desc'
 local shared = ARGV[2] == 'shared'
 local mode = ARGV[3]
 local total = redis.call('ZCARD', key)
+
+local function reply(parts)
+  return '{"board":' .. cjson.encode(ARGV[6]) .. ',"window":' .. cjson.encode(ARGV[7])
+    .. ',"period":' .. cjson.encode(ARGV[8]) .. ',"total":' .. total
+    .. ',"entries":[' .. table.concat(parts, ',') .. ']}'
+end
 
 local start, count
 if mode == 'page' then
@@ -25,15 +32,17 @@ else
   local centre
   if mode == 'rank' then
     centre = tonumber(ARGV[4]) - 1
+  elseif desc then
+    centre = redis.call('ZREVRANK', key, ARGV[4])
   else
-    centre = desc and redis.call('ZREVRANK', key, ARGV[4]) or redis.call('ZRANK', key, ARGV[4])
-    if not centre then return {total, -1, -1} end
+    centre = redis.call('ZRANK', key, ARGV[4])
   end
+  if not centre then return reply({}) end
   -- Centred on the rank, shifted at either end so that it still holds `size` entries.
   start = math.max(0, math.min(centre - math.floor(size / 2), total - size))
   count = size
 end
-if count <= 0 or start >= total then return {total, start, start + 1} end
+if count <= 0 or start >= total then return reply({}) end
 
 local rows
 if desc then
@@ -41,27 +50,26 @@ if desc then
 else
   rows = redis.call('ZRANGE', key, start, start + count - 1, 'WITHSCORES')
 end
+local members = {}
+for i = 1, #rows, 2 do members[#members + 1] = rows[i] end
+local metas = redis.call('HMGET', KEYS[3], unpack(members))
 
-local first_rank = start + 1
-if shared and #rows > 0 then
-  -- Standard competition ranking: 1 + members with a strictly better score.
-  local s = rows[2]
+local rank = start + 1
+if shared then
+  -- Standard competition ranking: 1 + members with a strictly better score; an equal score
+  -- shares the rank before it, a new score starts at its own position.
   if desc then
-    first_rank = 1 + redis.call('ZCOUNT', key, '(' .. s, '+inf')
+    rank = 1 + redis.call('ZCOUNT', key, '(' .. rows[2], '+inf')
   else
-    first_rank = 1 + redis.call('ZCOUNT', key, '-inf', '(' .. s)
+    rank = 1 + redis.call('ZCOUNT', key, '-inf', '(' .. rows[2])
   end
 end
 
-local members = {}
-for i = 1, #rows, 2 do members[#members + 1] = rows[i] end
-local metas = {}
-if #members > 0 then metas = redis.call('HMGET', KEYS[3], unpack(members)) end
-
-local out = {total, start, first_rank}
+local parts = {}
 for i = 1, #members do
-  out[#out + 1] = members[i]
-  out[#out + 1] = rows[2 * i]
-  out[#out + 1] = metas[i]
+  local score = rows[2 * i]
+  if i > 1 and not (shared and score == rows[2 * i - 2]) then rank = start + i end
+  parts[i] = '{"rank":' .. rank .. ',"member":' .. cjson.encode(members[i]) .. ',"score":'
+    .. score .. ',"metadata":' .. (metas[i] or '{}') .. '}'
 end
-return out
+return reply(parts)

@@ -3,7 +3,9 @@
 -- Atomic per slice, so a concurrent write-through is never lost or counted twice.
 --
 -- KEYS[1] target sorted set   KEYS[2..] day sorted sets
--- ARGV[1] aggregate (sum|max|min)  ARGV[2] order (desc|asc)  ARGV[3] max_entries (0 = all)
+-- ARGV[1] aggregate (sum|max|min)  ARGV[2] order (desc|asc)
+-- ARGV[3] max_entries to trim to after the slice (0 = do not trim: while the board's own
+--         members are still being settled, a stale score must not push out a right one)
 -- ARGV[4] expireat of the target  ARGV[5] number of day keys n
 -- ARGV[6 .. 5+n] one weight per day key; ARGV[6+n ..] members
 -- Returns the number of members whose entry changed.

@@ -11,6 +11,8 @@
 --         [if max_entries > 0: n week days, (key index, weight) * n,
 --                              n season days, (key index, weight) * n]
 --         then per event: index, member, value, event_id ('' = none), metadata JSON ('' = none)
+-- Events are checked and applied in batch order (ARGV index), whatever their day, so that
+-- duplicates within a batch and metadata merges behave as if submitted one by one.
 -- Returns {applied, duplicates} or {-1, index, code, message, index, code, message, ...};
 -- on the second form nothing was written.
 
@@ -30,6 +32,7 @@ local state, events, meta = KEYS[1], KEYS[2], KEYS[3]
 
 -- Parse the groups.
 local groups = {}
+local all = {}
 local a = 12
 for g = 1, ngroups do
   local k = 4 + (g - 1) * 3
@@ -38,7 +41,7 @@ for g = 1, ngroups do
     day_id = ARGV[a], season_id = ARGV[a + 1],
     week_w = tonumber(ARGV[a + 2]), season_w = tonumber(ARGV[a + 3]),
     day_exp = ARGV[a + 4], week_exp = ARGV[a + 5], season_exp = ARGV[a + 6],
-    events = {}, week_days = {}, season_days = {},
+    week_days = {}, season_days = {},
   }
   local n = tonumber(ARGV[a + 7])
   a = a + 8
@@ -53,14 +56,16 @@ for g = 1, ngroups do
     end
   end
   for _ = 1, n do
-    grp.events[#grp.events + 1] = {
+    local ev = {
       index = ARGV[a], member = ARGV[a + 1], value = tonumber(ARGV[a + 2]),
-      event_id = ARGV[a + 3], meta = ARGV[a + 4],
+      event_id = ARGV[a + 3], meta = ARGV[a + 4], grp = grp,
     }
+    all[#all + 1] = ev
     a = a + 5
   end
   groups[g] = grp
 end
+table.sort(all, function(x, y) return tonumber(x.index) < tonumber(y.index) end)
 
 -- Flat JSON objects only (strings, numbers, booleans): encode with sorted keys and the
 -- shortest number form that reads back as the same double (cjson stops at 14 digits).
@@ -99,47 +104,48 @@ end
 local seen = {}
 local merged_meta = {}
 for _, grp in ipairs(groups) do
-  local day_closed = (not backfill) and redis.call('HEXISTS', state, 'closed:' .. grp.day_id) == 1
-  local season_state = false
+  grp.day_closed = (not backfill) and redis.call('HEXISTS', state, 'closed:' .. grp.day_id) == 1
+  grp.season_state = false
   if grp.season_id ~= '' then
-    season_state = redis.call('HGET', state, 'season:' .. grp.season_id)
+    grp.season_state = redis.call('HGET', state, 'season:' .. grp.season_id)
   end
-  for _, ev in ipairs(grp.events) do
-    if season_state then
-      reject(ev, 'season_closed', 'season ' .. grp.season_id .. ' is ' .. season_state)
-    elseif day_closed then
-      reject(ev, 'late_event', 'day ' .. grp.day_id .. ' is closed')
+end
+for _, ev in ipairs(all) do
+  local grp = ev.grp
+  if grp.season_state then
+    reject(ev, 'season_closed', 'season ' .. grp.season_id .. ' is ' .. grp.season_state)
+  elseif grp.day_closed then
+    reject(ev, 'late_event', 'day ' .. grp.day_id .. ' is closed')
+  end
+  if ev.event_id ~= '' then
+    if seen[ev.event_id] then
+      ev.duplicate = true
+    else
+      local at = redis.call('ZSCORE', events, ev.event_id)
+      if at and tonumber(at) >= cutoff then ev.duplicate = true end
+      seen[ev.event_id] = true
     end
-    if ev.event_id ~= '' then
-      if seen[ev.event_id] then
-        ev.duplicate = true
-      else
-        local at = redis.call('ZSCORE', events, ev.event_id)
-        if at and tonumber(at) >= cutoff then ev.duplicate = true end
-        seen[ev.event_id] = true
-      end
+  end
+  if ev.meta ~= '' and not ev.duplicate then
+    local current = merged_meta[ev.member]
+    if current == nil then
+      local stored = redis.call('HGET', meta, ev.member)
+      current = stored and cjson.decode(stored) or {}
     end
-    if ev.meta ~= '' and not ev.duplicate then
-      local current = merged_meta[ev.member]
-      if current == nil then
-        local stored = redis.call('HGET', meta, ev.member)
-        current = stored and cjson.decode(stored) or {}
-      end
-      for k, v in pairs(cjson.decode(ev.meta)) do
-        if v == cjson.null then current[k] = nil else current[k] = v end
-      end
-      local text, nfields = encode_flat(current)
-      if nfields > meta_max_fields then
-        reject(ev, 'metadata_too_large', 'metadata would have ' .. nfields
-          .. ' fields after merging (at most ' .. meta_max_fields .. ')')
-      elseif #text > meta_max_bytes then
-        reject(ev, 'metadata_too_large', 'metadata would be ' .. #text
-          .. ' bytes as JSON after merging (at most ' .. meta_max_bytes .. ')')
-      end
-      merged_meta[ev.member] = current
-      ev.meta_text = text
-      ev.meta_empty = nfields == 0
+    for k, v in pairs(cjson.decode(ev.meta)) do
+      if v == cjson.null then current[k] = nil else current[k] = v end
     end
+    local text, nfields = encode_flat(current)
+    if nfields > meta_max_fields then
+      reject(ev, 'metadata_too_large', 'metadata would have ' .. nfields
+        .. ' fields after merging (at most ' .. meta_max_fields .. ')')
+    elseif #text > meta_max_bytes then
+      reject(ev, 'metadata_too_large', 'metadata would be ' .. #text
+        .. ' bytes as JSON after merging (at most ' .. meta_max_bytes .. ')')
+    end
+    merged_meta[ev.member] = current
+    ev.meta_text = text
+    ev.meta_empty = nfields == 0
   end
 end
 if #errors > 0 then
@@ -167,8 +173,17 @@ end
 
 -- A trimmed board holds only members with their exact score: a member that is not on it
 -- gets its score recomputed from the day keys, never an increment on a partial score.
+-- A member whose score gets worse on a full board may fall below members trimmed away
+-- earlier: that board is rebuilt from its day keys (see `rebuild`) before it is trimmed.
+local stale = {}
 local function put_trimmed(key, days, member, value, weight)
-  if redis.call('ZSCORE', key, member) then
+  local old = redis.call('ZSCORE', key, member)
+  if old then
+    old = tonumber(old)
+    local new = agg(old, weight * value)
+    if (desc and new < old) or (not desc and new > old) then
+      if redis.call('ZCARD', key) >= max_entries then stale[key] = days end
+    end
     put(key, member, weight * value)
     return
   end
@@ -183,6 +198,16 @@ local function put_trimmed(key, days, member, value, weight)
   if total then redis.call('ZADD', key, total, member) end
 end
 
+local function rebuild(key, days)
+  local args = {'ZUNIONSTORE', key, #days}
+  for _, d in ipairs(days) do args[#args + 1] = d[1] end
+  args[#args + 1] = 'WEIGHTS'
+  for _, d in ipairs(days) do args[#args + 1] = d[2] end
+  args[#args + 1] = 'AGGREGATE'
+  args[#args + 1] = aggregate
+  redis.call(unpack(args))
+end
+
 local function trim(key)
   if desc then
     redis.call('ZREMRANGEBYRANK', key, 0, -(max_entries + 1))
@@ -192,36 +217,39 @@ local function trim(key)
 end
 
 local applied, duplicates = 0, 0
-for _, grp in ipairs(groups) do
+for _, grp in ipairs(groups) do grp.applied = 0 end
+for _, ev in ipairs(all) do
+  local grp = ev.grp
   local has_season = grp.season_id ~= ''
-  local group_applied = 0
-  for _, ev in ipairs(grp.events) do
-    if ev.duplicate then
-      duplicates = duplicates + 1
-    else
-      group_applied = group_applied + 1
-      put(grp.day, ev.member, ev.value)
-      if max_entries > 0 then
-        put_trimmed(grp.week, grp.week_days, ev.member, ev.value, grp.week_w)
-        if has_season then
-          put_trimmed(grp.season, grp.season_days, ev.member, ev.value, grp.season_w)
-        end
-      else
-        put(grp.week, ev.member, grp.week_w * ev.value)
-        if has_season then put(grp.season, ev.member, grp.season_w * ev.value) end
+  if ev.duplicate then
+    duplicates = duplicates + 1
+  else
+    grp.applied = grp.applied + 1
+    put(grp.day, ev.member, ev.value)
+    if max_entries > 0 then
+      put_trimmed(grp.week, grp.week_days, ev.member, ev.value, grp.week_w)
+      if has_season then
+        put_trimmed(grp.season, grp.season_days, ev.member, ev.value, grp.season_w)
       end
-      if ev.event_id ~= '' then redis.call('ZADD', events, now, ev.event_id) end
-      if ev.meta_text then
-        if ev.meta_empty then
-          redis.call('HDEL', meta, ev.member)
-        else
-          redis.call('HSET', meta, ev.member, ev.meta_text)
-        end
+    else
+      put(grp.week, ev.member, grp.week_w * ev.value)
+      if has_season then put(grp.season, ev.member, grp.season_w * ev.value) end
+    end
+    if ev.event_id ~= '' then redis.call('ZADD', events, now, ev.event_id) end
+    if ev.meta_text then
+      if ev.meta_empty then
+        redis.call('HDEL', meta, ev.member)
+      else
+        redis.call('HSET', meta, ev.member, ev.meta_text)
       end
     end
   end
-  if group_applied > 0 then
-    applied = applied + group_applied
+end
+for key, days in pairs(stale) do rebuild(key, days) end
+for _, grp in ipairs(groups) do
+  local has_season = grp.season_id ~= ''
+  if grp.applied > 0 then
+    applied = applied + grp.applied
     redis.call('EXPIREAT', grp.day, grp.day_exp)
     redis.call('EXPIREAT', grp.week, grp.week_exp)
     if has_season then redis.call('EXPIREAT', grp.season, grp.season_exp) end

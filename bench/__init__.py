@@ -1,0 +1,1 @@
+"""Seasons benchmarks: ``python -m bench [--quick]`` (see bench/__main__.py)."""

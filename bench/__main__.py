@@ -1,0 +1,75 @@
+"""``python -m bench [--quick] [--only SECTION]``: Seasons against plain Redis, side by side.
+
+Sections: ingest, reads, HTTP, memory, and the rollup of week and season boards at scale.
+
+Starts its own redis-server on a free port (never the shared one on 6379), runs the three
+sections on it side by side with the same data, prints one plain-text report and stops the
+server. Exit status 1 if a correctness check fails (the comparison would not be honest), else
+0: a missed target is reported as MISS in the text, since it depends on the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+import time
+
+import hiredis
+import redis
+
+from bench import http, ingest, memory, reads, rollup
+from bench.common import FULL, QUICK, Calendar, Section, own_redis
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="smaller sizes: well under 30 s")
+    parser.add_argument(
+        "--only", choices=["ingest", "reads", "http", "memory", "rollup"], action="append",
+        help="run only these sections (repeatable)",
+    )
+    opts = parser.parse_args(argv)
+    sizes = QUICK if opts.quick else FULL
+    calendar = Calendar.for_today()
+    started = time.monotonic()
+    with own_redis() as server:
+        client = server.client()
+        version = client.info("server")["redis_version"]
+        client.close()
+        print(
+            f"Seasons bench -- own redis-server {version} on {server.url} (save '', appendonly "
+            f"no); Python {platform.python_version()}, redis-py {redis.__version__}, hiredis "
+            f"{hiredis.__version__}; clock fixed at {calendar.now.isoformat()}"
+        )
+        print(f"sizes {sizes.describe()}")
+        print(f"load average at start {_load()} ({os.cpu_count()} CPUs)", flush=True)
+        sections: list[Section] = []
+        wanted = set(opts.only or ["ingest", "reads", "http", "memory", "rollup"])
+        for name, run in (("ingest", ingest.run), ("reads", reads.run), ("http", http.run)):
+            if name in wanted:
+                sections.append(run(server.url, sizes, calendar))
+                print("\n" + sections[-1].render(), flush=True)
+        if "memory" in wanted:
+            reuse = "reads" in wanted  # the reads section leaves its board behind
+            sections.append(memory.run(server.url, sizes, calendar, reuse_board=reuse))
+            print("\n" + sections[-1].render(), flush=True)
+        if "rollup" in wanted:
+            server.client().flushall()
+            sections.append(rollup.run(server.url, rollup.QUICK if opts.quick else rollup.FULL))
+            print("\n" + sections[-1].render(), flush=True)
+    verdicts = ", ".join(
+        f"{s.title.lstrip('0123456789. ')} {'PASS' if s.passed else 'MISS'}" for s in sections
+    )
+    print(f"\nsummary: {verdicts}; {time.monotonic() - started:.0f} s; load average {_load()}")
+    return 0 if all(s.correct for s in sections) else 1
+
+
+def _load() -> str:
+    """The 1/5/15 minute load averages: other work on the machine skews every number."""
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,195 @@
+"""Section 1: events/s of ``Seasons.submit_many`` against a hand-written redis-py pipeline.
+
+Both write the same events into the same key layout (day, week, season of one ``sum`` board,
+with the week and season weights) under different namespaces, from empty, and the boards
+they leave behind are compared member by member, score by score, EXPIRETIME by EXPIRETIME.
+The pipeline is what an app would write by hand: per event ZINCRBY day / week x weight /
+season x weight and EXPIREAT on each of the three keys (6 commands), ``transaction=False``,
+one ``execute`` per batch; periods, weights and expiry are worked out once per batch.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from bench.common import BOARD, Calendar, Section, Sizes, timed
+from config import Settings
+from seasons import Seasons
+from seasons import timewindows as tw
+from seasons.connection import make_client
+from seasons.keys import Keys
+
+NS_SEASONS = "bench-ingest-seasons"
+NS_PIPELINE = "bench-ingest-pipeline"
+NS_FULL = "bench-ingest-ids-meta"
+
+
+def make_events(
+    sizes: Sizes, *, seed: int = 1, ids: str | None = None, metadata: bool = False
+) -> list[dict[str, Any]]:
+    """``sizes.events`` events (no ``ts``: now) on ``sizes.members`` members, integer values.
+
+    ``ids`` prefixes unique event ids; ``metadata`` adds a small object to every event.
+    """
+    rnd = random.Random(seed)
+    out: list[dict[str, Any]] = []
+    for i in range(sizes.events):
+        m = rnd.randrange(sizes.members)
+        ev: dict[str, Any] = {
+            "board": BOARD,
+            "member": f"player:{m:06d}",
+            "value": rnd.randint(1, 50),
+        }
+        if ids is not None:
+            ev["event_id"] = f"{ids}:{i}"
+        if metadata:
+            ev["metadata"] = {"clan": f"clan-{m % 97}", "level": m % 60 + 1, "vip": m % 7 == 0}
+        out.append(ev)
+    return out
+
+
+def batches(events: list[dict[str, Any]], size: int) -> list[list[dict[str, Any]]]:
+    return [events[i : i + size] for i in range(0, len(events), size)]
+
+
+def board_keys(settings: Settings, calendar: Calendar) -> list[str]:
+    """The day, week and season keys of today's periods of the bench board."""
+    keys = Keys(settings.namespace)
+    out = []
+    for window in tw.WINDOWS:
+        p = tw.period_of_day(window, calendar.today, settings)
+        assert p is not None
+        out.append(keys.window(BOARD, window, p.id))
+    return out
+
+
+def pipeline_ingest(
+    client: Any, settings: Settings, calendar: Calendar, chunks: list[list[dict[str, Any]]]
+) -> None:
+    """The hand-written baseline: 6 pipelined commands per event, one execute per batch."""
+    keys = Keys(settings.namespace)
+    cfg = settings.boards[BOARD]
+    clock = calendar.clock()
+    for chunk in chunks:
+        day = tw.local_day(clock(), settings.zone)
+        day_p = tw.period_of_day("day", day, settings)
+        week_p = tw.period_of_day("week", day, settings)
+        season_p = tw.period_of_day("season", day, settings)
+        span = tw.season_of_day(day, settings)
+        assert day_p is not None and week_p is not None and season_p is not None
+        assert span is not None
+        dk = keys.day(BOARD, day)
+        wk = keys.week(BOARD, week_p.id)
+        sk = keys.season(BOARD, season_p.id)
+        ww = cfg.week_weights[tw.weekday_index(day, settings.week_start_index)]
+        sw = cfg.season_weight(tw.week_of_season(day, span))
+        dx = tw.expire_at(day_p, settings)
+        wx = tw.expire_at(week_p, settings)
+        sx = tw.expire_at(season_p, settings)
+        pipe = client.pipeline(transaction=False)
+        for ev in chunk:
+            m, v = ev["member"], ev["value"]
+            pipe.zincrby(dk, v, m)
+            pipe.zincrby(wk, ww * v, m)
+            pipe.zincrby(sk, sw * v, m)
+            pipe.expireat(dk, dx)
+            pipe.expireat(wk, wx)
+            pipe.expireat(sk, sx)
+        pipe.execute()
+
+
+def seasons_ingest(s: Seasons, chunks: list[list[dict[str, Any]]]) -> None:
+    for chunk in chunks:
+        result = s.submit_many(chunk)
+        assert result.applied == len(chunk), result
+
+
+def board_differences(client: Any, keys_a: list[str], keys_b: list[str]) -> list[str]:
+    """What differs between two sets of boards (members, scores, EXPIRETIME); [] if nothing."""
+    problems = []
+    for a, b in zip(keys_a, keys_b, strict=True):
+        za = client.zrange(a, 0, -1, withscores=True)
+        zb = client.zrange(b, 0, -1, withscores=True)
+        if not za:
+            problems.append(f"{a} is empty")
+        if za != zb:
+            diff = sum(1 for x, y in zip(za, zb, strict=False) if x != y) + abs(len(za) - len(zb))
+            problems.append(f"{a} and {b} differ ({len(za)} vs {len(zb)} members, {diff} diffs)")
+        ea, eb = client.expiretime(a), client.expiretime(b)
+        if ea <= 0 or ea != eb:
+            problems.append(f"EXPIRETIME of {a} is {ea}, of {b} is {eb}")
+    return problems
+
+
+def _clear(client: Any, namespaces: list[str]) -> None:
+    for ns in namespaces:
+        doomed = list(client.scan_iter(match=f"{ns}:*", count=1000))
+        if doomed:
+            client.delete(*doomed)
+
+
+def run(url: str, sizes: Sizes, calendar: Calendar | None = None) -> Section:
+    """Measure both write paths (plus Seasons with event ids and metadata) and compare boards."""
+    calendar = calendar or Calendar.for_today()
+    settings = {ns: calendar.settings(url, ns) for ns in (NS_SEASONS, NS_PIPELINE, NS_FULL)}
+    plain = batches(make_events(sizes), sizes.batch)
+    seasons_s = Seasons(settings[NS_SEASONS], clock=calendar.clock())
+    seasons_f = Seasons(settings[NS_FULL], clock=calendar.clock())
+    client = make_client(settings[NS_PIPELINE].redis)  # configured exactly like Seasons' own
+    best: dict[str, float] = {}
+    try:
+        for r in range(sizes.ingest_rounds):
+            full = batches(make_events(sizes, ids=f"r{r}", metadata=True), sizes.batch)
+            _clear(client, list(settings))
+            runs = {
+                "seasons": lambda: seasons_ingest(seasons_s, plain),
+                "pipeline": lambda: pipeline_ingest(client, settings[NS_PIPELINE], calendar, plain),
+                "full": lambda f=full: seasons_ingest(seasons_f, f),  # type: ignore[misc]
+            }
+            for name, fn in runs.items():
+                seconds = timed(fn)
+                best[name] = min(best.get(name, seconds), seconds)
+        keys = {ns: board_keys(st, calendar) for ns, st in settings.items()}
+        same = board_differences(client, keys[NS_SEASONS], keys[NS_PIPELINE])
+        same_full = board_differences(client, keys[NS_SEASONS], keys[NS_FULL])
+        members = client.zcard(keys[NS_SEASONS][0])
+    finally:
+        seasons_s.close()
+        seasons_f.close()
+        client.close()
+
+    n = sizes.events
+    rate = {name: n / seconds for name, seconds in best.items()}
+    cfg = settings[NS_SEASONS].boards[BOARD]
+    day_i = tw.weekday_index(calendar.today, settings[NS_SEASONS].week_start_index)
+    section = Section(
+        "1. Ingest",
+        f"{n:,} events on {members:,} members of board {BOARD!r} (sum; today weighs "
+        f"{cfg.week_weights[day_i]:g} in its week and {cfg.season_weights[3]:g} in its "
+        f"season), batches of {sizes.batch:,}, best of {sizes.ingest_rounds} interleaved "
+        f"round(s), each from empty keys",
+        "events/s",
+    )
+    section.row("Seasons submit_many (no event ids)", rate["seasons"], "1 EVALSHA per batch")
+    section.row(
+        "redis-py pipeline, 6 commands per event",
+        rate["pipeline"],
+        "ZINCRBY x3 + EXPIREAT x3, transaction=False",
+    )
+    section.row("Seasons submit_many, event ids + metadata", rate["full"], "information only")
+    section.check(
+        "Seasons and pipeline boards identical (day/week/season ZRANGE WITHSCORES, EXPIRETIME)"
+        + ("" if not same else f" -- {'; '.join(same)}"),
+        not same,
+    )
+    section.check(
+        "boards written with event ids + metadata identical too"
+        + ("" if not same_full else f" -- {'; '.join(same_full)}"),
+        not same_full,
+    )
+    section.ratio("ratio Seasons / pipeline", rate["seasons"] / rate["pipeline"], ">=", 2.0)
+    section.notes.append(
+        "Seasons' time includes validating every event in Python; the pipeline validates nothing"
+    )
+    return section

@@ -1,0 +1,199 @@
+"""Section 2: requests/s of Seasons' reads against raw redis-py round trips.
+
+One client (Seasons' own), sequential requests, on a day board of ``board_members`` members
+that all carry metadata, written through ``submit_many``. Top 10: ``s.top(board, "day",
+limit=10)`` (one EVALSHA: ZCARD, ZRANGE REV WITHSCORES, HMGET, then pydantic models) against
+``ZRANGE key 0 9 REV WITHSCORES``. Around: ``s.around(board, member, "day", size=10)`` (one
+EVALSHA: ZREVRANK, ZRANGE, HMGET) against a bare ``ZREVRANK``. The raw commands return no
+metadata, and a raw around needs two more round trips (ZRANGE, HMGET) to equal Seasons' answer.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from typing import Any
+
+from bench.common import BOARD, Calendar, Section, Sizes, timed
+from seasons import Seasons
+from seasons.keys import Keys
+
+NS_READS = "bench-reads"
+TOP = 10
+AROUND = 10
+
+
+def populate(s: Seasons, members: int, *, seed: int = 2, batch: int = 5_000) -> list[str]:
+    """One event with metadata per member on today's day board; returns the member names."""
+    rnd = random.Random(seed)
+    names = [f"user:{i:07d}" for i in range(members)]
+    for start in range(0, members, batch):
+        events = [
+            {
+                "board": BOARD,
+                "member": name,
+                "value": rnd.randint(1, 10_000_000),
+                "metadata": {
+                    "name": f"Player {name[5:]}",
+                    "clan": f"clan-{i % 211}",
+                    "level": i % 80 + 1,
+                },
+            }
+            for i, name in enumerate(names[start : start + batch], start=start)
+        ]
+        s.submit_many(events)
+    return names
+
+
+def day_key(s: Seasons, calendar: Calendar) -> str:
+    return Keys(s.settings.namespace).day(BOARD, calendar.today)
+
+
+def raw_top(client: Any, key: str) -> Any:
+    return client.execute_command("ZRANGE", key, 0, TOP - 1, "REV", "WITHSCORES", withscores=True)
+
+
+def raw_around_rank(client: Any, key: str, member: str) -> Any:
+    return client.zrevrank(key, member)
+
+
+def raw_top_with_meta(client: Any, key: str, meta: str) -> Any:
+    """The same answer as ``top`` by hand: ZRANGE, then HMGET (two round trips)."""
+    rows = raw_top(client, key)
+    return rows, client.hmget(meta, [m for m, _ in rows])
+
+
+def raw_around_with_meta(client: Any, key: str, meta: str, member: str, total: int) -> Any:
+    """The same answer as ``around`` by hand: ZREVRANK, ZRANGE, HMGET (three round trips)."""
+    rank = client.zrevrank(key, member)
+    start = max(0, min(rank - AROUND // 2, total - AROUND))
+    rows = client.zrange(key, start, start + AROUND - 1, desc=True, withscores=True)
+    return rows, client.hmget(meta, [m for m, _ in rows])
+
+
+def read_differences(s: Seasons, key: str, sample: list[str]) -> list[str]:
+    """Where Seasons' answers disagree with the raw commands on ``key``; [] if nowhere."""
+    client = s.client
+    problems = []
+    page = s.top(BOARD, "day", limit=TOP)
+    raw = raw_top(client, key)
+    if [(e.member, e.score) for e in page.entries] != [(m, float(x)) for m, x in raw]:
+        problems.append("top 10 differs from ZRANGE 0 9 REV WITHSCORES")
+    if any(not e.metadata for e in page.entries):
+        problems.append("top 10 entries without metadata")
+    total = client.zcard(key)
+    for member in sample:
+        rank = raw_around_rank(client, key, member)
+        around = s.around(BOARD, member, "day", size=AROUND)
+        if around is None:
+            problems.append(f"around({member}) is None, ZREVRANK says {rank}")
+            continue
+        start = max(0, min(rank - AROUND // 2, total - AROUND))
+        expected = client.zrange(key, start, start + AROUND - 1, desc=True)
+        got = [e.member for e in around.entries]
+        mine = [e.rank for e in around.entries if e.member == member]
+        if got != expected or mine != [rank + 1]:
+            problems.append(f"around({member}) differs from ZREVRANK {rank} + ZRANGE")
+    return problems
+
+
+def _loop(n: int, fn: Callable[[int], object]) -> Callable[[], None]:
+    def go() -> None:
+        for i in range(n):
+            fn(i)
+
+    return go
+
+
+def run(url: str, sizes: Sizes, calendar: Calendar | None = None) -> Section:
+    """Build the board, check the answers agree, then time every request kind, interleaved."""
+    calendar = calendar or Calendar.for_today()
+    s = Seasons(calendar.settings(url, NS_READS), clock=calendar.clock())
+    try:
+        s.client.delete(day_key(s, calendar))
+        names = populate(s, sizes.board_members)
+        key = day_key(s, calendar)
+        rnd = random.Random(3)
+        targets = [rnd.choice(names) for _ in range(max(1, sizes.requests // sizes.read_rounds))]
+        problems = read_differences(s, key, targets[:200])
+        client = s.client
+        meta = s.keys.meta(BOARD)
+        total = client.zcard(key)
+        script = s.scripts.read_range
+        s.top(BOARD, "day")  # loads the script
+        n = len(targets)
+        kinds: dict[str, Callable[[int], object]] = {
+            "seasons_top": lambda i: s.top(BOARD, "day", limit=TOP),
+            "raw_top": lambda i: raw_top(client, key),
+            "seasons_around": lambda i: s.around(BOARD, targets[i], "day", size=AROUND),
+            "raw_around": lambda i: raw_around_rank(client, key, targets[i]),
+            # Information: the script alone (no Python on either side of it) ...
+            "script_top": lambda i: client.evalsha(
+                script.sha, 3, key, key, meta, "desc", "member", "page", 0, TOP
+            ),
+            "script_around": lambda i: client.evalsha(
+                script.sha, 3, key, key, meta, "desc", "member", "member", targets[i], AROUND
+            ),
+            # ... and the same answers (entries with metadata) from raw commands.
+            "same_top": lambda i: raw_top_with_meta(client, key, meta),
+            "same_around": lambda i: raw_around_with_meta(client, key, meta, targets[i], total),
+        }
+        for fn in kinds.values():  # warm up: scripts loaded, connection open, caches filled
+            _loop(min(n, 200), fn)()
+        best: dict[str, float] = {}
+        for _ in range(sizes.read_rounds):
+            for name, fn in kinds.items():
+                seconds = timed(_loop(n, fn))
+                best[name] = min(best.get(name, seconds), seconds)
+    finally:
+        s.close()
+
+    rate = {name: n / seconds for name, seconds in best.items()}
+    section = Section(
+        "2. Reads",
+        f"sequential requests from one client on a day board of {total:,} members with "
+        f"metadata; {n * sizes.read_rounds:,} requests per kind in {sizes.read_rounds} "
+        f"interleaved round(s), best round counts",
+        "requests/s",
+    )
+    section.row("Seasons top(limit=10), with metadata", rate["seasons_top"], "1 EVALSHA + models")
+    section.row("raw ZRANGE key 0 9 REV WITHSCORES", rate["raw_top"], "no metadata")
+    section.row(
+        "Seasons around(member, size=10), with metadata",
+        rate["seasons_around"],
+        "1 EVALSHA + models",
+    )
+    section.row("raw ZREVRANK", rate["raw_around"], "rank only: no entries, no metadata")
+    section.row(
+        "  info: EVALSHA read_range alone, top 10",
+        rate["script_top"],
+        "the script's reply, no models built",
+    )
+    section.row("  info: EVALSHA read_range alone, around", rate["script_around"], "")
+    section.row(
+        "  info: raw ZRANGE + HMGET (same answer as top)", rate["same_top"], "2 round trips"
+    )
+    section.row(
+        "  info: raw ZREVRANK + ZRANGE + HMGET (= around)",
+        rate["same_around"],
+        "3 round trips",
+    )
+    section.check(
+        "Seasons returns the members, scores and ranks of the raw commands"
+        + ("" if not problems else f" -- {'; '.join(problems[:5])}"),
+        not problems,
+    )
+    section.ratio("ratio top: Seasons / raw", rate["seasons_top"] / rate["raw_top"], ">=", 0.8)
+    section.ratio(
+        "ratio around: Seasons / raw", rate["seasons_around"] / rate["raw_around"], ">=", 0.8
+    )
+    section.ratio("  info: script alone / raw, top", rate["script_top"] / rate["raw_top"])
+    section.ratio("  info: script alone / raw, around", rate["script_around"] / rate["raw_around"])
+    section.ratio(
+        "  info: Seasons / same answer by hand, top", rate["seasons_top"] / rate["same_top"]
+    )
+    section.ratio(
+        "  info: Seasons / same answer by hand, around",
+        rate["seasons_around"] / rate["same_around"],
+    )
+    return section

@@ -1,0 +1,265 @@
+"""Closing days and seasons, and snapshots (SPEC sections 7 and 8).
+
+- **close day** ``d`` (due at the end of ``d`` + ``late_grace``): mark ``closed:<d>`` in each
+  board's state hash (the write script rejects later events for it), then the final rollup
+  of its week and season.
+- **close season** ``S`` (due once its last day is closed), per board: mark it ``closing``
+  (writes for it are rejected from then on) → final rollup of the season board → copy it to
+  the archive key → write the archive files → verify → mark it ``archived``; then rebuild
+  the boards of the current periods. The live keys already carry EXPIREAT; they simply run
+  out after the archive exists.
+
+Every close is one run (``jobs.state.Run``) under one lock (``jobs.locks``): each step is
+recorded when done and is idempotent, so a run killed anywhere and started again completes
+with the same result, and two workers never close the same thing twice. Closes run strictly
+in order; after downtime :meth:`Closes.catch_up` runs every one that fell due.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from datetime import date, datetime, timedelta
+from functools import partial
+from typing import Any
+
+from config.settings import SeasonSpan, Settings
+from jobs.locks import Lock, locked
+from jobs.rollup import DaysExpired, Rollup
+from jobs.state import Checkpoint, JobState, Run
+from seasons import timewindows as tw
+from seasons.archives import Archives, Manifest, snapshot_id
+from seasons.errors import ArchiveError, Conflict, InvalidInput
+from seasons.keys import SEASON_ARCHIVED, SEASON_CLOSING, STATE_CLOSED_DAY, STATE_SEASON, Keys
+from seasons.scripts import Scripts
+
+log = logging.getLogger(__name__)
+
+CLOSE_DAY = "close_day"
+CLOSE_SEASON = "close_season"
+
+
+class SeasonExpired(ArchiveError):
+    """A season's live board expired before it was archived: its standings are lost."""
+
+    code = "season_expired"
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotResult:
+    board: str
+    season: str  # the archive id: S, or S@<timestamp> for a running season
+    action: str  # snapshot | archived | already_archived
+    manifest: Manifest | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "board": self.board, "season": self.season, "action": self.action,
+            "manifest": asdict(self.manifest) if self.manifest else None,
+        }  # fmt: skip
+
+
+class Closes:
+    """Day and season closes of one namespace, run by the worker (or ``seasons snapshot``)."""
+
+    def __init__(
+        self, client: Any, scripts: Scripts, settings: Settings, keys: Keys, *,
+        state: JobState, rollup: Rollup, archives: Archives, checkpoint: Checkpoint,
+        clock: Callable[[], datetime],
+    ):  # fmt: skip
+        self.client = client
+        self.scripts = scripts
+        self.settings = settings
+        self.keys = keys
+        self.state = state
+        self.rollup = rollup
+        self.archives = archives
+        self.checkpoint = checkpoint
+        self.clock = clock
+
+    # --- what is due --------------------------------------------------------------------
+
+    def through(self, now: datetime) -> date:
+        """The last day closed; on a first start, the day before the oldest day still kept."""
+        found = self.state.get(CLOSE_DAY).get("through")
+        if found:
+            return date.fromisoformat(found)
+        return tw.local_day(now - self.settings.retention, self.settings.zone) - timedelta(days=1)
+
+    def due_at(self, day: date) -> datetime:
+        return tw.day_end(day, self.settings.zone) + self.settings.late_grace
+
+    def due_days(self, now: datetime) -> list[date]:
+        out = []
+        day = self.through(now) + timedelta(days=1)
+        while self.due_at(day) <= now:
+            out.append(day)
+            day += timedelta(days=1)
+        return out
+
+    def next_due(self, now: datetime) -> datetime:
+        return self.due_at(self.through(now) + timedelta(days=1))
+
+    def catch_up(self, now: datetime) -> int:
+        """Run every due close in order; stop at one another worker holds. Returns how many
+        closes ran (or were found finished)."""
+        through = self.through(now)
+        done = 0
+        oldest = tw.local_day(now - self.settings.retention, self.settings.zone)
+        for span in tw.seasons_between(oldest, through, self.settings):
+            if span.end <= through and not self.state.run_finished(CLOSE_SEASON, span.id):
+                if not self.close_season(span, now):
+                    return done
+                done += 1
+        for day in self.due_days(now):
+            if not self.close_day(day, now):
+                return done
+            done += 1
+            ending = tw.season_of_day(day, self.settings)
+            if ending is not None and ending.end == day:
+                if not self.close_season(ending, now):
+                    return done
+                done += 1
+        return done
+
+    # --- close day ----------------------------------------------------------------------
+
+    def close_day(self, day: date, now: datetime) -> bool:
+        """Close ``day`` on every board; False if another worker holds its lock."""
+        run_id = day.isoformat()
+        if not self.state.run_finished(CLOSE_DAY, run_id):
+            with self._locked(f"{CLOSE_DAY}:{run_id}") as lock:
+                if lock is None:
+                    return False
+                run = self.state.run(CLOSE_DAY, run_id, self._checkpoint(lock), self.clock)
+                if not run.finished:
+                    self._close_day(run, day, now)
+                    # The cursor ("through") is what lasts; the run's record only until the
+                    # day's own keys are gone.
+                    run.finish(keep=self.settings.retention)
+                    log.info("closed day %s", day)
+        if day > self.through(now):
+            self.state.update(CLOSE_DAY, through=day.isoformat())
+        return True
+
+    def _close_day(self, run: Run, day: date, now: datetime) -> None:
+        week = tw.period_of_day("week", day, self.settings)
+        season = tw.period_of_day("season", day, self.settings)
+        for board in sorted(self.settings.boards):
+            mark = partial(
+                self.client.hset, self.keys.state(board), STATE_CLOSED_DAY + day.isoformat(),
+                self.clock().isoformat(),
+            )  # fmt: skip
+            run.step(f"mark:{board}", mark)
+            for p in (week, season):
+                if p is not None:
+                    run.step(f"{p.window}:{board}", partial(self._final, board, p, now, quiet=True))
+
+    def _final(
+        self, board: str, period: tw.Period, now: datetime, *, force: bool = False,
+        quiet: bool = False,
+    ) -> None:
+        try:
+            self.rollup.period(board, period, now, force=force)
+        except DaysExpired as exc:
+            # Expected for the oldest weeks on a worker's first start or after long downtime.
+            log.log(logging.INFO if quiet else logging.WARNING, "final rollup skipped: %s",
+                    exc.message)  # fmt: skip
+
+    # --- close season -------------------------------------------------------------------
+
+    def close_season(self, span: SeasonSpan, now: datetime) -> bool:
+        """Archive season ``span`` on every board; False if another worker holds its lock."""
+        if self.state.run_finished(CLOSE_SEASON, span.id):
+            return True
+        with self._locked(f"{CLOSE_SEASON}:{span.id}") as lock:
+            if lock is None:
+                return False
+            run = self.state.run(CLOSE_SEASON, span.id, self._checkpoint(lock), self.clock)
+            if run.finished:
+                return True
+            lost = []
+            for board in sorted(self.settings.boards):
+                try:
+                    self._close_board(run, board, span, now)
+                except SeasonExpired as exc:
+                    log.error("SEASON NOT ARCHIVED: %s", exc.message)
+                    run.set(f"expired:{board}", exc.message)
+                    lost.append(board)
+            run.step("rebuild", lambda: self.rollup.run(now))
+            run.finish("expired:" + ",".join(lost) if lost else "ok")
+            log.info("closed season %s%s", span.id, f" (lost: {', '.join(lost)})" if lost else "")
+        return True
+
+    def _close_board(self, run: Run, board: str, span: SeasonSpan, now: datetime) -> None:
+        state_key = self.keys.state(board)
+        field = STATE_SEASON + span.id
+        live = self.keys.season(board, span.id)
+        if run.done(f"archived:{board}") or run.fields.get(f"expired:{board}"):
+            return
+        if self.client.hget(state_key, field) == SEASON_ARCHIVED:
+            return  # by an earlier run that died before recording it, or by `seasons restore`
+        run.step(f"closing:{board}", lambda: self.client.hset(state_key, field, SEASON_CLOSING))
+        period = tw.Period("season", span.id, span.start, span.end)
+        run.step(f"rollup:{board}", lambda: self._final(board, period, now, force=True))
+        run.step(f"archive:{board}", lambda: self._copy(board, span, live, now))
+        run.step(f"files:{board}", lambda: self.archives.write_files(
+            board, span.id, now, lambda name: run.checkpoint(f"{run.name}/files:{board}:{name}")
+        ))  # fmt: skip
+        run.step(f"verify:{board}", lambda: self.archives.verify(board, span.id, live))
+        run.step(f"archived:{board}", lambda: self.client.hset(state_key, field, SEASON_ARCHIVED))
+
+    def _copy(self, board: str, span: SeasonSpan, live: str, now: datetime) -> None:
+        size = self.archives.copy(board, live, span.id)
+        period = tw.Period("season", span.id, span.start, span.end)
+        if size < 0 and now.timestamp() >= tw.expire_at(period, self.settings):
+            raise SeasonExpired(
+                f"season {span.id} of board {board!r}: its live key {live} expired (retention "
+                f"{self.settings.retention} after {span.end}) before it was archived; its "
+                "standings are lost unless you backfill its days and run `seasons rebuild`",
+                {"board": board, "season": span.id},
+            )
+
+    # --- snapshots ------------------------------------------------------------------------
+
+    def snapshot(self, season_id: str, now: datetime) -> list[SnapshotResult]:
+        """``seasons snapshot --season S``: archive files of a running season under
+        ``S@<timestamp>`` (changing nothing else); close an ended season now; leave an
+        archived one as it is."""
+        span = tw.season_by_id(season_id, self.settings)
+        if now < tw.day_start(span.start, self.settings.zone):
+            raise InvalidInput(f"season {span.id} has not started yet (first day {span.start})")
+        boards = sorted(self.settings.boards)
+        if now < tw.season_end(span, self.settings.zone):
+            sid = snapshot_id(span.id, now)
+            out = []
+            for board in boards:
+                self.archives.copy(board, self.keys.season(board, span.id), sid)
+                self.archives.write_files(board, sid, now)
+                out.append(SnapshotResult(board, sid, "snapshot", self.archives.verify(board, sid)))
+            return out
+        finished = self.state.run_finished(CLOSE_SEASON, span.id)
+        action = "already_archived" if finished else "archived"
+        if not self.close_season(span, now):
+            raise Conflict(f"season {span.id} is being closed by a worker right now; try again")
+        out = []
+        for board in boards:
+            try:
+                manifest: Manifest | None = self.archives.verify(board, span.id)
+            except ArchiveError:
+                manifest = None  # lost (see the worker's log) or archived without files
+            out.append(SnapshotResult(board, span.id, action, manifest))
+        return out
+
+    # --- helpers ----------------------------------------------------------------------------
+
+    def _locked(self, name: str) -> Any:
+        return locked(self.client, self.scripts, self.keys, name, self.settings.worker.lock_ttl)
+
+    def _checkpoint(self, lock: Lock) -> Checkpoint:
+        def checkpoint(name: str) -> None:
+            self.checkpoint(name)  # the worker's: stop between steps, test faults
+            lock.extend()
+
+        return checkpoint

@@ -1,0 +1,65 @@
+"""The worker's heartbeat: ``<ns>:heartbeat``, a JSON string with a TTL of three beats.
+
+``seasons status`` and ``/readyz`` read it: present means a worker beat within the last
+three intervals. A worker deletes it when it stops, but only if it still holds its own value
+(another worker may have beaten since), with the compare-and-delete script of the locks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import uuid
+from datetime import datetime
+from typing import Any
+
+from config.settings import Settings
+from seasons.keys import Keys
+from seasons.scripts import Scripts
+
+
+class Heartbeat:
+    def __init__(self, client: Any, scripts: Scripts, settings: Settings, keys: Keys):
+        self.client = client
+        self.scripts = scripts
+        self.key = keys.heartbeat()
+        self.interval = settings.worker.heartbeat_interval
+        self.worker = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.last: str | None = None
+
+    @property
+    def ttl_ms(self) -> int:
+        return max(1000, int(3 * self.interval.total_seconds() * 1000))
+
+    def beat(self, now: datetime, jobs: dict[str, Any] | None = None) -> None:
+        value = json.dumps({
+            "worker": self.worker, "pid": os.getpid(), "host": socket.gethostname(),
+            "at": now.isoformat(), "interval_seconds": self.interval.total_seconds(),
+            **({"jobs": jobs} if jobs else {}),
+        }, separators=(",", ":"))  # fmt: skip
+        self.client.set(self.key, value, px=self.ttl_ms)
+        self.last = value
+
+    def stop(self) -> bool:
+        """Delete the heartbeat if it is still ours; True if it was deleted."""
+        if self.last is None:
+            return False
+        return bool(int(self.scripts.lock_release(keys=[self.key], args=[self.last])))
+
+
+def read(client: Any, keys: Keys, now: datetime) -> dict[str, Any] | None:
+    """The current heartbeat with its age in seconds, or None if no worker is alive."""
+    pipe = client.pipeline(transaction=False)
+    pipe.get(keys.heartbeat())
+    pipe.pttl(keys.heartbeat())
+    raw, pttl = pipe.execute()
+    if raw is None:
+        return None
+    try:
+        data: dict[str, Any] = json.loads(raw)
+        data["age_seconds"] = round((now - datetime.fromisoformat(data["at"])).total_seconds(), 3)
+    except (ValueError, KeyError, TypeError):
+        data = {"raw": raw}
+    data["expires_in_seconds"] = round(pttl / 1000, 3) if pttl and pttl > 0 else None
+    return data

@@ -1,0 +1,224 @@
+"""The rollup job: reconcile week and season boards with their day keys (SPEC sections 4, 7).
+
+The write path keeps week and season boards fresh; this job recomputes them from the day keys
+with the board's weights and aggregate (``jobs.reconcile``: one atomic Lua call for small
+boards, atomic slices for large ones), then trims them to ``max_entries``. It is the repair
+path, and the only path when weights change.
+
+Which periods: the weeks and seasons of every day that still takes events (from the day of
+``now - late_grace`` to the day of ``now + 5 minutes``). A season that is closing or archived
+is left alone unless its close asks for the final rollup (``force``).
+
+A board can only be recomputed while all of its day keys still exist: a day key expires at
+its day's end + ``retention``. A period with a day past that point is refused
+(:class:`DaysExpired`) rather than rebuilt from part of its days.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+from collections.abc import Callable
+from datetime import date, datetime, timedelta
+from typing import Any
+
+from config.settings import BoardSettings, Settings
+from jobs.reconcile import Outcome, Plan, reconcile
+from seasons import timewindows as tw
+from seasons.errors import BadPeriod, Conflict, InvalidInput, UnknownBoard
+from seasons.keys import STATE_SEASON, Keys
+from seasons.scripts import Scripts
+
+log = logging.getLogger(__name__)
+
+REBUILD_WINDOWS = ("week", "season", "all")
+
+
+def _fingerprint(cfg: BoardSettings, plan: Plan) -> str:
+    """What a board's formula depends on besides the day keys' contents."""
+    text = repr((cfg.aggregate, cfg.order, cfg.max_entries, list(plan.days), list(plan.weights)))
+    return hashlib.sha1(text.encode()).hexdigest()[:16]
+
+
+class DaysExpired(Conflict):
+    """A week or season board cannot be recomputed: some of its day keys are past retention."""
+
+    code = "days_expired"
+
+
+class Rollup:
+    """Recompute week and season boards of every (or one) board."""
+
+    def __init__(
+        self, client: Any, scripts: Scripts, settings: Settings, keys: Keys, *,
+        atomic_limit: int | None = None,
+    ):  # fmt: skip
+        # Larger boards are reconciled in atomic slices.
+        self.atomic_limit = (
+            settings.worker.atomic_union_limit if atomic_limit is None else atomic_limit
+        )
+        self.client = client
+        self.scripts = scripts
+        self.settings = settings
+        self.keys = keys
+
+    # --- what to recompute ----------------------------------------------------------------
+
+    def open_periods(self, now: datetime) -> list[tw.Period]:
+        """Weeks and seasons holding a day that still takes events at ``now``."""
+        zone = self.settings.zone
+        first = tw.local_day(now - self.settings.late_grace, zone)
+        last = tw.local_day(now + tw.FUTURE_TOLERANCE, zone)
+        out: list[tw.Period] = []
+        day = first
+        while day <= last:
+            for window in ("week", "season"):
+                p = tw.period_of_day(window, day, self.settings)  # type: ignore[arg-type]
+                if p is not None and p not in out:
+                    out.append(p)
+            day += timedelta(days=1)
+        return out
+
+    def plan(self, board: str, period: tw.Period, now: datetime) -> Plan:
+        """The day keys and weights of ``period``'s board, up to the last day that may hold
+        events. Raises :class:`DaysExpired` if one of those days is past retention."""
+        cfg = self.settings.boards[board]
+        horizon = tw.local_day(now + tw.FUTURE_TOLERANCE, self.settings.zone)
+        days = [d for d in period.days() if d <= horizon]
+        stamp = now.timestamp()
+        for d in days:
+            if stamp >= tw.expire_at(tw.Period("day", d.isoformat(), d, d), self.settings):
+                raise DaysExpired(
+                    f"cannot recompute {period.window} {period.id} of board {board!r} from its "
+                    f"day keys: day {d} is past its retention ({self.settings.retention}) and "
+                    "its key may be gone; the board is kept as the write path left it",
+                    {"board": board, "window": period.window, "period": period.id},
+                )
+        if period.window == "week":
+            ws = self.settings.week_start_index
+            weights = [cfg.week_weights[tw.weekday_index(d, ws)] for d in days]
+        else:
+            span = tw.season_by_id(period.id, self.settings)
+            weights = [cfg.season_weight(tw.week_of_season(d, span)) for d in days]
+        return Plan(
+            target=self.keys.window(board, period.window, period.id),
+            days=[self.keys.day(board, d) for d in days],
+            weights=weights,
+            expireat=tw.expire_at(period, self.settings),
+        )
+
+    # --- recomputing ------------------------------------------------------------------------
+
+    def period(
+        self,
+        board: str,
+        period: tw.Period,
+        now: datetime,
+        *,
+        force: bool = False,
+        progress: Callable[[int], None] | None = None,
+        routine: bool = False,
+    ) -> Outcome | None:
+        """Recompute one board of one period; None if skipped (a closing or archived season
+        without ``force``).
+
+        ``routine`` (the scheduled rollup): a board too large for one atomic call is repaired
+        in slices only if its plan changed or its last full repair is older than
+        ``worker.full_reconcile_interval``; between those the write-through keeps it exact.
+        """
+        if period.window == "season" and not force:
+            state = self.client.hget(self.keys.state(board), STATE_SEASON + period.id)
+            if state is not None:
+                return None
+        cfg = self.settings.boards[board]
+        plan = self.plan(board, period, now)
+        mark = _fingerprint(cfg, plan)
+        wanted = True
+        if routine:
+            last = self.client.hget(self.keys.job_state("reconciled"), plan.target)
+            if last is not None:
+                seen_mark, _, at = last.partition("|")
+                fresh = (
+                    now.timestamp() - float(at)
+                    < self.settings.worker.full_reconcile_interval.total_seconds()
+                )
+                wanted = seen_mark != mark or not fresh
+        outcome = reconcile(
+            self.client, self.scripts, cfg, plan,
+            atomic_limit=self.atomic_limit, progress=progress, slices_wanted=wanted,
+        )  # fmt: skip
+        if outcome.mode == "sliced":
+            key = self.keys.job_state("reconciled")
+            self.client.hset(key, plan.target, f"{mark}|{now.timestamp()}")
+            self.client.expire(key, int(self.settings.retention.total_seconds()))
+        return outcome
+
+    def run(self, now: datetime, board: str | None = None) -> list[Outcome]:
+        """The scheduled job: every open week and season of every (or one) board.
+
+        A period whose days are past retention is logged and skipped; the others still run.
+        """
+        outcomes: list[Outcome] = []
+        for name in self._boards(board):
+            for p in self.open_periods(now):
+                try:
+                    done = self.period(name, p, now, routine=True)
+                except DaysExpired as exc:
+                    log.warning("rollup: %s", exc.message)
+                    continue
+                if done is not None:
+                    outcomes.append(done)
+                    if done.mode == "sliced" and done.changed:
+                        log.info("rollup: repaired %d entries of %s", done.changed, done.target)
+        return outcomes
+
+    def rebuild(
+        self,
+        now: datetime,
+        *,
+        board: str | None = None,
+        window: str = "all",
+        period: str = "current",
+        progress: Callable[[int], None] | None = None,
+    ) -> list[Outcome]:
+        """Operator rebuild: recompute the named period's week and/or season boards from their
+        day keys, closing or archived seasons included (their archives are not touched)."""
+        if window not in REBUILD_WINDOWS:
+            raise InvalidInput(f"unknown window {window!r}: use week, season or all")
+        periods = self._rebuild_periods(window, period, now)
+        outcomes = []
+        for name in self._boards(board):
+            for p in periods:
+                done = self.period(name, p, now, force=True, progress=progress)
+                if done is not None:
+                    outcomes.append(done)
+        return outcomes
+
+    def _rebuild_periods(self, window: str, period: str, now: datetime) -> list[tw.Period]:
+        if window != "all":
+            return [tw.resolve_period(window, period, now, self.settings)]  # type: ignore[arg-type]
+        if period in ("current", "previous"):
+            out = [tw.resolve_period("week", period, now, self.settings)]
+            with contextlib.suppress(BadPeriod):  # between seasons: only the week
+                out.append(tw.resolve_period("season", period, now, self.settings))
+            return out
+        try:  # a day or week id: its week, and the season that day is in
+            week = tw.resolve_period("week", period, now, self.settings)
+        except BadPeriod:  # a season id: the season and each of its weeks
+            season = tw.resolve_period("season", period, now, self.settings)
+            weeks: list[tw.Period] = []
+            for d in season.days():
+                w = tw.period_of_day("week", d, self.settings)
+                if w is not None and w not in weeks:
+                    weeks.append(w)
+            return [*weeks, season]
+        found = tw.period_of_day("season", date.fromisoformat(period), self.settings)
+        return [week] if found is None else [week, found]
+
+    def _boards(self, board: str | None) -> list[str]:
+        if board is None:
+            return sorted(self.settings.boards)
+        if board not in self.settings.boards:
+            raise UnknownBoard(board, list(self.settings.boards))
+        return [board]

@@ -1,0 +1,196 @@
+"""The sweep job, and erasure of a member (SPEC sections 5, 7 and 10).
+
+Sweep: SCAN the namespace; every key that should expire but has no TTL gets the EXPIREAT
+its name implies (a day, week or season key: its period's end + ``retention``, as the write
+path sets it); then remove the metadata of members that are on none of the board's sorted
+sets, live or archived.
+
+Keys without TTL by design: archives, the ``meta`` and ``state`` hashes and job state.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta
+from typing import Any
+
+from config.settings import Settings
+from seasons import timewindows as tw
+from seasons.archives import Archives
+from seasons.errors import SeasonsError
+from seasons.keys import Keys, ParsedKey
+from seasons.scripts import Scripts
+from seasons.writes import DEDUPE_WINDOW
+
+log = logging.getLogger(__name__)
+
+SCAN_COUNT = 1000
+META_SLICE = 200
+NO_TTL = {"archive", "meta", "state", "job"}  # kinds that never expire
+TMP_TTL = timedelta(hours=1)
+ZSET_KINDS = ("day", "week", "season", "archive", "tmp")
+
+
+@dataclass
+class SweepResult:
+    scanned: int = 0
+    ttl_fixed: int = 0
+    metadata_removed: int = 0
+    unknown: list[str] = field(default_factory=list)
+
+
+class Sweeper:
+    def __init__(
+        self, client: Any, scripts: Scripts, settings: Settings, keys: Keys, archives: Archives
+    ):
+        self.client = client
+        self.scripts = scripts
+        self.settings = settings
+        self.keys = keys
+        self.archives = archives
+
+    # --- TTLs ---------------------------------------------------------------------------------
+
+    def expected_expireat(self, parsed: ParsedKey, now: datetime) -> int | None:
+        """EXPIREAT a key of this kind should carry; None if it must not expire.
+
+        Raises ValueError for a key whose name we cannot read.
+        """
+        kind, ident = parsed.kind, parsed.ident
+        stamp = int(now.timestamp())
+        if kind in NO_TTL:
+            return None
+        if kind == "day":
+            return tw.expire_at(_checked_period("day", ident, self.settings), self.settings)
+        if kind == "week":
+            return tw.expire_at(_checked_period("week", ident, self.settings), self.settings)
+        if kind == "season":
+            span = tw.season_by_id(ident, self.settings)
+            return tw.expire_at(tw.Period("season", span.id, span.start, span.end), self.settings)
+        if kind == "events":
+            return stamp + int(DEDUPE_WINDOW.total_seconds()) + 1
+        if kind == "tmp":
+            return stamp + int(TMP_TTL.total_seconds())
+        if kind == "lock":
+            return stamp + int(self.settings.worker.lock_ttl.total_seconds()) + 1
+        if kind == "heartbeat":
+            return stamp + int(3 * self.settings.worker.heartbeat_interval.total_seconds()) + 1
+        raise ValueError(f"unknown kind of key {kind!r}")
+
+    def run(self, now: datetime) -> SweepResult:
+        result = SweepResult()
+        for batch in self._scan(self.keys.pattern()):
+            result.scanned += len(batch)
+            pipe = self.client.pipeline(transaction=False)
+            for key in batch:
+                pipe.ttl(key)
+            missing = [k for k, ttl in zip(batch, pipe.execute(), strict=True) if ttl == -1]
+            pipe = self.client.pipeline(transaction=False)
+            for key in missing:
+                parsed = self.keys.parse(key)
+                try:
+                    if parsed is None:
+                        raise ValueError("not a key of this namespace")
+                    at = self.expected_expireat(parsed, now)
+                except (ValueError, SeasonsError) as exc:
+                    result.unknown.append(key)
+                    log.warning("sweep: leaving %s without TTL: %s", key, exc)
+                    continue
+                if at is not None:
+                    pipe.expireat(key, at)
+                    result.ttl_fixed += 1
+                    log.info("sweep: %s had no TTL; EXPIREAT %d", key, at)
+            pipe.execute()
+        for board in sorted(self.settings.boards):
+            result.metadata_removed += self.prune_metadata(board, now)
+        return result
+
+    # --- metadata -----------------------------------------------------------------------
+
+    def prune_metadata(self, board: str, now: datetime) -> int:
+        """Remove metadata of members on no live or archived key of ``board``."""
+        zsets = self.board_zsets(board)
+        for key in self.open_keys(board, now):  # may be created by a write any moment
+            if key not in zsets:
+                zsets.append(key)
+        removed = 0
+        meta = self.keys.meta(board)
+        cursor = 0
+        while True:
+            cursor, found = self.client.hscan(meta, cursor, count=META_SLICE)
+            members = list(found)
+            for i in range(0, len(members), META_SLICE):
+                part = members[i : i + META_SLICE]
+                removed += int(self.scripts.meta_prune(keys=[meta, *zsets], args=part))
+            if cursor == 0:
+                break
+        if removed:
+            log.info("sweep: removed metadata of %d members of board %s", removed, board)
+        return removed
+
+    def board_zsets(self, board: str) -> list[str]:
+        out = []
+        for batch in self._scan(self.keys.board_pattern(board), kind="zset"):
+            for key in batch:
+                parsed = self.keys.parse(key)
+                if parsed is not None and parsed.kind in ZSET_KINDS:
+                    out.append(key)
+        return sorted(out)
+
+    def open_keys(self, board: str, now: datetime) -> list[str]:
+        """Day, week and season keys that a write may create right now."""
+        zone = self.settings.zone
+        day = tw.local_day(now - self.settings.late_grace, zone)
+        last = tw.local_day(now + tw.FUTURE_TOLERANCE, zone)
+        out: list[str] = []
+        while day <= last:
+            for window in tw.WINDOWS:
+                p = tw.period_of_day(window, day, self.settings)
+                if p is not None:
+                    out.append(self.keys.window(board, window, p.id))
+            day += timedelta(days=1)
+        return out
+
+    # --- erasure --------------------------------------------------------------------------
+
+    def forget(self, member: str, now: datetime) -> dict[str, Any]:
+        """Remove ``member`` everywhere: every live and archived sorted set of every board,
+        its metadata, and the archive files of seasons it was on (rewritten from their
+        archive keys, with a new manifest)."""
+        report: dict[str, Any] = {"member": member, "boards": {}}
+        for board in sorted(self.settings.boards):
+            zsets = self.board_zsets(board)
+            reply = self.scripts.forget(keys=[self.keys.meta(board), *zsets], args=[member])
+            on = [zsets[int(i) - 2] for i in reply[1:]]
+            rewritten = []
+            for key in on:
+                parsed = self.keys.parse(key)
+                if parsed is None or parsed.kind != "archive":
+                    continue
+                data, _ = self.archives.paths(board, parsed.ident)
+                if data.exists():
+                    self.archives.write_files(board, parsed.ident, now)
+                    rewritten.append(str(data))
+            if on or int(reply[0]):
+                report["boards"][board] = {
+                    "keys": on, "metadata": bool(int(reply[0])), "files_rewritten": rewritten,
+                }  # fmt: skip
+        return report
+
+    def _scan(self, pattern: str, kind: str | None = None) -> Iterator[list[str]]:
+        cursor = 0
+        while True:
+            cursor, batch = self.client.scan(cursor, match=pattern, count=SCAN_COUNT, _type=kind)
+            if batch:
+                yield list(batch)
+            if cursor == 0:
+                return
+
+
+def _checked_period(window: str, ident: str, settings: Settings) -> tw.Period:
+    found = tw.period_of_day(window, date.fromisoformat(ident), settings)  # type: ignore[arg-type]
+    if found is None or found.id != ident:
+        raise ValueError(f"{ident!r} is not the id of a {window}")
+    return found

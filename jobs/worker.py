@@ -1,0 +1,218 @@
+"""``seasons worker``: the long-lived worker (SPEC section 7).
+
+It reads top to bottom: each job is one pass at an instant ``now`` (:meth:`Worker.tick` runs
+every due one, for tests and for operators); :meth:`Worker.run` hands the same passes to an
+APScheduler ``BackgroundScheduler`` with interval triggers in the configured zone
+(``coalesce``, ``max_instances=1``, ``misfire_grace_time`` from settings) and waits for
+SIGTERM/SIGINT. The handlers only set an event; the job in hand stops at its next step
+boundary, the scheduler is shut down, the heartbeat deleted, Redis closed, exit status 0.
+
+Redis unreachable is never fatal: a job logs it, backs off (doubling from
+``worker.backoff_initial`` up to ``worker.backoff_max``) and retries, resuming its run from
+the steps it recorded. Any other error is logged and recorded in the job's state; the next
+run tries again.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+from apscheduler.executors.pool import ThreadPoolExecutor
+from apscheduler.schedulers.background import BackgroundScheduler
+from apscheduler.triggers.interval import IntervalTrigger
+
+from jobs.closes import Closes
+from jobs.heartbeat import Heartbeat
+from jobs.heartbeat import read as read_heartbeat
+from jobs.locks import LockLost, locked
+from jobs.rollup import Rollup
+from jobs.state import Checkpoint, JobState, Stopping
+from jobs.sweep import Sweeper
+from seasons.api import Seasons
+from seasons.archives import Archives
+from seasons.connection import UNAVAILABLE
+from seasons.errors import BackendUnavailable
+
+log = logging.getLogger(__name__)
+
+RETRYABLE = (*UNAVAILABLE, BackendUnavailable)
+
+
+class Worker:
+    """The jobs of one namespace, with one Redis client, stoppable through :attr:`stop`."""
+
+    def __init__(
+        self, app: Seasons, *, stop: threading.Event | None = None,
+        fault: Checkpoint | None = None,
+    ):  # fmt: skip
+        self.app = app
+        self.settings = app.settings
+        self.stop = stop if stop is not None else threading.Event()
+        self.fault = fault
+        client, scripts, settings, keys = app.client, app.scripts, app.settings, app.keys
+        self.state = JobState(client, keys)
+        self.rollup = Rollup(client, scripts, settings, keys)
+        self.archives = Archives(client, scripts, settings, keys)
+        self.closes = Closes(
+            client, scripts, settings, keys, state=self.state, rollup=self.rollup,
+            archives=self.archives, checkpoint=self._checkpoint, clock=app.clock,
+        )  # fmt: skip
+        self.sweeper = Sweeper(client, scripts, settings, keys, self.archives)
+        self.heartbeat = Heartbeat(client, scripts, settings, keys)
+        self.scheduler: BackgroundScheduler | None = None
+        w = settings.worker
+        self.intervals: dict[str, timedelta] = {
+            "heartbeat": w.heartbeat_interval, "closes": w.rollup_interval,
+            "rollup": w.rollup_interval, "sweep": w.sweep_interval,
+        }  # fmt: skip
+        self.passes: dict[str, Callable[[datetime], Any]] = {
+            "heartbeat": self.heartbeat.beat, "closes": self.closes.catch_up,
+            "rollup": self._rollup, "sweep": self._sweep,
+        }  # fmt: skip
+
+    # --- one pass of each job -------------------------------------------------------------
+
+    def _rollup(self, now: datetime) -> Any:
+        with locked(self.app.client, self.app.scripts, self.app.keys, "rollup",
+                    self.settings.worker.lock_ttl) as lock:  # fmt: skip
+            return None if lock is None else self.rollup.run(now)
+
+    def _sweep(self, now: datetime) -> Any:
+        with locked(self.app.client, self.app.scripts, self.app.keys, "sweep",
+                    self.settings.worker.lock_ttl) as lock:  # fmt: skip
+            return None if lock is None else self.sweeper.run(now)
+
+    def _checkpoint(self, name: str) -> None:
+        if self.fault is not None:
+            self.fault(name)
+        if self.stop.is_set():
+            raise Stopping(name)
+
+    def due(self, job: str, now: datetime) -> bool:
+        if job in ("heartbeat", "closes"):
+            return True
+        last = self.state.get(job).get("last_start")
+        return last is None or datetime.fromisoformat(last) + self.intervals[job] <= now
+
+    def tick(self, now: datetime) -> None:
+        """Do all the work due at ``now``: heartbeat, due closes in order, rollup and sweep
+        when their interval has passed since their last run."""
+        for job in ("heartbeat", "closes", "rollup", "sweep"):
+            if self.stop.is_set():
+                return
+            self.guarded(job, lambda: now, check_due=True)
+
+    # --- retries ----------------------------------------------------------------------------
+
+    def guarded(self, job: str, clock: Callable[[], datetime], *, check_due: bool = False) -> bool:
+        """Run one pass of ``job``, retrying while Redis is unreachable, until it completes
+        or the worker stops. True if it completed."""
+        delay = self.settings.worker.backoff_initial.total_seconds()
+        cap = self.settings.worker.backoff_max.total_seconds()
+        while not self.stop.is_set():
+            now = clock()
+            try:
+                if check_due and not self.due(job, now):
+                    return False
+                began = time.monotonic()
+                self.state.started(job, now)
+                self.passes[job](now)
+                self.state.ended(
+                    job, clock(), "ok", next_run=self._next_run(job, now),
+                    duration=time.monotonic() - began,
+                )  # fmt: skip
+                return True
+            except RETRYABLE as exc:
+                log.warning("%s: Redis is unreachable (%s); retrying in %.1fs", job, exc, delay)
+                if self.stop.wait(delay):
+                    return False
+                delay = min(delay * 2, cap)
+            except Stopping as exc:
+                log.info("%s: stopping at %s; the run resumes from there next time", job, exc)
+                return False
+            except LockLost as exc:
+                log.warning("%s: %s", job, exc)
+                return False
+            except Exception as exc:
+                log.exception("%s failed", job)
+                self._record_error(job, clock(), exc)
+                return False
+        return False
+
+    def _record_error(self, job: str, now: datetime, exc: Exception) -> None:
+        try:
+            self.state.ended(job, now, "error", f"{type(exc).__name__}: {exc}")
+        except Exception as again:  # Redis gone as well: the log has it
+            log.warning("%s: could not record the error (%s)", job, again)
+
+    def _next_run(self, job: str, now: datetime) -> datetime:
+        if job == "closes":
+            return self.closes.next_due(now)
+        if self.scheduler is not None:
+            found = self.scheduler.get_job(job)
+            if found is not None and found.next_run_time is not None:
+                return found.next_run_time  # type: ignore[no-any-return]
+        return now + self.intervals[job]
+
+    # --- the long-lived process -------------------------------------------------------------
+
+    def run(self) -> int:
+        """Run the scheduler until SIGTERM/SIGINT (or :attr:`stop` is set); returns 0."""
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(sig, lambda signum, frame: self.stop.set())
+        zone = self.settings.zone
+        misfire = max(1, int(self.settings.worker.misfire_grace.total_seconds()))
+        self.scheduler = scheduler = BackgroundScheduler(
+            timezone=zone,
+            # Work jobs one at a time (closes before rollups); the heartbeat beside them.
+            executors={"default": ThreadPoolExecutor(1), "beat": ThreadPoolExecutor(1)},
+            job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": misfire},
+        )
+        start = datetime.now(zone)
+        for job in ("heartbeat", "closes", "rollup", "sweep"):
+            scheduler.add_job(
+                self.guarded, IntervalTrigger(
+                    seconds=self.intervals[job].total_seconds(), timezone=zone
+                ), args=[job, self.app.clock], id=job, name=job,
+                executor="beat" if job == "heartbeat" else "default", next_run_time=start,
+            )  # fmt: skip
+        log.info("worker %s started (namespace %s, zone %s)", self.heartbeat.worker,
+                 self.settings.namespace, self.settings.timezone)  # fmt: skip
+        scheduler.start()
+        try:
+            while not self.stop.wait(0.5):
+                pass
+        finally:
+            log.info("stopping: finishing the step in hand")
+            scheduler.shutdown(wait=True)
+            self.shutdown()
+        log.info("worker stopped")
+        return 0
+
+    def shutdown(self) -> None:
+        """Delete the heartbeat (if still ours) and close Redis."""
+        try:
+            self.heartbeat.stop()
+        except Exception as exc:
+            log.warning("could not delete the heartbeat (%s); it expires by itself", exc)
+        self.app.close()
+
+    # --- for `seasons status` and GET /v1/jobs ------------------------------------------------
+
+    def report(self, now: datetime) -> dict[str, Any]:
+        return jobs_report(self.app, now)
+
+
+def jobs_report(app: Seasons, now: datetime) -> dict[str, Any]:
+    """The heartbeat (None when no worker is alive) and each job's last and next run."""
+    return {
+        "worker": read_heartbeat(app.client, app.keys, now),
+        "jobs": JobState(app.client, app.keys).summaries(),
+    }

@@ -1,0 +1,203 @@
+"""What is configured and where each board stands: boards with their current periods, and
+seasons with their status and archives (``GET /v1/boards``, ``GET /v1/seasons``).
+
+Pure functions of settings, ``now`` and what Redis and the archive directory hold; the
+results are pydantic models whose ``model_dump()`` is the HTTP JSON.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import date, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from config.settings import SeasonSpan, Settings
+from seasons import timewindows as tw
+from seasons.connection import backend_errors
+from seasons.keys import SEASON_ARCHIVED, SEASON_CLOSING, STATE_SEASON, Keys
+
+# A cycle of seasons never ends: list this many before the current one, and the next.
+SEASONS_LISTED = 24
+
+
+class PeriodInfo(BaseModel):
+    period: str
+    first_day: date
+    last_day: date
+    starts_at: datetime
+    resets_at: datetime  # when the period ends and the next one begins
+
+
+class BoardInfo(BaseModel):
+    board: str
+    aggregate: str
+    order: str
+    ties: str
+    week_weights: list[float]
+    season_weights: list[float]
+    max_entries: int
+    current: dict[str, PeriodInfo | None]  # window -> period (season: None between seasons)
+
+
+class Boards(BaseModel):
+    timezone: str
+    week_start: str
+    late_grace_seconds: float
+    boards: list[BoardInfo]
+
+
+class ArchiveInfo(BaseModel):
+    """An archived season (or a snapshot ``S@<ts>``) of one board, from its manifest."""
+
+    season: str
+    count: int | None = None
+    score_sum: float | None = None
+    sha256: str | None = None
+    created_at: str | None = None
+    file: str
+
+
+class SeasonBoard(BaseModel):
+    state: Literal["live", "closing", "archived"]
+    archive: ArchiveInfo | None
+    snapshots: list[ArchiveInfo]
+
+
+class SeasonInfo(BaseModel):
+    season: str
+    first_day: date
+    last_day: date
+    status: Literal["upcoming", "running", "ended", "closing", "archived"]
+    boards: dict[str, SeasonBoard]
+
+
+class SeasonsList(BaseModel):
+    current: str | None
+    seasons: list[SeasonInfo]
+
+
+def _period(p: tw.Period | None, settings: Settings) -> PeriodInfo | None:
+    if p is None:
+        return None
+    zone = settings.zone
+    return PeriodInfo(
+        period=p.id, first_day=p.first, last_day=p.last,
+        starts_at=tw.day_start(p.first, zone), resets_at=tw.period_end(p, zone),
+    )  # fmt: skip
+
+
+def boards(settings: Settings, now: datetime) -> Boards:
+    """Every configured board with its settings and its current day, week and season."""
+    today = tw.local_day(now, settings.zone)
+    out = []
+    for name, cfg in sorted(settings.boards.items()):
+        current: dict[str, PeriodInfo | None] = {
+            w: _period(tw.period_of_day(w, today, settings), settings) for w in tw.WINDOWS
+        }
+        out.append(BoardInfo(
+            board=name, aggregate=cfg.aggregate, order=cfg.order, ties=cfg.ties,
+            week_weights=list(cfg.week_weights), season_weights=list(cfg.season_weights),
+            max_entries=cfg.max_entries, current=current,
+        ))  # fmt: skip
+    return Boards(
+        timezone=settings.timezone, week_start=settings.week_start,
+        late_grace_seconds=settings.late_grace.total_seconds(), boards=out,
+    )  # fmt: skip
+
+
+def listed_seasons(settings: Settings, today: date) -> list[SeasonSpan]:
+    """The seasons to list: all of an explicit list; of a cycle, the recent ones and the next."""
+    cfg = settings.seasons
+    if cfg.list:
+        return list(cfg.list)
+    if today < cfg.anchor:
+        return [tw.season_by_id("S1", settings)]
+    current = tw.season_of_day(today, settings)
+    assert current is not None  # every day from the anchor on is in a cycle season
+    number = int(current.id[1:])
+    first = max(1, number - SEASONS_LISTED + 1)
+    return [tw.season_by_id(f"S{n}", settings) for n in range(first, number + 2)]
+
+
+def archive_dir(settings: Settings, board: str) -> Path:
+    return settings.archive.dir / settings.namespace / board
+
+
+def _manifest(path: Path, season: str) -> ArchiveInfo:
+    data: dict[str, Any] = {}
+    try:
+        loaded = json.loads(path.read_text())
+        if isinstance(loaded, dict):
+            data = loaded
+    except (OSError, ValueError):
+        pass  # listed without its figures; `seasons restore` reports what is wrong with it
+    fields = {k: data.get(k) for k in ("count", "score_sum", "sha256", "created_at")}
+    if not isinstance(fields["created_at"], str | None):
+        fields["created_at"] = str(fields["created_at"])
+    file = str(path.with_name(path.name.replace(".manifest.json", ".jsonl.gz")))
+    try:
+        return ArchiveInfo(season=season, file=file, **fields)
+    except ValueError:
+        return ArchiveInfo(season=season, file=file)
+
+
+def _archives(settings: Settings, board: str) -> dict[str, ArchiveInfo]:
+    """Season id (or ``S@<ts>``) -> its archive files' manifest, for one board."""
+    folder = archive_dir(settings, board)
+    if not folder.is_dir():
+        return {}
+    out = {}
+    for path in sorted(folder.glob("*.manifest.json")):
+        season = path.name[: -len(".manifest.json")]
+        out[season] = _manifest(path, season)
+    return out
+
+
+def seasons(client: Any, settings: Settings, keys: Keys, now: datetime) -> SeasonsList:
+    """The listed seasons, each with its status overall and its state and archive per board."""
+    today = tw.local_day(now, settings.zone)
+    spans = listed_seasons(settings, today)
+    names = sorted(settings.boards)
+    with backend_errors():
+        pipe = client.pipeline(transaction=False)
+        for board in names:
+            pipe.hmget(keys.state(board), [STATE_SEASON + s.id for s in spans])
+        states = pipe.execute() if names else []
+    archives = {board: _archives(settings, board) for board in names}
+    current = tw.season_of_day(today, settings)
+    out = []
+    for i, span in enumerate(spans):
+        per_board: dict[str, SeasonBoard] = {}
+        for b, board in enumerate(names):
+            raw = states[b][i] if states else None
+            state: Literal["live", "closing", "archived"] = (
+                "archived" if raw == SEASON_ARCHIVED else "closing" if raw == SEASON_CLOSING
+                else "live"
+            )  # fmt: skip
+            snaps = [a for sid, a in archives[board].items() if sid.startswith(span.id + "@")]
+            per_board[board] = SeasonBoard(
+                state=state, archive=archives[board].get(span.id), snapshots=snaps
+            )
+        out.append(SeasonInfo(
+            season=span.id, first_day=span.start, last_day=span.end,
+            status=_status(span, today, now, settings, list(per_board.values())),
+            boards=per_board,
+        ))  # fmt: skip
+    return SeasonsList(current=current.id if current else None, seasons=out)
+
+
+def _status(
+    span: SeasonSpan, today: date, now: datetime, settings: Settings, boards: list[SeasonBoard]
+) -> Literal["upcoming", "running", "ended", "closing", "archived"]:
+    if boards and all(b.state == "archived" for b in boards):
+        return "archived"
+    if any(b.state != "live" for b in boards):
+        return "closing"
+    if today < span.start:
+        return "upcoming"
+    if now < tw.season_end(span, settings.zone):
+        return "running"
+    return "ended"

@@ -1,0 +1,238 @@
+"""What every ``seasons`` command shares: the group, settings and app, errors, output.
+
+Settings are loaded once per invocation, on first use (so ``--help`` works with a broken
+config); the :class:`~seasons.api.Seasons` app is built on first use too. Every error of
+the :mod:`seasons.errors` hierarchy becomes a message on stderr and an exit status, in one
+place (:class:`SeasonsGroup`), for the commands of every module.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import urlsplit, urlunsplit
+
+import click
+import redis
+from pydantic import BaseModel
+from rich.console import Console
+
+from config.loading import ConfigError, load_settings
+from config.settings import Settings
+from seasons.api import Seasons
+from seasons.clock import Clock, system_clock
+from seasons.connection import backend_errors
+from seasons.errors import BatchRejected, InvalidInput, NotFound, SeasonsError
+
+# Exit statuses (SPEC section 10).
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2  # bad usage or bad input; click uses 2 for its usage errors too
+EXIT_NOT_FOUND = 3
+
+WINDOWS = ("day", "week", "season")
+REDACTED = "<redacted>"
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class CliError(click.ClickException):
+    """A failure: its message goes to stderr, exit status 1."""
+
+    exit_code = EXIT_FAILURE
+
+
+class BadInputError(CliError):
+    exit_code = EXIT_USAGE
+
+
+class NotFoundError(CliError):
+    exit_code = EXIT_NOT_FOUND
+
+
+def cli_error(message: str, status: int) -> CliError:
+    """The click exception that prints ``message`` and exits with ``status``."""
+    cls = {EXIT_USAGE: BadInputError, EXIT_NOT_FOUND: NotFoundError}.get(status, CliError)
+    return cls(message)
+
+
+def exit_status(exc: SeasonsError) -> int:
+    """The exit status of an error: bad input 2, not found 3, anything else 1."""
+    if isinstance(exc, InvalidInput):
+        return EXIT_USAGE
+    if isinstance(exc, NotFound):
+        return EXIT_NOT_FOUND
+    return EXIT_FAILURE  # BackendUnavailable, Conflict, ArchiveError, ...
+
+
+def describe(exc: SeasonsError) -> str:
+    """The error's message, with every problem of a rejected batch on its own line."""
+    if isinstance(exc, BatchRejected) and len(exc.details) > 1:
+        lines = [f"  event {p['index']}: {p['message']}" for p in exc.details]
+        return "batch rejected, nothing written:\n" + "\n".join(lines)
+    return exc.message
+
+
+class CliState:
+    """Per-invocation state: the clock, and the settings and app, each built once on use.
+
+    Tests pass their own with ``CliRunner().invoke(cli, args, obj=CliState(clock=...))``.
+    """
+
+    def __init__(self, clock: Clock = system_clock, settings: Settings | None = None):
+        self.clock = clock
+        self.config_file: Path | None = None
+        self._settings = settings
+        self._app: Seasons | None = None
+
+    @property
+    def settings(self) -> Settings:
+        if self._settings is None:
+            try:
+                self._settings = load_settings(path=self.config_file)
+            except ConfigError as exc:
+                raise BadInputError(str(exc)) from None
+        return self._settings
+
+    @property
+    def app(self) -> Seasons:
+        if self._app is None:
+            self._app = Seasons(self.settings, clock=self.clock)
+        return self._app
+
+    def close(self) -> None:
+        if self._app is not None:
+            self._app.close()
+            self._app = None
+
+
+class SeasonsGroup(click.Group):
+    """The command group; turns the errors of any command into a message and a status."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except SeasonsError as exc:
+            raise cli_error(describe(exc), exit_status(exc)) from None
+        except ConfigError as exc:
+            raise BadInputError(str(exc)) from None
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            raise CliError(f"Redis is unreachable: {exc}") from None
+        except redis.RedisError as exc:
+            raise CliError(f"Redis error: {exc}") from None
+
+
+@click.group(cls=SeasonsGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="TOML settings file (default: $SEASONS_CONFIG, else ./seasons.toml if present).",
+)
+@click.version_option(package_name="seasons", prog_name="seasons")
+@click.pass_context
+def cli(ctx: click.Context, config_file: Path | None) -> None:
+    """Seasons: time-windowed, seasonal leaderboards on Redis.
+
+    Settings come from SEASONS_* environment variables over a TOML file over defaults.
+    Exit status: 0 ok, 1 failure, 2 bad usage or input, 3 not found / not ranked.
+    """
+    state = ctx.ensure_object(CliState)
+    if config_file is not None:
+        state.config_file = config_file
+    ctx.call_on_close(state.close)
+
+
+pass_state = click.make_pass_decorator(CliState, ensure=True)
+
+
+@contextmanager
+def backend() -> Iterator[None]:
+    """For direct reader/Redis calls outside the facade: Redis down → BackendUnavailable."""
+    with backend_errors():
+        yield
+
+
+# --- shared options ---------------------------------------------------------------------------
+
+
+def json_option(f: F) -> F:
+    return click.option(
+        "--json", "as_json", is_flag=True, help="Print the HTTP API's JSON for the same query."
+    )(f)
+
+
+def window_option(default: str) -> Callable[[F], F]:
+    def deco(f: F) -> F:
+        return click.option(
+            "--window", "-w", type=click.Choice(WINDOWS), default=default, show_default=True,
+            help="Time window of the board.",
+        )(f)
+
+    return deco
+
+
+def period_option(f: F) -> F:
+    return click.option(
+        "--period", "-p", default="current", show_default=True,
+        help="Period id (YYYY-MM-DD for day/week, season id), current or previous.",
+    )(f)
+
+
+# --- output -----------------------------------------------------------------------------------
+
+
+def console(*, stderr: bool = False) -> Console:
+    """A rich console on the current stdout/stderr (colours only on a terminal)."""
+    return Console(stderr=stderr, highlight=False, soft_wrap=False)
+
+
+def print_json(data: BaseModel | dict[str, Any] | list[Any]) -> None:
+    """Print exactly what the HTTP API would send (indented on a terminal)."""
+    payload = data.model_dump() if isinstance(data, BaseModel) else data
+    indent = 2 if sys.stdout.isatty() else None
+    click.echo(json.dumps(payload, ensure_ascii=False, indent=indent, allow_nan=False))
+
+
+def fmt_score(score: float | None) -> str:
+    """Integral scores without a trailing ``.0`` (composite scores stay readable)."""
+    if score is None:
+        return "-"
+    if score.is_integer() and abs(score) <= 2**53:
+        return str(int(score))
+    return repr(score)
+
+
+def fmt_meta(meta: dict[str, Any]) -> str:
+    return " ".join(f"{k}={v}" for k, v in meta.items())
+
+
+# --- settings for display ---------------------------------------------------------------------
+
+
+def _redact_url(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    user = f"{parts.username}:" if parts.username else ":"
+    return urlunsplit(parts._replace(netloc=f"{user}{REDACTED}@{host}"))
+
+
+def redacted_settings(settings: Settings) -> dict[str, Any]:
+    """The effective settings as JSON, with tokens and passwords replaced (empty ones kept)."""
+    data = settings.model_dump(mode="json")
+    data["redis"]["url"] = _redact_url(data["redis"]["url"])
+    if data["redis"].get("password"):
+        data["redis"]["password"] = REDACTED
+    for name in ("write_token", "admin_token"):
+        if data["api"].get(name):
+            data["api"][name] = REDACTED
+    return data

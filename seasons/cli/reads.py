@@ -1,0 +1,141 @@
+"""Read commands: ``top``, ``rank``, ``around``, ``history`` (SPEC sections 10 and 11).
+
+``--json`` prints exactly the HTTP API's JSON for the same query; without it, a table.
+"""
+
+from __future__ import annotations
+
+import click
+from rich.table import Table
+
+from seasons.cli.common import (
+    CliState,
+    backend,
+    cli,
+    console,
+    fmt_meta,
+    fmt_score,
+    json_option,
+    pass_state,
+    period_option,
+    print_json,
+    window_option,
+)
+from seasons.errors import NotRanked
+from seasons.models import Entry, Page
+
+
+def _period_id(state: CliState, board: str, window: str, period: str) -> str:
+    """The id that ``current``/``previous`` stand for (pure: no Redis)."""
+    return state.app.reader.target(board, window, period, state.clock())[0]
+
+
+def _not_ranked(state: CliState, board: str, member: str, window: str, period: str) -> NotRanked:
+    period_id = _period_id(state, board, window, period)
+    return NotRanked(
+        f"{member!r} is not ranked on board {board!r}, {window} {period_id}",
+        {"board": board, "window": window, "period": period_id, "member": member},
+    )
+
+
+def _entries_table(title: str, entries: list[Entry], highlight: str | None = None) -> Table:
+    table = Table(title=title, title_justify="left")
+    table.add_column("rank", justify="right")
+    table.add_column("member")
+    table.add_column("score", justify="right")
+    table.add_column("metadata")
+    for e in entries:
+        style = "bold" if e.member == highlight else None
+        table.add_row(str(e.rank), e.member, fmt_score(e.score), fmt_meta(e.metadata), style=style)
+    return table
+
+
+def _page_title(page: Page) -> str:
+    return f"{page.board} · {page.window} {page.period} · {page.total} ranked"
+
+
+@cli.command()
+@click.argument("board")
+@window_option("season")
+@period_option
+@click.option("--limit", "-n", type=int, default=10, show_default=True, help="At most 1000.")
+@click.option("--offset", "-k", type=int, default=0, show_default=True, help="Entries to skip.")
+@json_option
+@pass_state
+def top(
+    state: CliState, board: str, window: str, period: str, limit: int, offset: int, as_json: bool
+) -> None:
+    """The best entries of BOARD, best first."""
+    page = state.app.top(board, window, period=period, limit=limit, offset=offset)
+    if as_json:
+        print_json(page)
+    else:
+        console().print(_entries_table(_page_title(page), page.entries))
+
+
+@cli.command()
+@click.argument("board")
+@click.argument("member")
+@window_option("season")
+@period_option
+@json_option
+@pass_state
+def rank(
+    state: CliState, board: str, member: str, window: str, period: str, as_json: bool
+) -> None:
+    """The rank and score of MEMBER on BOARD (exit status 3 if not ranked)."""
+    entry = state.app.rank(board, member, window, period=period)
+    if entry is None:
+        raise _not_ranked(state, board, member, window, period)
+    if as_json:
+        print_json(entry)
+    else:
+        title = f"{board} · {window} {_period_id(state, board, window, period)}"
+        console().print(_entries_table(title, [entry]))
+
+
+@cli.command()
+@click.argument("board")
+@click.argument("member")
+@window_option("season")
+@period_option
+@click.option("--size", "-s", type=int, default=5, show_default=True, help="At most 101.")
+@json_option
+@pass_state
+def around(
+    state: CliState, board: str, member: str, window: str, period: str, size: int, as_json: bool
+) -> None:
+    """SIZE entries centred on MEMBER (shifted at either end of the board)."""
+    page = state.app.around(board, member, window, size=size, period=period)
+    if page is None:
+        raise _not_ranked(state, board, member, window, period)
+    if as_json:
+        print_json(page)
+    else:
+        console().print(_entries_table(_page_title(page), page.entries, highlight=member))
+
+
+@cli.command()
+@click.argument("board")
+@click.argument("member")
+@window_option("day")
+@click.option("--last", "-l", type=int, default=14, show_default=True, help="At most 400.")
+@json_option
+@pass_state
+def history(
+    state: CliState, board: str, member: str, window: str, last: int, as_json: bool
+) -> None:
+    """MEMBER's rank and score on BOARD in each of the last LAST periods, oldest first."""
+    app = state.app
+    with backend():
+        result = app.reader.history(board, member, window, state.clock(), last=last)
+    if as_json:
+        print_json(result)
+        return
+    table = Table(title=f"{board} · {member} · last {last} {window}s", title_justify="left")
+    table.add_column("period")
+    table.add_column("rank", justify="right")
+    table.add_column("score", justify="right")
+    for point in result.history:
+        table.add_row(point.period, str(point.rank or "-"), fmt_score(point.score))
+    console().print(table)

@@ -1,0 +1,5 @@
+"""The HTTP API and the web page (SPEC section 9): ``create_app(settings)`` builds the app."""
+
+from seasons.http.app import create_app
+
+__all__ = ["create_app"]

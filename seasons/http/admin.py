@@ -1,0 +1,159 @@
+"""Admin calls (admin token, or loopback when none is configured): rollup, snapshot, rebuild,
+erasure of a member, and resetting the demo data set. Each runs the same job code as the
+worker and the CLI (``jobs.worker.Worker``) and answers the JSON that ``seasons rollup |
+snapshot | rebuild | forget --json`` prints."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Path
+from pydantic import BaseModel, ConfigDict, Field
+
+from jobs.reconcile import Outcome
+from jobs.worker import Worker
+from seasons import demo
+from seasons.api import Seasons
+from seasons.connection import backend_errors
+from seasons.errors import InvalidInput
+from seasons.http.deps import AdminAccess, SeasonsDep
+from seasons.http.errors import AUTH_RESPONSES, ERROR_RESPONSES, ErrorBody
+from seasons.http.reset import reset_namespace
+from seasons.models import WriteResult
+
+router = APIRouter(
+    prefix="/v1/admin", tags=["admin"], dependencies=[AdminAccess],
+    responses={
+        **ERROR_RESPONSES, **AUTH_RESPONSES,
+        409: {"model": ErrorBody, "description": "Conflicts with stored state"},
+    },
+)  # fmt: skip
+
+
+class Recomputed(BaseModel):
+    """One week or season board recomputed from its day keys (``jobs.reconcile.Outcome``)."""
+
+    target: str
+    mode: str  # atomic | sliced
+    size: int
+    changed: int
+
+
+class RollupIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    board: str | None = Field(default=None, description="One board; default every board")
+
+
+class RebuildIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    board: str | None = Field(default=None, description="One board; default every board")
+    window: Literal["week", "season", "all"] = "all"
+    period: str = Field(default="current", description="A day/week/season id, current, previous")
+
+
+class Rollups(BaseModel):
+    rollups: list[Recomputed]
+
+
+class Rebuilt(BaseModel):
+    rebuilt: list[Recomputed]
+
+
+class SnapshotIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    season: str = Field(description="Season id; a running season is snapshotted as S@<ts>")
+
+
+class Snapshots(BaseModel):
+    """Per board: the archive id written, what happened (snapshot, archived,
+    already_archived) and the archive's manifest."""
+
+    snapshots: list[dict[str, Any]]
+
+
+class Forgotten(BaseModel):
+    """Where the member was removed: per board, the keys, its metadata, rewritten files."""
+
+    member: str
+    boards: dict[str, Any]
+
+
+class DemoResetIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    days: int = Field(default=35, ge=1, le=60)
+    players: int = Field(default=200, ge=1, le=5000)
+
+
+class DemoReset(BaseModel):
+    deleted_keys: int
+    deleted_files: int
+    seeded: WriteResult
+
+
+def _jobs(s: Seasons) -> Worker:
+    """The worker's job objects on this app's client and clock (no scheduler is started)."""
+    return Worker(s)
+
+
+def _recomputed(outcomes: list[Outcome]) -> list[Recomputed]:
+    return [Recomputed.model_validate(asdict(o)) for o in outcomes]
+
+
+@router.post("/rollup", response_model=Rollups, summary="Run the rollup job now")
+def rollup(s: SeasonsDep, body: RollupIn | None = None) -> Rollups:
+    with backend_errors():
+        outcomes = _jobs(s).rollup.run(s.clock(), body.board if body else None)
+    return Rollups(rollups=_recomputed(outcomes))
+
+
+@router.post(
+    "/rebuild", response_model=Rebuilt,
+    summary="Recompute week and/or season boards of a period from their day keys",
+)  # fmt: skip
+def rebuild(body: RebuildIn, s: SeasonsDep) -> Rebuilt:
+    with backend_errors():
+        outcomes = _jobs(s).rollup.rebuild(
+            s.clock(), board=body.board, window=body.window, period=body.period
+        )
+    return Rebuilt(rebuilt=_recomputed(outcomes))
+
+
+@router.post(
+    "/snapshot", response_model=Snapshots,
+    summary="Archive files of a running season (S@<ts>), or close an ended season now",
+)  # fmt: skip
+def snapshot(body: SnapshotIn, s: SeasonsDep) -> Snapshots:
+    with backend_errors():
+        results = _jobs(s).closes.snapshot(body.season, s.clock())
+    return Snapshots(snapshots=[r.to_dict() for r in results])
+
+
+@router.delete(
+    "/members/{member:path}", response_model=Forgotten,
+    summary="Erase a member everywhere: live and archived boards, metadata, archive files",
+)  # fmt: skip
+def forget_member(
+    s: SeasonsDep, member: Annotated[str, Path(description="Member id")]
+) -> Forgotten:
+    if not member:
+        raise InvalidInput("member must not be empty", {"member": member})
+    with backend_errors():
+        report = _jobs(s).sweeper.forget(member, s.clock())
+    return Forgotten(member=report["member"], boards=report["boards"])
+
+
+@router.post(
+    "/demo/reset", response_model=DemoReset,
+    summary="Delete every board's data and seed the demo data set (namespaces demo* only)",
+)  # fmt: skip
+def demo_reset(s: SeasonsDep, body: DemoResetIn | None = None) -> DemoReset:
+    body = body or DemoResetIn()
+    with backend_errors():
+        keys, files = reset_namespace(s)
+        seeded = demo.seed_demo(s, days=body.days, players=body.players)
+    return DemoReset(deleted_keys=keys, deleted_files=files, seeded=seeded)

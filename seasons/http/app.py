@@ -1,0 +1,62 @@
+"""The HTTP application (SPEC section 9): ``create_app(settings)`` builds it, ready to serve.
+
+One FastAPI app per process, built from settings at the edge. Routes are sync functions
+where they call Redis (FastAPI runs them in its threadpool; redis-py's pool is thread-safe),
+async where they do no I/O. Nothing caches a broken connection: when Redis goes away each
+request fails fast with 503 ``backend_unavailable``, and redis-py reconnects by itself on the
+first request after Redis is back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from config.settings import Settings
+from seasons.api import Seasons
+from seasons.clock import Clock, system_clock
+from seasons.http import admin, boards, errors, health, jobs, scores, seasons, web
+from seasons.http.deps import Services
+from seasons.http.jobs import job_stats_reader
+from seasons.http.metrics import Metrics, MetricsMiddleware
+
+
+def create_app(
+    settings: Settings, *, clock: Clock = system_clock, app: Seasons | None = None
+) -> FastAPI:
+    """The HTTP app for ``settings``.
+
+    ``clock`` drives every read and write (tests pass a :class:`~seasons.clock.ManualClock`).
+    ``app`` is a ready facade to serve from instead of building one (its owner closes it).
+    """
+    facade = app if app is not None else Seasons(settings, clock=clock)
+    metrics = Metrics(job_stats=job_stats_reader(facade))
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        if app is None:
+            facade.close()
+
+    api = FastAPI(
+        title="Seasons",
+        summary="Time-windowed, seasonal leaderboards on Redis",
+        version="1",
+        lifespan=lifespan,
+    )
+    api.state.services = Services(settings=settings, seasons=facade, metrics=metrics)
+    errors.install(api)
+    api.add_middleware(MetricsMiddleware, metrics=metrics)
+    for module in (boards, scores, seasons, admin, jobs, health, web):
+        api.include_router(module.router)
+    return api
+
+
+def from_environment() -> FastAPI:
+    """App factory for ``uvicorn --factory seasons.http.app:from_environment`` (settings from
+    the environment and TOML like the CLI); used to run several uvicorn worker processes."""
+    from config.loading import load_settings
+
+    return create_app(load_settings())

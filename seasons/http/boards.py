@@ -1,0 +1,140 @@
+"""Reads of boards: pages, members, around, friends lookup and history (SPEC section 9).
+
+Every route calls the Python API (:class:`seasons.Seasons`) and returns its model, so each
+JSON body is the ``model_dump()`` of what the Python API and the CLI's ``--json`` give for the
+same query. Limits are checked by the read path, which names the limit in a 422.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Query
+from pydantic import BaseModel, ConfigDict, Field
+
+from seasons import catalog
+from seasons.api import Seasons
+from seasons.connection import backend_errors
+from seasons.errors import NotRanked
+from seasons.http.deps import NowDep, SeasonsDep, SettingsDep
+from seasons.http.errors import ERROR_RESPONSES
+from seasons.models import Entry, History, Page
+from seasons.reads import MAX_LAST, MAX_LIMIT, MAX_LOOKUP, MAX_SIZE
+
+router = APIRouter(prefix="/v1/boards", tags=["boards"], responses=ERROR_RESPONSES)
+
+# Bounds are documented in the schema (json_schema_extra) but checked by the read path, so a
+# request over a limit gets the same limit_exceeded error as the Python API and the CLI.
+Board = Annotated[str, Path(description="A configured board")]
+Window = Annotated[str, Path(description="day, week or season")]
+WindowQ = Annotated[str, Query(description="day, week or season")]
+Member = Annotated[str, Path(description="Member id (1-128 bytes of UTF-8)")]
+PeriodQ = Annotated[
+    str,
+    Query(description="A period id (YYYY-MM-DD for day/week, a season id, or S@<ts> for a "
+          "snapshot), current or previous"),
+]  # fmt: skip
+LimitQ = Annotated[
+    int, Query(description=f"Entries per page, 1-{MAX_LIMIT}",
+               json_schema_extra={"minimum": 1, "maximum": MAX_LIMIT})
+]  # fmt: skip
+OffsetQ = Annotated[int, Query(description="Entries to skip", json_schema_extra={"minimum": 0})]
+SizeQ = Annotated[
+    int, Query(description=f"Entries returned, 1-{MAX_SIZE}",
+               json_schema_extra={"minimum": 1, "maximum": MAX_SIZE})
+]  # fmt: skip
+LastQ = Annotated[
+    int, Query(description=f"Periods, 1-{MAX_LAST}, oldest first",
+               json_schema_extra={"minimum": 1, "maximum": MAX_LAST})
+]  # fmt: skip
+
+
+class LookupIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    members: list[str] = Field(description=f"Up to {MAX_LOOKUP} member ids")
+
+
+@router.get("", response_model=catalog.Boards, summary="Boards, their config and current periods")
+async def list_boards(settings: SettingsDep, now: NowDep) -> catalog.Boards:
+    return catalog.boards(settings, now)
+
+
+# Registered before the member routes: "/members/{member}" takes slashes (member ids may have
+# them) and would otherwise swallow ".../history" and ".../around".
+@router.get(
+    "/{board}/members/{member:path}/history", response_model=History,
+    summary="A member's rank and score in each of the last periods",
+)  # fmt: skip
+def member_history(
+    s: SeasonsDep, board: Board, member: Member, window: WindowQ = "day", last: LastQ = 14
+) -> History:
+    # The facade's history() gives the points only; the reader's History is the whole JSON.
+    with backend_errors():
+        return s.reader.history(board, member, window, s.clock(), last=last)
+
+
+@router.get(
+    "/{board}/{window}/members/{member:path}/around", response_model=Page,
+    summary="Entries centred on a member",
+)  # fmt: skip
+def around_member(
+    s: SeasonsDep, board: Board, window: Window, member: Member,
+    size: SizeQ = 5, period: PeriodQ = "current",
+) -> Page:  # fmt: skip
+    page = s.around(board, member, window, size=size, period=period)
+    if page is None:
+        raise _not_ranked(s, board, window, member, period)
+    return page
+
+
+@router.get(
+    "/{board}/{window}/members/{member:path}", response_model=Entry,
+    summary="A member's entry (404 not_ranked if absent)",
+)  # fmt: skip
+def member_entry(
+    s: SeasonsDep, board: Board, window: Window, member: Member, period: PeriodQ = "current"
+) -> Entry:
+    entry = s.rank(board, member, window, period=period)
+    if entry is None:
+        raise _not_ranked(s, board, window, member, period)
+    return entry
+
+
+@router.get(
+    "/{board}/{window}/ranks/{rank}/around", response_model=Page,
+    summary="Entries centred on a rank",
+)  # fmt: skip
+def around_rank(
+    s: SeasonsDep, board: Board, window: Window,
+    rank: Annotated[int, Path(description="1-based rank", json_schema_extra={"minimum": 1})],
+    size: SizeQ = 5, period: PeriodQ = "current",
+) -> Page:  # fmt: skip
+    return s.around_rank(board, rank, window, size=size, period=period)
+
+
+@router.post(
+    "/{board}/{window}/lookup", response_model=list[Entry],
+    summary="The ranked ones among the given members (a friends board), best first",
+)  # fmt: skip
+def lookup(
+    s: SeasonsDep, board: Board, window: Window, body: LookupIn, period: PeriodQ = "current"
+) -> list[Entry]:
+    return s.lookup(board, body.members, window, period=period)
+
+
+@router.get("/{board}/{window}", response_model=Page, summary="A page of the board, best first")
+def page(
+    s: SeasonsDep, board: Board, window: Window,
+    period: PeriodQ = "current", limit: LimitQ = 10, offset: OffsetQ = 0,
+) -> Page:  # fmt: skip
+    return s.top(board, window, period=period, limit=limit, offset=offset)
+
+
+def _not_ranked(s: Seasons, board: str, window: str, member: str, period: str) -> NotRanked:
+    """The same error as the CLI's ``rank``/``around`` give (exit status 3 there)."""
+    period_id = s.reader.target(board, window, period, s.clock())[0]
+    return NotRanked(
+        f"{member!r} is not ranked on board {board!r}, {window} {period_id}",
+        {"board": board, "window": window, "period": period_id, "member": member},
+    )

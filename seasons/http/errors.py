@@ -1,0 +1,160 @@
+"""HTTP statuses for Seasons errors, and the handlers that write every error as one JSON shape.
+
+Every error response is ``{"error": <code>, "message": <human text>, "details": ...}``. This is
+the only place that maps the domain's errors (:mod:`seasons.errors`) to HTTP statuses:
+
+=====================================  ======  =============================================
+error class (code)                     status  why
+=====================================  ======  =============================================
+UnknownBoard (unknown_board)           404     the board in the path names no resource
+NotFound, NotRanked (not_ranked)       404     the member is not on the board
+InvalidInput and subclasses            422     well-formed JSON/query that the domain refuses
+  (bad_window, bad_period, limit_exceeded,      (a window or period is a value, not a resource)
+  invalid_events, invalid_input)
+request validation (invalid_input)     422     FastAPI's own checks, reshaped
+malformed JSON body (invalid_json)     422
+Unauthorized (unauthorized)            401     missing or wrong bearer token
+Forbidden (forbidden)                  403     no token configured and the client is remote
+Conflict, ArchiveError                 409     the request conflicts with stored state
+BackendUnavailable and redis           503     Redis unreachable; retry later
+  connection errors (backend_unavailable)
+anything else                          500     ``internal_error``, with no details
+=====================================  ======  =============================================
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from seasons import errors
+
+log = logging.getLogger("seasons.http")
+
+
+class Unauthorized(errors.SeasonsError):
+    """No bearer token, or not the configured one (the message never repeats a token)."""
+
+    code = "unauthorized"
+
+
+class Forbidden(errors.SeasonsError):
+    """No token is configured for the operation and the client is not on loopback."""
+
+    code = "forbidden"
+
+
+class ErrorBody(BaseModel):
+    """The body of every error response."""
+
+    error: str
+    message: str
+    details: Any = None
+
+
+# Most specific first: the first class an error is an instance of decides its status.
+STATUS: tuple[tuple[type[errors.SeasonsError], int], ...] = (
+    (errors.UnknownBoard, 404),
+    (errors.NotFound, 404),
+    (errors.InvalidInput, 422),
+    (Unauthorized, 401),
+    (Forbidden, 403),
+    (errors.Conflict, 409),
+    (errors.ArchiveError, 409),
+    (errors.BackendUnavailable, 503),
+)
+
+# Documented on every route, so the OpenAPI schema lists each status a client can get.
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorBody, "description": text}
+    for status, text in (
+        (404, "Unknown board, or member not ranked"),
+        (422, "Invalid input or over a limit"),
+        (503, "Redis is unreachable"),
+    )
+}
+AUTH_RESPONSES: dict[int | str, dict[str, Any]] = {
+    401: {"model": ErrorBody, "description": "Missing or wrong bearer token"},
+    403: {"model": ErrorBody, "description": "No token configured and the client is remote"},
+}
+
+
+def status_of(exc: errors.SeasonsError) -> int:
+    for cls, status in STATUS:
+        if isinstance(exc, cls):
+            return status
+    return 400
+
+
+class _AsciiJSON(JSONResponse):
+    """JSON with non-ASCII escaped: an error may quote input that is not valid Unicode (a lone
+    surrogate from a ``\\udXXX`` escape), which UTF-8 cannot encode but JSON can carry."""
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(content, ensure_ascii=True, allow_nan=False).encode("ascii")
+
+
+def error_response(
+    status: int, code: str, message: str, details: Any = None, headers: dict[str, str] | None = None
+) -> JSONResponse:
+    body = {"error": code, "message": message, "details": details}
+    return _AsciiJSON(body, status_code=status, headers=headers)
+
+
+async def _seasons_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, errors.SeasonsError)
+    headers = {"WWW-Authenticate": "Bearer"} if isinstance(exc, Unauthorized) else None
+    return error_response(status_of(exc), exc.code, exc.message, exc.details, headers)
+
+
+async def _redis_down(request: Request, exc: Exception) -> JSONResponse:
+    # Raised where a caller did not wrap its Redis calls in backend_errors().
+    return error_response(503, "backend_unavailable", f"Redis is unreachable: {exc}")
+
+
+async def _validation(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    # Only where and what: "input" could echo a large body back, "ctx" holds raw objects.
+    problems = [
+        {"loc": [str(p) for p in e.get("loc", ())], "type": e.get("type"), "msg": e.get("msg")}
+        for e in exc.errors()
+    ]
+    if any(p["type"] == "json_invalid" for p in problems):
+        return error_response(422, "invalid_json", "the request body is not valid JSON", problems)
+    message = "; ".join(f"{'.'.join(p['loc'])}: {p['msg']}" for p in problems[:5])
+    return error_response(422, "invalid_input", message or "invalid request", problems)
+
+
+async def _http_exception(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    if exc.status_code == 400 and "parsing the body" in str(exc.detail):
+        # FastAPI's answer to a body that is not UTF-8; reported like any malformed JSON.
+        return error_response(422, "invalid_json", "the request body is not valid JSON (UTF-8)")
+    code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+    return error_response(
+        exc.status_code, code, str(exc.detail), None, dict(exc.headers or {}) or None
+    )
+
+
+async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+    log.exception("unhandled error on %s %s", request.method, request.url.path)
+    return error_response(500, "internal_error", "internal error; see the server log")
+
+
+def install(app: FastAPI) -> None:
+    """Register the handlers that give every error the one JSON shape."""
+    app.add_exception_handler(errors.SeasonsError, _seasons_error)
+    app.add_exception_handler(RedisConnectionError, _redis_down)
+    app.add_exception_handler(RedisTimeoutError, _redis_down)
+    app.add_exception_handler(RequestValidationError, _validation)
+    app.add_exception_handler(StarletteHTTPException, _http_exception)
+    app.add_exception_handler(Exception, _unexpected)

@@ -1,0 +1,43 @@
+"""``GET /v1/jobs``: the worker's heartbeat and each job's last and next run, as the worker
+recorded them in Redis (it runs in another process). The JSON is that of ``seasons status
+--json`` without its ``seasons`` (which ``GET /v1/seasons`` gives)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from fastapi import APIRouter
+from pydantic import BaseModel
+
+from jobs.state import JobState
+from jobs.worker import jobs_report
+from seasons.api import Seasons
+from seasons.connection import backend_errors
+from seasons.http.deps import SeasonsDep
+from seasons.http.errors import ERROR_RESPONSES
+from seasons.http.metrics import JobStats
+
+router = APIRouter(prefix="/v1", tags=["jobs"], responses={503: ERROR_RESPONSES[503]})
+
+
+class Jobs(BaseModel):
+    # The heartbeat (worker, pid, host, at, interval_seconds, age_seconds, expires_in_seconds),
+    # or null when no worker has beaten within three intervals.
+    worker: dict[str, Any] | None
+    jobs: dict[str, dict[str, str]]  # job -> last_start, last_end, last_status, next_run, ...
+
+
+def job_stats_reader(s: Seasons) -> JobStats:
+    """What ``/metrics`` reads at scrape time: job -> its summary fields."""
+
+    def read() -> Mapping[str, Mapping[str, Any]]:
+        return JobState(s.client, s.keys).summaries()
+
+    return read
+
+
+@router.get("/jobs", response_model=Jobs, summary="Worker heartbeat, and each job's last/next run")
+def get_jobs(s: SeasonsDep) -> Jobs:
+    with backend_errors():
+        return Jobs.model_validate(jobs_report(s, s.clock()))

@@ -1,0 +1,167 @@
+"""Prometheus metrics of one HTTP app: requests, latency, score events, and the worker's jobs.
+
+Each app has its own registry (tests build many apps in one process). Request metrics are
+labelled by route template (``/v1/boards/{board}/{window}``), never by raw path, so their
+cardinality stays bounded. The worker runs in another process: its job runs and durations are
+read from the job state it keeps in Redis at scrape time by :class:`JobsCollector`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from datetime import datetime
+from typing import Any
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.exposition import generate_latest
+from prometheus_client.registry import Collector
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+log = logging.getLogger("seasons.http")
+
+LATENCY_BUCKETS = (
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+)  # fmt: skip
+
+# What JobsCollector needs: job name -> its recorded state (runs, failures, last duration...).
+JobStats = Callable[[], Mapping[str, Mapping[str, Any]]]
+
+
+class Metrics:
+    """The metrics of one app, in a registry of its own."""
+
+    def __init__(self, job_stats: JobStats | None = None):
+        self.registry = CollectorRegistry()
+        self.requests = Counter(
+            "seasons_http_requests", "HTTP requests by route and status",
+            ["method", "route", "status"], registry=self.registry,
+        )  # fmt: skip
+        self.latency = Histogram(
+            "seasons_http_request_duration_seconds", "HTTP request latency by route",
+            ["method", "route"], buckets=LATENCY_BUCKETS, registry=self.registry,
+        )  # fmt: skip
+        self.events = Counter(
+            "seasons_events", "Score events received over HTTP by outcome "
+            "(applied, duplicate, rejected)", ["outcome"], registry=self.registry,
+        )  # fmt: skip
+        for outcome in ("applied", "duplicate", "rejected"):
+            self.events.labels(outcome)
+        if job_stats is not None:
+            self.registry.register(JobsCollector(job_stats))
+
+    def render(self) -> tuple[bytes, str]:
+        return generate_latest(self.registry), CONTENT_TYPE_LATEST
+
+
+class JobsCollector(Collector):
+    """The worker's jobs as it recorded them in Redis (``jobs.state``): when each last ran,
+    how long it took, how it ended, when it runs next; run counters if the worker keeps them."""
+
+    def __init__(self, job_stats: JobStats):
+        self._job_stats = job_stats
+
+    def describe(self) -> Iterable[Metric]:
+        return []  # read from Redis at scrape time only; nothing to describe up front
+
+    def collect(self) -> Iterator[Metric]:
+        up = GaugeMetricFamily(
+            "seasons_job_state_up", "1 if the worker's job state could be read from Redis"
+        )
+        try:
+            stats = self._job_stats()
+        except Exception as exc:  # a scrape must not fail because Redis is away
+            log.warning("job state unavailable for /metrics: %s", exc)
+            up.add_metric([], 0)
+            yield up
+            return
+        up.add_metric([], 1)
+        yield up
+        gauges = {
+            "last_duration": GaugeMetricFamily(
+                "seasons_job_last_duration_seconds", "Duration of the job's last run",
+                labels=["job"]),
+            "last_success": GaugeMetricFamily(
+                "seasons_job_last_success", "1 if the job's last run succeeded, else 0",
+                labels=["job"]),
+            "last_end": GaugeMetricFamily(
+                "seasons_job_last_end_timestamp_seconds", "When the job's last run ended",
+                labels=["job"]),
+            "next_run": GaugeMetricFamily(
+                "seasons_job_next_run_timestamp_seconds", "When the job runs next",
+                labels=["job"]),
+        }  # fmt: skip
+        counters = {
+            "runs": CounterMetricFamily("seasons_job_runs", "Runs of the job", labels=["job"]),
+            "failures": CounterMetricFamily(
+                "seasons_job_failures", "Failed runs of the job", labels=["job"]),
+            "total_duration": CounterMetricFamily(
+                "seasons_job_duration_seconds", "Time spent in runs of the job", labels=["job"]),
+        }  # fmt: skip
+        for job, state in sorted(stats.items()):
+            start, end = _instant(state.get("last_start")), _instant(state.get("last_end"))
+            if start is not None and end is not None and end >= start:
+                gauges["last_duration"].add_metric([job], end - start)
+            if end is not None:
+                gauges["last_end"].add_metric([job], end)
+            if (status := state.get("last_status")) is not None:
+                gauges["last_success"].add_metric([job], 1.0 if status == "ok" else 0.0)
+            if (nxt := _instant(state.get("next_run"))) is not None:
+                gauges["next_run"].add_metric([job], nxt)
+            for field, family in counters.items():
+                if (value := _number(state.get(field))) is not None:
+                    family.add_metric([job], value)
+        yield from gauges.values()
+        yield from counters.values()
+
+
+def _number(value: Any) -> float | None:
+    try:
+        return float(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _instant(value: Any) -> float | None:
+    """Epoch seconds of an ISO 8601 instant (or of a number of seconds), else None."""
+    if value is None:
+        return None
+    if (number := _number(value)) is not None:
+        return number
+    try:
+        parsed = datetime.fromisoformat(str(value))
+    except ValueError:
+        return None
+    return parsed.timestamp() if parsed.tzinfo is not None else None
+
+
+class MetricsMiddleware:
+    """Counts and times every HTTP request by its route template and status."""
+
+    def __init__(self, app: ASGIApp, metrics: Metrics):
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        status = 500
+        start = time.perf_counter()
+
+        async def send_and_record(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_and_record)
+        finally:
+            route = scope.get("route")
+            template = getattr(route, "path_format", None) or getattr(route, "path", "unmatched")
+            method = scope.get("method", "")
+            self.metrics.latency.labels(method, template).observe(time.perf_counter() - start)
+            self.metrics.requests.labels(method, template, str(status)).inc()

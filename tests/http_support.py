@@ -1,0 +1,83 @@
+"""What the HTTP tests share: a board configuration, a start time, and a seeded data set."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from seasons import Seasons
+
+# A Wednesday far ahead, so that EXPIREAT computed from the manual clock lies in the future
+# for the real redis-server. Season S1 starts on the anchor; 2035-06-13 is in S3 (14-day cycle).
+START = datetime(2035, 6, 13, 12, tzinfo=UTC)
+SETTINGS: dict[str, Any] = {
+    "seasons": {"length_days": 14, "anchor": "2035-05-14"},
+    "boards": {
+        "kills": {"aggregate": "sum", "week_weights": [1, 1, 1, 1, 1, 2, 2]},
+        "laps": {"aggregate": "min", "order": "asc", "ties": "shared"},
+    },
+}
+WRITE_TOKEN = "w-s3cr3t-token-for-tests"
+ADMIN_TOKEN = "a-s3cr3t-token-for-tests"
+
+
+def seed(app: Seasons, *, days: int = 10, players: int = 40, rng_seed: int = 3) -> list[dict]:
+    """Events for the last ``days`` days (backfilled), several per player per day; returns them."""
+    rng = random.Random(rng_seed)
+    now = app.clock()
+    events: list[dict[str, Any]] = []
+    for d in range(days):
+        day_noon = now - timedelta(days=days - 1 - d)
+        for p in range(players):
+            if rng.random() < 0.3:
+                continue
+            member = f"p{p:03d}"
+            ts = (day_noon - timedelta(minutes=rng.randint(0, 600))).isoformat()
+            events.append(
+                {
+                    "board": "kills",
+                    "member": member,
+                    "value": rng.randint(0, 20),
+                    "ts": ts,
+                    "metadata": {"name": f"Player {p}", "level": p % 7},
+                }
+            )
+            events.append(
+                {
+                    "board": "laps",
+                    "member": member,
+                    "value": round(rng.uniform(60, 70), 1),
+                    "ts": ts,
+                }
+            )
+    app.submit_many(events, backfill=True)
+    return events
+
+
+@contextmanager
+def serving(app: Any, startup_timeout: float = 10.0) -> Iterator[str]:
+    """Serve an ASGI app with uvicorn in a thread on a free port; yields its base URL."""
+    import uvicorn
+    from redis_server import free_port
+
+    port = free_port()
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, lifespan="on")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + startup_timeout
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            server.should_exit = True
+            raise RuntimeError("uvicorn did not start")
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)

@@ -1,0 +1,393 @@
+"""A plain-Python reference model of SPEC sections 3, 4 and 6, for the core's correctness tests.
+
+It shares no code with ``seasons/``: the calendar is re-derived from ``zoneinfo`` (a day's first
+instant by bisecting UTC seconds, a week's first day by walking back, seasons by counting from
+the anchor), boards are dicts recomputed from every accepted event with the formulas of section 4,
+and ranks come from sorting by Redis's own order (score, then member bytes). Only the settings
+objects of ``config`` are read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
+from functools import lru_cache
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from config.settings import BoardSettings, Settings
+
+WEEKDAY_NAMES = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+ONE_DAY = timedelta(days=1)
+DEDUPE = timedelta(hours=48)
+FUTURE = timedelta(minutes=5)
+META_FIELDS = 16
+
+Scores = dict[str, float]
+
+
+# --- the calendar ---------------------------------------------------------------------------
+
+
+@lru_cache(maxsize=4096)
+def _first_instant(day: date, zone_name: str) -> int:
+    """Epoch second of the first instant whose local date in ``zone_name`` is ``day``."""
+    zone = ZoneInfo(zone_name)
+    midnight_as_utc = int(datetime(day.year, day.month, day.day, tzinfo=UTC).timestamp())
+    lo, hi = midnight_as_utc - 26 * 3600, midnight_as_utc + 26 * 3600  # local date < day, >= day
+
+    def reached(t: int) -> bool:
+        return datetime.fromtimestamp(t, UTC).astimezone(zone).date() >= day
+
+    assert not reached(lo) and reached(hi)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if reached(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+@dataclass(frozen=True)
+class Season:
+    id: str
+    first: date
+    last: date
+
+
+class Calendar:
+    """Days, weeks and seasons of one configuration, derived from first principles."""
+
+    def __init__(self, settings: Settings):
+        self.zone_name = settings.timezone
+        self.zone = ZoneInfo(settings.timezone)
+        self.week_start = WEEKDAY_NAMES.index(settings.week_start)
+        self.grace = settings.late_grace
+        self.retention = settings.retention
+        self.cycle_anchor = settings.seasons.anchor
+        self.cycle_length = settings.seasons.length_days
+        self.season_list = [Season(s.id, s.start, s.end) for s in settings.seasons.list]
+
+    # days
+    def local_date(self, instant: datetime) -> date:
+        return instant.astimezone(self.zone).date()
+
+    def day_start(self, day: date) -> datetime:
+        return datetime.fromtimestamp(_first_instant(day, self.zone_name), UTC)
+
+    def day_end(self, day: date) -> datetime:
+        return self.day_start(day + ONE_DAY)
+
+    # weeks
+    def week_first(self, day: date) -> date:
+        while day.weekday() != self.week_start:
+            day -= ONE_DAY
+        return day
+
+    def week_days(self, first: date) -> list[date]:
+        return [first + timedelta(days=i) for i in range(7)]
+
+    # seasons
+    def season_of(self, day: date) -> Season | None:
+        if self.season_list:
+            return next((s for s in self.season_list if s.first <= day <= s.last), None)
+        if day < self.cycle_anchor:
+            return None
+        number, first = 1, self.cycle_anchor
+        while day > first + timedelta(days=self.cycle_length - 1):
+            number, first = number + 1, first + timedelta(days=self.cycle_length)
+        return Season(f"S{number}", first, first + timedelta(days=self.cycle_length - 1))
+
+    def season_by_id(self, season_id: str) -> Season:
+        if self.season_list:
+            return next(s for s in self.season_list if s.id == season_id)
+        number = int(season_id[1:])
+        first = self.cycle_anchor + timedelta(days=self.cycle_length * (number - 1))
+        return Season(season_id, first, first + timedelta(days=self.cycle_length - 1))
+
+    def season_week(self, day: date, season: Season) -> int:
+        """0-based week of the season: days 1-7 are week 0, days 8-14 week 1, ..."""
+        week, start = 0, season.first
+        while day >= start + timedelta(days=7):
+            week, start = week + 1, start + timedelta(days=7)
+        return week
+
+    # periods
+    def period_id(self, window: str, day: date) -> str | None:
+        if window == "day":
+            return day.isoformat()
+        if window == "week":
+            return self.week_first(day).isoformat()
+        season = self.season_of(day)
+        return season.id if season else None
+
+    def period_days(self, window: str, pid: str) -> list[date]:
+        if window == "day":
+            return [date.fromisoformat(pid)]
+        if window == "week":
+            return self.week_days(date.fromisoformat(pid))
+        s = self.season_by_id(pid)
+        return [s.first + timedelta(days=i) for i in range((s.last - s.first).days + 1)]
+
+    def expire_at(self, window: str, pid: str) -> int:
+        """EXPIREAT of a live key: end of the period's last local day + retention."""
+        last = self.period_days(window, pid)[-1]
+        return int((self.day_end(last) + self.retention).timestamp())
+
+    def current(self, window: str, now: datetime) -> str | None:
+        return self.period_id(window, self.local_date(now))
+
+    def previous(self, window: str, now: datetime) -> str | None:
+        """The last period of ``window`` that has ended."""
+        today = self.local_date(now)
+        if window == "season":
+            day = today - ONE_DAY
+            while day >= (self.cycle_anchor if not self.season_list else date(1970, 1, 1)):
+                s = self.season_of(day)
+                if s is not None and s.last < today:
+                    return s.id
+                day -= ONE_DAY
+            return None
+        if window == "day":
+            return (today - ONE_DAY).isoformat()
+        return (self.week_first(today) - timedelta(days=7)).isoformat()
+
+    def recent(self, window: str, now: datetime, last: int) -> list[str]:
+        """The ``last`` periods up to the current one, oldest first (seasons: those begun)."""
+        today = self.local_date(now)
+        if window == "day":
+            return [(today - timedelta(days=i)).isoformat() for i in range(last)][::-1]
+        if window == "week":
+            first = self.week_first(today)
+            return [(first - timedelta(days=7 * i)).isoformat() for i in range(last)][::-1]
+        current = self.season_of(today)
+        if current is None:
+            return []
+        number = int(current.id[1:])
+        return [f"S{n}" for n in range(max(1, number - last + 1), number + 1)]
+
+    # acceptance
+    def time_problem(self, ts: datetime, now: datetime) -> str | None:
+        if ts > now + FUTURE:
+            return "future_event"
+        if now >= self.day_end(self.local_date(ts)) + self.grace:
+            return "late_event"
+        return None
+
+
+# --- ranking ----------------------------------------------------------------------------------
+
+
+def redis_order(scores: Mapping[str, float], order: str) -> list[tuple[str, float]]:
+    """Members best first: by score, equal scores in Redis's order (member bytes; reversed
+    for ``desc``, which reads the sorted set from its end)."""
+    items = sorted(scores.items(), key=lambda kv: (kv[1], kv[0].encode()))
+    return items[::-1] if order == "desc" else items
+
+
+def ranked(scores: Mapping[str, float], order: str, ties: str) -> list[tuple[int, str, float]]:
+    """(rank, member, score) best first; ``shared``: 1 + members strictly better."""
+    out = []
+    for position, (member, score) in enumerate(redis_order(scores, order)):
+        if ties == "member":
+            rank = position + 1
+        elif order == "desc":
+            rank = 1 + sum(1 for s in scores.values() if s > score)
+        else:
+            rank = 1 + sum(1 for s in scores.values() if s < score)
+        out.append((rank, member, score))
+    return out
+
+
+def best(scores: Mapping[str, float], order: str, n: int) -> Scores:
+    """The best ``n`` members (0 = all) in Redis order."""
+    if n <= 0:
+        return dict(scores)
+    return dict(redis_order(scores, order)[:n])
+
+
+def around_start(position: int, size: int, total: int) -> int:
+    """First 0-based position of an ``around`` window (seed 000 ``getAroundRank``)."""
+    if total <= size:
+        return 0
+    start = max(0, position - size // 2)
+    return min(start, total - size)
+
+
+def combine(aggregate: str, old: float | None, new: float) -> float:
+    if old is None:
+        return new
+    if aggregate == "sum":
+        return old + new
+    return max(old, new) if aggregate == "max" else min(old, new)
+
+
+# --- the model ------------------------------------------------------------------------------
+
+
+class Rejected(Exception):
+    """The model rejects a batch: ``problems`` is a list of (index, code)."""
+
+    def __init__(self, problems: list[tuple[int, str]]):
+        super().__init__(problems)
+        self.problems = problems
+
+
+@dataclass
+class Model:
+    """Every accepted event's effect, and boards computed from the formulas of section 4."""
+
+    settings: Settings
+    cal: Calendar = field(init=False)
+    days: dict[str, dict[date, Scores]] = field(init=False)
+    meta: dict[str, dict[str, dict[str, Any]]] = field(init=False)
+    applied_ids: dict[tuple[str, str], datetime] = field(default_factory=dict)
+    closed_days: set[tuple[str, date]] = field(default_factory=set)
+    archived: set[tuple[str, str]] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.cal = Calendar(self.settings)
+        self.days = {b: {} for b in self.settings.boards}
+        self.meta = {b: {} for b in self.settings.boards}
+
+    def cfg(self, board: str) -> BoardSettings:
+        return self.settings.boards[board]
+
+    # writes
+    def submit(
+        self, events: Iterable[Mapping[str, Any]], now: datetime, *, backfill: bool = False
+    ) -> tuple[int, int]:
+        """Apply a valid batch in order, or raise :class:`Rejected` changing nothing.
+
+        Events here are well formed (board, member, value, ts as an aware datetime); the model
+        decides the time, state, duplicate and metadata rules.
+        """
+        batch = list(events)
+        problems = []
+        for i, ev in enumerate(batch):
+            why = self.cal.time_problem(ev["ts"], now)
+            if why == "late_event" and backfill:
+                why = None
+            if why:
+                problems.append((i, why))
+        if problems:
+            raise Rejected(problems)
+        seen: set[tuple[str, str]] = set()
+        merged: dict[tuple[str, str], dict[str, Any]] = {}
+        plan = []
+        for i, ev in enumerate(batch):
+            board, day = ev["board"], self.cal.local_date(ev["ts"])
+            season = self.cal.season_of(day)
+            if season and (board, season.id) in self.archived:
+                problems.append((i, "season_closed"))
+            elif (board, day) in self.closed_days and not backfill:
+                problems.append((i, "late_event"))
+            eid = ev.get("event_id")
+            dup = False
+            if eid is not None:
+                key = (board, eid)
+                at = self.applied_ids.get(key)
+                dup = key in seen or (at is not None and at >= now - DEDUPE)
+                seen.add(key)
+            if ev.get("metadata") is not None and not dup:
+                mkey = (board, ev["member"])
+                current = merged.get(mkey, dict(self.meta[board].get(ev["member"], {})))
+                for k, v in ev["metadata"].items():
+                    if v is None:
+                        current.pop(k, None)
+                    else:
+                        current[k] = v
+                if len(current) > META_FIELDS:
+                    problems.append((i, "metadata_too_large"))
+                merged[mkey] = current
+            plan.append((ev, day, dup))
+        if problems:
+            raise Rejected(problems)
+        applied = dups = 0
+        for ev, day, dup in plan:
+            if dup:
+                dups += 1
+                continue
+            applied += 1
+            board, member = ev["board"], ev["member"]
+            scores = self.days[board].setdefault(day, {})
+            scores[member] = combine(self.cfg(board).aggregate, scores.get(member), ev["value"])
+            if ev.get("event_id") is not None:
+                self.applied_ids[(board, ev["event_id"])] = now
+        for (board, member), values in merged.items():
+            if values:
+                self.meta[board][member] = values
+            else:
+                self.meta[board].pop(member, None)
+        return applied, dups
+
+    # boards
+    def formula(self, board: str, window: str, pid: str) -> Scores:
+        """The board of section 4, untrimmed."""
+        cfg = self.cfg(board)
+        out: Scores = {}
+        for day in self.cal.period_days(window, pid):
+            scores = self.days[board].get(day)
+            if not scores:
+                continue
+            if window == "day":
+                weight = 1.0
+            elif window == "week":
+                weight = cfg.week_weights[(day - self.cal.week_first(day)).days]
+            else:
+                season = self.cal.season_by_id(pid)
+                index = self.cal.season_week(day, season)
+                weight = cfg.season_weights[index] if index < len(cfg.season_weights) else 1.0
+            for member, score in scores.items():
+                out[member] = combine(cfg.aggregate, out.get(member), weight * score)
+        return out
+
+    def board(self, board: str, window: str, pid: str) -> Scores:
+        """What the live sorted set must hold: the formula, trimmed on week/season boards."""
+        scores = self.formula(board, window, pid)
+        if window == "day":
+            return scores
+        return best(scores, self.cfg(board).order, self.cfg(board).max_entries)
+
+    def ranked(self, board: str, window: str, pid: str) -> list[tuple[int, str, float]]:
+        cfg = self.cfg(board)
+        return ranked(self.board(board, window, pid), cfg.order, cfg.ties)
+
+    def periods(self, board: str) -> set[tuple[str, str]]:
+        """Every (window, period id) whose board has at least one member."""
+        out = set()
+        for day, scores in self.days[board].items():
+            if not scores:
+                continue
+            for window in ("day", "week", "season"):
+                pid = self.cal.period_id(window, day)
+                if pid is not None:
+                    out.add((window, pid))
+        return out
+
+    def metadata(self, board: str, member: str) -> dict[str, Any]:
+        return dict(self.meta[board].get(member, {}))
+
+
+def key(namespace: str, board: str, window: str, pid: str) -> str:
+    """A public key name, spelled from SPEC section 5."""
+    return f"{namespace}:{{{board}}}:{window}:{pid}"
+
+
+# --- reading Redis as it is -------------------------------------------------------------------
+
+
+def zset(client: Any, name: str) -> Scores:
+    """A sorted set as {member: score}, read raw with ZRANGE WITHSCORES."""
+    return {m.decode(): s for m, s in client.zrange(name, 0, -1, withscores=True)}
+
+
+def snapshot(client: Any) -> dict[bytes, tuple[bytes, int]]:
+    """Every key of the database: its DUMP (type, value) and its PEXPIRETIME."""
+    out = {}
+    for name in client.scan_iter(count=1000):
+        out[name] = (client.dump(name), client.pexpiretime(name))
+    assert len(out) == client.dbsize()
+    return out

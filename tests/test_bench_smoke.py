@@ -1,0 +1,78 @@
+"""The benchmark's sections, in a tiny mode on the test server: correctness only, never timing.
+
+What the bench compares must be the same work: the hand-written pipeline and ``submit_many``
+must leave identical boards, and Seasons' reads must return what the raw commands return.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import redis
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # bench/ is not an installed package
+    sys.path.insert(0, str(ROOT))
+
+from bench import ingest, memory, reads  # noqa: E402
+from bench.common import BOARD, TINY, Calendar  # noqa: E402
+from seasons import Seasons  # noqa: E402
+
+
+def test_ingest_methods_write_identical_boards(redis_url: str) -> None:
+    calendar = Calendar.for_today()
+    section = ingest.run(redis_url, TINY, calendar)
+    assert section.correct, section.render()
+    client: Any = redis.Redis.from_url(redis_url, decode_responses=True)
+    try:
+        settings = calendar.settings(redis_url, ingest.NS_SEASONS)
+        pipeline = calendar.settings(redis_url, ingest.NS_PIPELINE)
+        ours = ingest.board_keys(settings, calendar)
+        theirs = ingest.board_keys(pipeline, calendar)
+        assert ingest.board_differences(client, ours, theirs) == []
+        day, week, season = (dict(client.zrange(k, 0, -1, withscores=True)) for k in ours)
+        # Today weighs 2 in its week and 2 in its season, so the windows really differ.
+        assert day and week == {m: 2 * x for m, x in day.items()} == season
+        assert sum(day.values()) == sum(e["value"] for e in ingest.make_events(TINY))
+    finally:
+        client.close()
+
+
+def test_board_differences_sees_a_changed_score(redis_url: str) -> None:
+    calendar = Calendar.for_today()
+    ingest.run(redis_url, TINY, calendar)
+    client: Any = redis.Redis.from_url(redis_url, decode_responses=True)
+    try:
+        ours = ingest.board_keys(calendar.settings(redis_url, ingest.NS_SEASONS), calendar)
+        theirs = ingest.board_keys(calendar.settings(redis_url, ingest.NS_PIPELINE), calendar)
+        member = client.zrange(theirs[1], 0, 0)[0]
+        client.zincrby(theirs[1], 1, member)
+        assert len(ingest.board_differences(client, ours, theirs)) == 1
+    finally:
+        client.close()
+
+
+def test_reads_return_what_the_raw_commands_return(redis_url: str) -> None:
+    calendar = Calendar.for_today()
+    section = reads.run(redis_url, TINY, calendar)
+    assert section.correct, section.render()
+    with Seasons(calendar.settings(redis_url, reads.NS_READS), clock=calendar.clock()) as s:
+        key = reads.day_key(s, calendar)
+        raw = reads.raw_top(s.client, key)
+        page = s.top(BOARD, "day", limit=reads.TOP)
+        assert [(e.member, e.score) for e in page.entries] == raw
+        assert [e.rank for e in page.entries] == list(range(1, reads.TOP + 1))
+        assert all(e.metadata["clan"].startswith("clan-") for e in page.entries)
+        member = s.client.zrange(key, 100, 100, desc=True)[0]
+        assert reads.raw_around_rank(s.client, key, member) == 100
+        around = s.around(BOARD, member, "day", size=reads.AROUND)
+        assert around is not None
+        assert [e.member for e in around.entries] == s.client.zrange(key, 95, 104, desc=True)
+        assert reads.read_differences(s, key, [member]) == []
+
+
+def test_memory_compares_the_same_members_and_scores(redis_url: str) -> None:
+    section = memory.run(redis_url, TINY, Calendar.for_today())
+    assert section.correct, section.render()

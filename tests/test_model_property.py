@@ -1,0 +1,245 @@
+"""Random event streams through :class:`seasons.Seasons`, compared with the reference model.
+
+Hypothesis draws a configuration (zone, week start, short seasons, four boards with random
+weights, ties and ``max_entries``) and a stream of steps: the clock moving on, and batches of
+events at or a little before the clock's now (some late, some in the future, some repeating an
+event id, some with metadata). The model (tests/reference.py) decides what is accepted and what
+every day, week and season board must hold; the test reads the boards raw from Redis and through
+the API and compares everything: members, scores, ranks under both tie rules, totals, metadata,
+TTLs and the set of keys.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+import redis
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
+from reference import Model, Rejected, key, ranked, snapshot, zset
+
+from config import Settings
+from seasons import Seasons
+from seasons.clock import ManualClock
+from seasons.errors import BadPeriod, BatchRejected
+
+NS = "prop"
+# A small pool, so members collide; byte order differs from naive expectations ("B" < "a",
+# "é" is two bytes after every ASCII letter).
+MEMBERS = ("a", "b", "ab", "B", "c", "é", "zz")
+BOARDS = ("kills", "best", "fastest", "mixed")
+META_NAMES = tuple(f"f{i}" for i in range(20))
+# Far in the future, so that EXPIREAT computed from the manual clock never lies in the past.
+STARTS = (
+    datetime(2035, 3, 9, 12, tzinfo=UTC),  # New York springs forward on 2035-03-11
+    datetime(2035, 3, 23, 20, tzinfo=UTC),  # Istanbul has no DST; a plain stretch elsewhere
+    datetime(2035, 11, 1, 3, tzinfo=UTC),  # New York falls back on 2035-11-04
+    datetime(2036, 2, 26, 22, tzinfo=UTC),  # across a leap day
+)
+WINDOWS = ("day", "week", "season")
+
+
+def board_settings(aggregate: str, order: str) -> st.SearchStrategy[dict[str, Any]]:
+    return st.fixed_dictionaries({
+        "aggregate": st.just(aggregate),
+        "order": st.just(order),
+        "ties": st.sampled_from(["member", "shared"]),
+        "week_weights": st.lists(st.sampled_from([0, 1, 2]), min_size=7, max_size=7),
+        "season_weights": st.lists(st.sampled_from([0, 1, 2]), max_size=3),
+        "max_entries": st.sampled_from([0, 2, 3, 3]),
+    })
+
+
+@st.composite
+def configs(draw: st.DrawFn) -> tuple[dict[str, Any], datetime]:
+    start = draw(st.sampled_from(STARTS)) + timedelta(hours=draw(st.integers(0, 47)))
+    length = draw(st.sampled_from([7, 10]))
+    anchor = start.date() + timedelta(days=draw(st.integers(-12, 3)))
+    boards = {
+        "kills": draw(board_settings("sum", "desc")),
+        "best": draw(board_settings("max", "desc")),
+        "fastest": draw(board_settings("min", "asc")),
+        "mixed": draw(board_settings(
+            draw(st.sampled_from(["sum", "max", "min"])), draw(st.sampled_from(["desc", "asc"]))
+        )),
+    }
+    overrides = {
+        "namespace": NS,
+        "timezone": draw(st.sampled_from(["UTC", "Europe/Istanbul", "America/New_York"])),
+        "week_start": draw(st.sampled_from(["monday", "wednesday", "sunday"])),
+        "seasons": {"length_days": length, "anchor": anchor.isoformat()},
+        "boards": boards,
+    }
+    return overrides, start
+
+
+metadata = st.dictionaries(
+    st.sampled_from(META_NAMES),
+    st.one_of(st.none(), st.integers(-5, 5), st.booleans(), st.sampled_from(["x", "yé", ""])),
+    max_size=7,
+)
+
+event = st.fixed_dictionaries(
+    {
+        "board": st.sampled_from(BOARDS),
+        "member": st.sampled_from(MEMBERS),
+        "value": st.integers(-1000, 1000),
+        # seconds before now: negative is the future (beyond -300 it is too far ahead);
+        # up to two hours back, which is late just after a day's grace has run out
+        "back": st.one_of(st.integers(-400, 7200), st.integers(0, 120)),
+    },
+    optional={
+        "event_id": st.sampled_from([f"e{i}" for i in range(4)]),
+        "metadata": metadata,
+        "as_epoch": st.booleans(),
+    },
+)
+
+batch = st.tuples(st.just("batch"), st.lists(event, min_size=1, max_size=4))
+step = st.one_of(
+    # minutes: mostly within a day, sometimes a jump over a few days
+    st.tuples(st.just("advance"), st.one_of(st.integers(10, 12 * 60), st.integers(10, 72 * 60))),
+    # to a few minutes after the next local midnight: batches then straddle two days
+    st.tuples(st.just("midnight"), st.integers(1, 50)),
+    batch,
+    batch,
+)
+
+
+def to_api(ev: dict[str, Any], ts: datetime) -> dict[str, Any]:
+    out = {k: ev[k] for k in ("board", "member", "value", "event_id", "metadata") if k in ev}
+    out["ts"] = int(ts.timestamp()) if ev.get("as_epoch") else ts.isoformat()
+    return out
+
+
+def check_board(
+    s: Seasons, r: redis.Redis, model: Model, board: str, window: str, pid: str
+) -> None:
+    """The live key (raw) and the API's full page, rank and lookup, against the model."""
+    expected = model.board(board, window, pid)
+    assert zset(r, key(NS, board, window, pid)) == expected, (board, window, pid)
+    want = model.ranked(board, window, pid)
+    page = s.top(board, window, period=pid, limit=1000)
+    assert (page.period, page.total) == (pid, len(expected))
+    assert [(e.rank, e.member, e.score) for e in page.entries] == want
+    for e in page.entries:
+        assert e.metadata == model.metadata(board, e.member)
+    found = s.lookup(board, [*MEMBERS, "nobody", "a"], window, period=pid)
+    by_rank = sorted(want, key=lambda t: (t[0], t[1]))
+    assert sorted((e.rank, e.member, e.score) for e in found) == by_rank
+    assert [e.rank for e in found] == sorted(e.rank for e in found)
+    for member in MEMBERS[: 2 if window == "day" else len(MEMBERS)]:
+        entry = s.rank(board, member, window, period=pid)
+        row = next(((rk, m, sc) for rk, m, sc in want if m == member), None)
+        assert (entry and (entry.rank, entry.member, entry.score)) == (row or None)
+
+
+def check_everything(
+    s: Seasons, r: redis.Redis, model: Model, clock: ManualClock, settings: Settings
+) -> None:
+    for board in BOARDS:
+        periods = model.periods(board)
+        for window, pid in sorted(periods):
+            check_board(s, r, model, board, window, pid)
+            ttl = r.expiretime(key(NS, board, window, pid))
+            assert ttl == model.cal.expire_at(window, pid), (board, window, pid)
+        # Exactly these sorted sets exist: nothing left behind, nothing missing.
+        names = {n.decode() for n in r.scan_iter(match=f"{NS}:{{{board}}}:*", count=1000)}
+        boards = {n for n in names if r.type(n) == b"zset" and not n.endswith(":events")}
+        assert boards == {key(NS, board, w, p) for w, p in periods}
+        meta_key = f"{NS}:{{{board}}}:meta"
+        assert r.ttl(meta_key) in (-1, -2)
+        stored = {m.decode(): v for m, v in r.hgetall(meta_key).items()}
+        assert set(stored) == {m for m, v in model.meta[board].items() if v}
+        # Reads of the current periods resolve like the model's calendar says.
+        for window in WINDOWS:
+            pid = model.cal.current(window, clock())
+            if pid is None:
+                with pytest.raises(BadPeriod):
+                    s.top(board, window)
+                continue
+            page = s.top(board, window, limit=1000)
+            assert page.period == pid
+            want = model.ranked(board, window, pid)
+            assert [(e.rank, e.member, e.score) for e in page.entries] == want
+
+
+@hsettings(
+    max_examples=100,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(config=configs(), steps=st.lists(step, min_size=10, max_size=50))
+def test_random_streams_match_the_model(
+    config: tuple[dict[str, Any], datetime],
+    steps: list[tuple[str, Any]],
+    settings_factory: Callable[..., Settings],
+    r: redis.Redis,
+) -> None:
+    overrides, start = config
+    r.flushall()
+    settings = settings_factory(**overrides)
+    clock = ManualClock(start)
+    model = Model(settings)
+    with Seasons(settings, clock=clock) as s:
+        for kind, arg in steps:
+            if kind == "advance":
+                clock.advance(timedelta(minutes=arg))
+                continue
+            if kind == "midnight":
+                tomorrow = model.cal.local_date(clock()) + timedelta(days=1)
+                clock.set(model.cal.day_start(tomorrow) + timedelta(minutes=arg))
+                continue
+            now = clock()
+            stamped = [(ev, now - timedelta(seconds=ev["back"])) for ev in arg]
+            events = [to_api(ev, ts) for ev, ts in stamped]
+            try:
+                want = model.submit([{**e, "ts": ts} for e, (_, ts) in zip(events, stamped)], now)
+            except Rejected as exc:
+                before = snapshot(r)
+                with pytest.raises(BatchRejected) as err:
+                    s.submit_many(events)
+                got = {p["index"] for p in err.value.details}
+                assert min(i for i, _ in exc.problems) in got
+                if any(c in ("late_event", "future_event") for _, c in exc.problems):
+                    assert got == {i for i, _ in exc.problems}
+                assert snapshot(r) == before
+                continue
+            result = s.submit_many(events)
+            assert (result.applied, result.duplicates) == want
+            touched = {
+                (ev["board"], w, model.cal.period_id(w, model.cal.local_date(ts)))
+                for ev, ts in stamped for w in WINDOWS
+            }
+            for board, window, pid in touched:
+                if pid is not None:
+                    assert zset(r, key(NS, board, window, pid)) == model.board(board, window, pid)
+        check_everything(s, r, model, clock, settings)
+
+
+def test_reference_ranks_follow_redis_order() -> None:
+    """The model's own tie rules, checked by hand (the model is only as good as this)."""
+    scores = {"a": 5.0, "b": 5.0, "B": 7.0, "c": 1.0, "é": 5.0}
+    assert ranked(scores, "desc", "member") == [
+        (1, "B", 7.0), (2, "é", 5.0), (3, "b", 5.0), (4, "a", 5.0), (5, "c", 1.0)
+    ]
+    assert ranked(scores, "desc", "shared") == [
+        (1, "B", 7.0), (2, "é", 5.0), (2, "b", 5.0), (2, "a", 5.0), (5, "c", 1.0)
+    ]
+    assert ranked(scores, "asc", "shared") == [
+        (1, "c", 1.0), (2, "a", 5.0), (2, "b", 5.0), (2, "é", 5.0), (5, "B", 7.0)
+    ]
+
+
+def test_model_ties_agree_with_redis(r: redis.Redis) -> None:
+    """Redis orders equal scores by member bytes; ZREVRANGE is the exact reverse."""
+    scores = {"a": 5.0, "b": 5.0, "B": 7.0, "c": 1.0, "é": 5.0, "ab": 5.0}
+    r.zadd("ties", scores)
+    asc = [m.decode() for m in r.zrange("ties", 0, -1)]
+    desc = [m.decode() for m in r.zrange("ties", 0, -1, desc=True)]
+    assert asc == [m for _, m, _ in ranked(scores, "asc", "member")]
+    assert desc == [m for _, m, _ in ranked(scores, "desc", "member")]

@@ -1,0 +1,164 @@
+"""Redis goes away during a job and comes back: the worker logs, backs off, retries and
+completes; the long-lived worker never exits, and SIGTERM still stops it with status 0.
+
+These tests use a redis-server of their own that saves its data set when stopped (SIGTERM
+with a save point) and loads it when started again, as a production server with
+persistence would.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+import redis
+from redis_server import RedisServer
+from reference import key as ref_key
+from reference import zset
+from worker_support import Sim, file_rows, local, season_settings, today, toml_text
+
+from seasons.archives import Archives
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[RedisServer]:
+    with RedisServer(args=["--save", "3600 1"]) as s:
+        yield s
+
+
+@pytest.fixture
+def client(server: RedisServer) -> Iterator[redis.Redis]:
+    if not server.running:
+        server.start()
+    c = server.client()
+    c.flushall()
+    yield c
+    c.close()
+
+
+def test_close_rides_out_an_outage(server, client, settings_factory, tmp_path: Path, caplog):
+    settings = season_settings(
+        settings_factory, tmp_path / "archive", redis={"url": server.url},
+        worker={"backoff_initial": 0.1, "backoff_max": 0.4},
+    )  # fmt: skip
+    sim = Sim(settings, seed=5)
+    for i in range(7):
+        sim.play_day(today() + timedelta(days=i))
+    day8 = today() + timedelta(days=7)
+    sim.play_day(day8, hours=(0.5,))
+    sim.clock.set(local(day8, 1.25))
+
+    back = threading.Event()
+    outage = threading.Event()
+
+    def restart() -> None:
+        server.start()
+        back.set()
+
+    def fault(name: str) -> None:
+        # Redis stops in the middle of the season close, and is back a second later.
+        if name == "close_season:S1/files:kills:start" and not outage.is_set():
+            outage.set()
+            server.stop()
+            threading.Timer(1.0, restart).start()
+
+    sim.worker.fault = fault
+    caplog.set_level(logging.WARNING, logger="jobs.worker")
+    sim.worker.tick(sim.clock())  # returns only once everything due is done
+    assert outage.is_set() and back.is_set()
+
+    retries = [r.getMessage() for r in caplog.records if "Redis is unreachable" in r.getMessage()]
+    assert retries  # logged (and backed off; the process test below sees it grow)
+    delays = [float(m.rsplit("retrying in ", 1)[1].rstrip("s")) for m in retries]
+    assert delays == sorted(delays) and max(delays) <= 0.4  # backing off, capped
+
+    archives = Archives(sim.app.client, sim.app.scripts, settings, sim.app.keys)
+    for board in settings.boards:
+        assert client.hget(f"seasons:{{{board}}}:state", "season:S1") == b"archived"
+        archives.verify(board, "S1", sim.app.keys.season(board, "S1"))
+        path = tmp_path / "archive" / "seasons" / board / "S1.jsonl.gz"
+        assert file_rows(path) == sim.expected_rows(board, "S1")
+        live = zset(client, ref_key("seasons", board, "season", "S2"))
+        assert live == sim.model.board(board, "season", "S2")
+    # And the worker carries on as before.
+    sim.play_day(day8, hours=(9,))
+    sim.close()
+
+
+def _lines(stream, sink: queue.Queue[str]) -> None:
+    for line in stream:
+        sink.put(line)
+
+
+def _wait_for(sink: queue.Queue[str], text: str, seen: list[str], timeout: float = 20) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            line = sink.get(timeout=0.1)
+        except queue.Empty:
+            continue
+        seen.append(line)
+        if text in line:
+            return line
+    raise AssertionError(f"no {text!r} in the worker's log:\n{''.join(seen)}")
+
+
+def test_worker_process_never_exits_on_an_outage(server, client, settings_factory, tmp_path):
+    settings = season_settings(
+        settings_factory, tmp_path / "archive", redis={"url": server.url},
+        worker={
+            "heartbeat_interval": 0.2, "rollup_interval": 0.5, "sweep_interval": 1,
+            "backoff_initial": 0.1, "backoff_max": 0.5,
+        },
+    )  # fmt: skip
+    config = tmp_path / "seasons.toml"
+    config.write_text(toml_text(settings))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SEASONS_")}
+    env["SEASONS_CONFIG"] = str(config)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from seasons.cli import main; main()", "worker"],
+        cwd=ROOT, env=env, text=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    log: queue.Queue[str] = queue.Queue()
+    seen: list[str] = []
+    threading.Thread(target=_lines, args=(proc.stderr, log), daemon=True).start()
+    try:
+        _wait_for(log, "worker", seen)  # started
+        deadline = time.monotonic() + 20
+        while not client.exists("seasons:heartbeat") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert client.exists("seasons:heartbeat")
+
+        server.stop()
+        _wait_for(log, "Redis is unreachable", seen)
+        _wait_for(log, "Redis is unreachable", seen)  # and again, after backing off
+        assert proc.poll() is None
+        server.start()
+        fresh = server.client()
+        fresh.delete("seasons:heartbeat")  # the one saved before the outage
+        deadline = time.monotonic() + 20
+        while not fresh.exists("seasons:heartbeat") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert fresh.exists("seasons:heartbeat"), "".join(seen)
+        assert proc.poll() is None
+
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+        assert not fresh.exists("seasons:heartbeat")  # deleted on the way out
+        fresh.close()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
