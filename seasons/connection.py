@@ -35,6 +35,28 @@ def make_client(cfg: RedisSettings) -> Any:
     return redis.Redis.from_url(cfg.url, **common)
 
 
+def make_async_client(cfg: RedisSettings) -> Any:
+    """The asyncio twin of :func:`make_client`, for the HTTP server's hot reads: they then
+    wait for Redis on the event loop instead of a threadpool thread."""
+    from redis.asyncio import Redis as AsyncRedis
+    from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
+    from redis.asyncio.retry import Retry as AsyncRetry
+
+    common: dict[str, Any] = {
+        "decode_responses": True,
+        "socket_timeout": 10,
+        "socket_connect_timeout": 5,
+        "retry": AsyncRetry(ExponentialBackoff(cap=1.0, base=0.05), 3),
+    }
+    if cfg.password:
+        common["password"] = cfg.password
+    if cfg.cluster:
+        return AsyncRedisCluster.from_url(cfg.url, **common)
+    common["retry_on_error"] = [ConnectionError, TimeoutError]
+    common["health_check_interval"] = 30
+    return AsyncRedis.from_url(cfg.url, **common)
+
+
 @contextmanager
 def backend_errors() -> Iterator[None]:
     """Turn 'Redis cannot be reached' into :class:`BackendUnavailable`."""

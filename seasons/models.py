@@ -20,7 +20,9 @@ class Event(BaseModel):
     ts: str | float | int | None = Field(
         default=None, description="RFC 3339 with offset, or epoch seconds; default now"
     )
-    event_id: str | None = Field(default=None, description="1-128 bytes; makes the write idempotent")
+    event_id: str | None = Field(
+        default=None, description="1-128 bytes; makes the write idempotent"
+    )
     metadata: dict[str, MetaValue] | None = None
 
 

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
-
-from pydantic_core import from_json
 
 from config.settings import Settings
 from seasons import timewindows as tw
@@ -28,8 +27,27 @@ def _limit(name: str, value: int, low: int, high: int) -> None:
         raise LimitExceeded(f"{name} must be between {low} and {high}, got {value}", {name: value})
 
 
+def _check_window(window: str) -> None:
+    if window not in tw.WINDOWS:
+        raise BadWindow(f"unknown window {window!r}: use day, week or season", {"window": window})
+
+
 def _meta(raw: Any) -> dict[str, Any]:
     return json.loads(raw) if raw else {}
+
+
+@dataclass(frozen=True, slots=True)
+class RangeCall:
+    """A prepared ``read_range.lua`` call: the script's KEYS and ARGV. Prepared apart from
+    running it so that the HTTP server can run the same read on its asyncio client."""
+
+    keys: list[str]
+    args: list[Any]
+
+    @staticmethod
+    def page(reply: str) -> Page:
+        # The script replies with the page's JSON: one parse and validation in pydantic-core.
+        return Page.model_validate_json(reply)
 
 
 class Reader:
@@ -55,8 +73,7 @@ class Reader:
         """(period id, live key, archive key) of a read. Seasons read their archive once it
         exists; a snapshot id ``S@<timestamp>`` exists only as an archive."""
         self.board(board)
-        if window not in tw.WINDOWS:
-            raise BadWindow(f"unknown window {window!r}: use day, week or season", {"window": window})
+        _check_window(window)
         if window == "season" and "@" in period:
             base = period.split("@", 1)[0]
             tw.season_by_id(base, self.settings)  # the season part must name a season
@@ -84,38 +101,55 @@ class Reader:
 
     # --- reads --------------------------------------------------------------------------
 
+    def page_call(
+        self, board: str, window: str, period: str, now: datetime, *, limit: int, offset: int
+    ) -> RangeCall:
+        _limit("limit", limit, 1, MAX_LIMIT)
+        _limit("offset", offset, 0, 10**9)
+        return self._range_call(board, window, period, now, "page", offset, limit)
+
+    def around_rank_call(
+        self, board: str, window: str, rank: int, period: str, now: datetime, *, size: int
+    ) -> RangeCall:
+        _limit("size", size, 1, MAX_SIZE)
+        _limit("rank", rank, 1, 10**9)
+        return self._range_call(board, window, period, now, "rank", rank, size)
+
+    def around_member_call(
+        self, board: str, window: str, member: str, period: str, now: datetime, *, size: int
+    ) -> RangeCall:
+        _limit("size", size, 1, MAX_SIZE)
+        return self._range_call(board, window, period, now, "member", member, size)
+
+    def _range_call(
+        self, board: str, window: str, period: str, now: datetime, mode: str, a: Any, b: int
+    ) -> RangeCall:
+        cfg = self.board(board)
+        pid, live, archive = self.target(board, window, period, now)
+        return RangeCall(
+            keys=[live, archive, self.keys.meta(board)],
+            args=[cfg.order, cfg.ties, mode, a, b, board, window, pid],
+        )
+
+    def run(self, call: RangeCall) -> Page:
+        """Run a prepared range read (one script call)."""
+        return call.page(self.scripts.read_range(keys=call.keys, args=call.args))
+
     def page(
         self, board: str, window: str, period: str, now: datetime, *, limit: int, offset: int
     ) -> Page:
-        _limit("limit", limit, 1, MAX_LIMIT)
-        _limit("offset", offset, 0, 10**9)
-        return self._range(board, window, period, now, "page", offset, limit)
+        return self.run(self.page_call(board, window, period, now, limit=limit, offset=offset))
 
     def around_rank(
         self, board: str, window: str, rank: int, period: str, now: datetime, *, size: int
     ) -> Page:
-        _limit("size", size, 1, MAX_SIZE)
-        _limit("rank", rank, 1, 10**9)
-        return self._range(board, window, period, now, "rank", rank, size)
+        return self.run(self.around_rank_call(board, window, rank, period, now, size=size))
 
     def around_member(
         self, board: str, window: str, member: str, period: str, now: datetime, *, size: int
     ) -> Page | None:
-        _limit("size", size, 1, MAX_SIZE)
-        page = self._range(board, window, period, now, "member", member, size)
+        page = self.run(self.around_member_call(board, window, member, period, now, size=size))
         return page if page.entries else None
-
-    def _range(
-        self, board: str, window: str, period: str, now: datetime, mode: str, a: Any, b: int
-    ) -> Page:
-        cfg = self.board(board)
-        pid, live, archive = self.target(board, window, period, now)
-        reply = self.scripts.read_range(
-            keys=[live, archive, self.keys.meta(board)],
-            args=[cfg.order, cfg.ties, mode, a, b, board, window, pid],
-        )
-        # The script replies with the page's JSON: one parse and validation in pydantic-core.
-        return Page.model_validate_json(reply)
 
     def members(
         self, board: str, window: str, members: list[str], period: str, now: datetime
@@ -139,19 +173,20 @@ class Reader:
         for m, pos in zip(unique, range(0, len(reply), 3), strict=True):
             if int(reply[pos]) > 0:
                 out.append(
-                    Entry(rank=int(reply[pos]), member=m, score=float(reply[pos + 1]),
-                          metadata=_meta(reply[pos + 2]))
+                    Entry(
+                        rank=int(reply[pos]),
+                        member=m,
+                        score=float(reply[pos + 1]),
+                        metadata=_meta(reply[pos + 2]),
+                    )
                 )
         out.sort(key=lambda e: e.rank)
         return out
 
-    def history(
-        self, board: str, member: str, window: str, now: datetime, *, last: int
-    ) -> History:
+    def history(self, board: str, member: str, window: str, now: datetime, *, last: int) -> History:
         cfg = self.board(board)
         _limit("last", last, 1, MAX_LAST)
-        if window not in tw.WINDOWS:
-            raise BadWindow(f"unknown window {window!r}: use day, week or season", {"window": window})
+        _check_window(window)
         periods = tw.recent_periods(window, last, now, self.settings)  # type: ignore[arg-type]
         keys = [self.keys.meta(board)]
         args: list[Any] = [cfg.order, cfg.ties]
@@ -164,9 +199,11 @@ class Reader:
             reply = self.scripts.read_points(keys=keys, args=args)
             for p, pos in zip(periods, range(0, len(reply), 3), strict=True):
                 ranked = int(reply[pos]) > 0
-                points.append(HistoryPoint(
-                    period=p.id,
-                    rank=int(reply[pos]) if ranked else None,
-                    score=float(reply[pos + 1]) if ranked else None,
-                ))
+                points.append(
+                    HistoryPoint(
+                        period=p.id,
+                        rank=int(reply[pos]) if ranked else None,
+                        score=float(reply[pos + 1]) if ranked else None,
+                    )
+                )
         return History(board=board, window=window, member=member, history=points)

@@ -384,6 +384,11 @@ def zset(client: Any, name: str) -> Scores:
     return {m.decode(): s for m, s in client.zrange(name, 0, -1, withscores=True)}
 
 
+def names(client: Any, pattern: str = "*") -> set[str]:
+    """Every key name matching ``pattern`` (SCAN, never KEYS)."""
+    return {n.decode() if isinstance(n, bytes) else n for n in client.scan_iter(match=pattern)}
+
+
 def snapshot(client: Any) -> dict[bytes, tuple[bytes, int]]:
     """Every key of the database: its DUMP (type, value) and its PEXPIRETIME."""
     out = {}

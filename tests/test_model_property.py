@@ -11,16 +11,17 @@ TTLs and the set of keys.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import redis
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
-from reference import Model, Rejected, key, ranked, snapshot, zset
+from reference import Model, Rejected, key, names, ranked, snapshot, zset
 
 from config import Settings
 from seasons import Seasons
@@ -44,14 +45,16 @@ WINDOWS = ("day", "week", "season")
 
 
 def board_settings(aggregate: str, order: str) -> st.SearchStrategy[dict[str, Any]]:
-    return st.fixed_dictionaries({
-        "aggregate": st.just(aggregate),
-        "order": st.just(order),
-        "ties": st.sampled_from(["member", "shared"]),
-        "week_weights": st.lists(st.sampled_from([0, 1, 2]), min_size=7, max_size=7),
-        "season_weights": st.lists(st.sampled_from([0, 1, 2]), max_size=3),
-        "max_entries": st.sampled_from([0, 2, 3, 3]),
-    })
+    return st.fixed_dictionaries(
+        {
+            "aggregate": st.just(aggregate),
+            "order": st.just(order),
+            "ties": st.sampled_from(["member", "shared"]),
+            "week_weights": st.lists(st.sampled_from([0, 1, 2]), min_size=7, max_size=7),
+            "season_weights": st.lists(st.sampled_from([0, 1, 2]), max_size=3),
+            "max_entries": st.sampled_from([0, 2, 3, 3]),
+        }
+    )
 
 
 @st.composite
@@ -63,9 +66,11 @@ def configs(draw: st.DrawFn) -> tuple[dict[str, Any], datetime]:
         "kills": draw(board_settings("sum", "desc")),
         "best": draw(board_settings("max", "desc")),
         "fastest": draw(board_settings("min", "asc")),
-        "mixed": draw(board_settings(
-            draw(st.sampled_from(["sum", "max", "min"])), draw(st.sampled_from(["desc", "asc"]))
-        )),
+        "mixed": draw(
+            board_settings(
+                draw(st.sampled_from(["sum", "max", "min"])), draw(st.sampled_from(["desc", "asc"]))
+            )
+        ),
     }
     overrides = {
         "namespace": NS,
@@ -111,7 +116,9 @@ step = st.one_of(
 
 
 def to_api(ev: dict[str, Any], ts: datetime) -> dict[str, Any]:
-    out = {k: ev[k] for k in ("board", "member", "value", "event_id", "metadata") if k in ev}
+    out: dict[str, Any] = {
+        k: ev[k] for k in ("board", "member", "value", "event_id", "metadata") if k in ev
+    }
     out["ts"] = int(ts.timestamp()) if ev.get("as_epoch") else ts.isoformat()
     return out
 
@@ -148,23 +155,26 @@ def check_everything(
             ttl = r.expiretime(key(NS, board, window, pid))
             assert ttl == model.cal.expire_at(window, pid), (board, window, pid)
         # Exactly these sorted sets exist: nothing left behind, nothing missing.
-        names = {n.decode() for n in r.scan_iter(match=f"{NS}:{{{board}}}:*", count=1000)}
-        boards = {n for n in names if r.type(n) == b"zset" and not n.endswith(":events")}
+        stored = names(r, f"{NS}:{{{board}}}:*")
+        boards = {n for n in stored if r.type(n) == b"zset" and not n.endswith(":events")}
         assert boards == {key(NS, board, w, p) for w, p in periods}
         meta_key = f"{NS}:{{{board}}}:meta"
         assert r.ttl(meta_key) in (-1, -2)
-        stored = {m.decode(): v for m, v in r.hgetall(meta_key).items()}
-        assert set(stored) == {m for m, v in model.meta[board].items() if v}
+        stored_meta = {
+            m.decode(): json.loads(v)
+            for m, v in cast(dict[bytes, bytes], r.hgetall(meta_key)).items()
+        }
+        assert stored_meta == {m: v for m, v in model.meta[board].items() if v}
         # Reads of the current periods resolve like the model's calendar says.
         for window in WINDOWS:
-            pid = model.cal.current(window, clock())
-            if pid is None:
+            current = model.cal.current(window, clock())
+            if current is None:
                 with pytest.raises(BadPeriod):
                     s.top(board, window)
                 continue
             page = s.top(board, window, limit=1000)
-            assert page.period == pid
-            want = model.ranked(board, window, pid)
+            assert page.period == current
+            want = model.ranked(board, window, current)
             assert [(e.rank, e.member, e.score) for e in page.entries] == want
 
 
@@ -198,7 +208,8 @@ def test_random_streams_match_the_model(
             stamped = [(ev, now - timedelta(seconds=ev["back"])) for ev in arg]
             events = [to_api(ev, ts) for ev, ts in stamped]
             try:
-                want = model.submit([{**e, "ts": ts} for e, (_, ts) in zip(events, stamped)], now)
+                timed = [{**e, "ts": ts} for e, (_, ts) in zip(events, stamped, strict=True)]
+                want = model.submit(timed, now)
             except Rejected as exc:
                 before = snapshot(r)
                 with pytest.raises(BatchRejected) as err:
@@ -213,7 +224,8 @@ def test_random_streams_match_the_model(
             assert (result.applied, result.duplicates) == want
             touched = {
                 (ev["board"], w, model.cal.period_id(w, model.cal.local_date(ts)))
-                for ev, ts in stamped for w in WINDOWS
+                for ev, ts in stamped
+                for w in WINDOWS
             }
             for board, window, pid in touched:
                 if pid is not None:
@@ -225,13 +237,25 @@ def test_reference_ranks_follow_redis_order() -> None:
     """The model's own tie rules, checked by hand (the model is only as good as this)."""
     scores = {"a": 5.0, "b": 5.0, "B": 7.0, "c": 1.0, "é": 5.0}
     assert ranked(scores, "desc", "member") == [
-        (1, "B", 7.0), (2, "é", 5.0), (3, "b", 5.0), (4, "a", 5.0), (5, "c", 1.0)
+        (1, "B", 7.0),
+        (2, "é", 5.0),
+        (3, "b", 5.0),
+        (4, "a", 5.0),
+        (5, "c", 1.0),
     ]
     assert ranked(scores, "desc", "shared") == [
-        (1, "B", 7.0), (2, "é", 5.0), (2, "b", 5.0), (2, "a", 5.0), (5, "c", 1.0)
+        (1, "B", 7.0),
+        (2, "é", 5.0),
+        (2, "b", 5.0),
+        (2, "a", 5.0),
+        (5, "c", 1.0),
     ]
     assert ranked(scores, "asc", "shared") == [
-        (1, "c", 1.0), (2, "a", 5.0), (2, "b", 5.0), (2, "é", 5.0), (5, "B", 7.0)
+        (1, "c", 1.0),
+        (2, "a", 5.0),
+        (2, "b", 5.0),
+        (2, "é", 5.0),
+        (5, "B", 7.0),
     ]
 
 
@@ -239,7 +263,7 @@ def test_model_ties_agree_with_redis(r: redis.Redis) -> None:
     """Redis orders equal scores by member bytes; ZREVRANGE is the exact reverse."""
     scores = {"a": 5.0, "b": 5.0, "B": 7.0, "c": 1.0, "é": 5.0, "ab": 5.0}
     r.zadd("ties", scores)
-    asc = [m.decode() for m in r.zrange("ties", 0, -1)]
-    desc = [m.decode() for m in r.zrange("ties", 0, -1, desc=True)]
+    asc = [m.decode() for m in cast(list[bytes], r.zrange("ties", 0, -1))]
+    desc = [m.decode() for m in cast(list[bytes], r.zrange("ties", 0, -1, desc=True))]
     assert asc == [m for _, m, _ in ranked(scores, "asc", "member")]
     assert desc == [m for _, m, _ in ranked(scores, "desc", "member")]

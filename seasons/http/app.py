@@ -1,8 +1,9 @@
 """The HTTP application (SPEC section 9): ``create_app(settings)`` builds it, ready to serve.
 
-One FastAPI app per process, built from settings at the edge. Routes are sync functions
-where they call Redis (FastAPI runs them in its threadpool; redis-py's pool is thread-safe),
-async where they do no I/O. Nothing caches a broken connection: when Redis goes away each
+One FastAPI app per process, built from settings at the edge. The hot reads (pages and
+around) await an asyncio Redis client; other routes that call Redis are sync functions
+(FastAPI runs them in its threadpool; redis-py's pool is thread-safe); routes without I/O are
+async. Nothing caches a broken connection: when Redis goes away each
 request fails fast with 503 ``backend_unavailable``, and redis-py reconnects by itself on the
 first request after Redis is back.
 """
@@ -17,8 +18,9 @@ from fastapi import FastAPI
 from config.settings import Settings
 from seasons.api import Seasons
 from seasons.clock import Clock, system_clock
+from seasons.connection import make_async_client
 from seasons.http import admin, boards, errors, health, jobs, scores, seasons, web
-from seasons.http.deps import Services
+from seasons.http.deps import AsyncReads, Services
 from seasons.http.jobs import job_stats_reader
 from seasons.http.metrics import Metrics, MetricsMiddleware
 
@@ -34,9 +36,12 @@ def create_app(
     facade = app if app is not None else Seasons(settings, clock=clock)
     metrics = Metrics(job_stats=job_stats_reader(facade))
 
+    reads = AsyncReads(make_async_client(settings.redis))
+
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         yield
+        await reads.close()
         if app is None:
             facade.close()
 
@@ -46,7 +51,7 @@ def create_app(
         version="1",
         lifespan=lifespan,
     )
-    api.state.services = Services(settings=settings, seasons=facade, metrics=metrics)
+    api.state.services = Services(settings=settings, seasons=facade, metrics=metrics, reads=reads)
     errors.install(api)
     api.add_middleware(MetricsMiddleware, metrics=metrics)
     for module in (boards, scores, seasons, admin, jobs, health, web):

@@ -8,15 +8,37 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Depends, Request
 
 from config.settings import Settings
 from seasons.api import Seasons
 from seasons.clock import Clock
+from seasons.connection import backend_errors
 from seasons.http.auth import authorize
 from seasons.http.metrics import Metrics
+from seasons.models import Page
+from seasons.reads import RangeCall
+from seasons.scripts import sources
+
+
+class AsyncReads:
+    """The hot range reads (top, around) on an asyncio client: the same prepared calls as
+    the Python API's (:class:`seasons.reads.RangeCall`), awaited on the event loop, so a
+    read costs no threadpool hop and a slow Redis never blocks the loop."""
+
+    def __init__(self, client: Any):
+        self.client = client
+        self._script = client.register_script(sources()["read_range"])
+
+    async def run(self, call: RangeCall) -> Page:
+        with backend_errors():
+            reply = await self._script(keys=call.keys, args=call.args)
+        return call.page(reply)
+
+    async def close(self) -> None:
+        await self.client.aclose()
 
 
 @dataclass(frozen=True)
@@ -26,6 +48,7 @@ class Services:
     settings: Settings
     seasons: Seasons
     metrics: Metrics
+    reads: AsyncReads
 
     @property
     def clock(self) -> Clock:

