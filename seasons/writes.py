@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from datetime import date, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from config.settings import BoardSettings, Settings
@@ -43,9 +43,7 @@ def script_args(
     ws = settings.week_start_index
     state = keys.state(board)
     script_keys = [state, keys.events(board), keys.meta(board)]
-    by_day: dict[date, list[ValidEvent]] = defaultdict(list)
-    for ev in events:
-        by_day[ev.day].append(ev)
+    days = sorted({ev.day for ev in events})
     stamp = now.timestamp()
     argv: list[str] = [
         _fmt(stamp),
@@ -58,7 +56,7 @@ def script_args(
         "1" if check_only else "0",
         str(META_MAX_FIELDS),
         str(META_MAX_BYTES),
-        str(len(by_day)),
+        str(len(days)),
     ]
     extra_keys: list[str] = []
     extra_index: dict[str, int] = {}
@@ -69,11 +67,11 @@ def script_args(
         # 1-based position in KEYS of a day key that trimmed boards recompute from.
         if key not in extra_index:
             extra_keys.append(key)
-            extra_index[key] = 3 + 3 * len(by_day) + len(extra_keys)
+            extra_index[key] = 3 + 3 * len(days) + len(extra_keys)
         return str(extra_index[key])
 
     today = tw.local_day(now, zone)
-    for day, evs in sorted(by_day.items()):
+    for day in days:
         day_p = tw.period_of_day("day", day, settings)
         week_p = tw.period_of_day("week", day, settings)
         season_p = tw.period_of_day("season", day, settings)
@@ -92,7 +90,6 @@ def script_args(
             str(tw.expire_at(day_p, settings)),
             str(tw.expire_at(week_p, settings)),
             str(tw.expire_at(season_p, settings)) if season_p else "0",
-            str(len(evs)),
         ]
         if cfg.max_entries > 0:
             horizon = max(today, day) + timedelta(days=1)
@@ -107,14 +104,16 @@ def script_args(
                 assert span is not None
                 w = cfg.season_weight(tw.week_of_season(d, span))
                 group_argv += [key_index(keys.day(board, d)), _fmt(w)]
-        for ev in evs:
-            group_argv += [
-                str(ev.index),
-                ev.member,
-                _fmt(ev.value),
-                ev.event_id or "",
-                ev.metadata or "",
-            ]
+    group_of = {day: str(n) for n, day in enumerate(days, start=1)}
+    for ev in events:  # in batch order
+        group_argv += [
+            group_of[ev.day],
+            str(ev.index),
+            ev.member,
+            _fmt(ev.value),
+            ev.event_id or "",
+            ev.metadata or "",
+        ]
     return script_keys + group_keys + extra_keys, argv + group_argv
 
 

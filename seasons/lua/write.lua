@@ -7,12 +7,13 @@
 --       events_expireat, backfill (0|1), check_only (0|1), meta_max_fields, meta_max_bytes,
 --       group count; then per group:
 --         day_id, season_id ('' = none), week_weight, season_weight,
---         day_expireat, week_expireat, season_expireat, event count,
+--         day_expireat, week_expireat, season_expireat,
 --         [if max_entries > 0: n week days, (key index, weight) * n,
 --                              n season days, (key index, weight) * n]
---         then per event: index, member, value, event_id ('' = none), metadata JSON ('' = none)
--- Events are checked and applied in batch order (ARGV index), whatever their day, so that
--- duplicates within a batch and metadata merges behave as if submitted one by one.
+--       then the events in batch order, each: group number, index in the batch, member, value,
+--       event_id ('' = none), metadata JSON ('' = none)
+-- Events are checked and applied in batch order, whatever their day, so that duplicates
+-- within a batch and metadata merges behave as if submitted one by one.
 -- Returns {applied, duplicates} or {-1, index, code, message, index, code, message, ...};
 -- on the second form nothing was written.
 
@@ -43,8 +44,7 @@ for g = 1, ngroups do
     day_exp = ARGV[a + 4], week_exp = ARGV[a + 5], season_exp = ARGV[a + 6],
     week_days = {}, season_days = {},
   }
-  local n = tonumber(ARGV[a + 7])
-  a = a + 8
+  a = a + 7
   if max_entries > 0 then
     for _, list in ipairs({grp.week_days, grp.season_days}) do
       local m = tonumber(ARGV[a])
@@ -55,17 +55,14 @@ for g = 1, ngroups do
       end
     end
   end
-  for _ = 1, n do
-    local ev = {
-      index = ARGV[a], member = ARGV[a + 1], value = tonumber(ARGV[a + 2]),
-      event_id = ARGV[a + 3], meta = ARGV[a + 4], grp = grp,
-    }
-    all[#all + 1] = ev
-    a = a + 5
-  end
   groups[g] = grp
 end
-table.sort(all, function(x, y) return tonumber(x.index) < tonumber(y.index) end)
+for i = a, #ARGV, 6 do
+  all[#all + 1] = {
+    grp = groups[tonumber(ARGV[i])], index = ARGV[i + 1], member = ARGV[i + 2],
+    value = tonumber(ARGV[i + 3]), event_id = ARGV[i + 4], meta = ARGV[i + 5],
+  }
+end
 
 -- Flat JSON objects only (strings, numbers, booleans): encode with sorted keys and the
 -- shortest number form that reads back as the same double (cjson stops at 14 digits).
