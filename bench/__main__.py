@@ -1,6 +1,8 @@
 """``python -m bench [--quick] [--only SECTION]``: Seasons against plain Redis, side by side.
 
 Sections: ingest, reads, HTTP, memory, and the rollup of week and season boards at scale.
+``--only cluster`` (never part of the default run: it starts a local Redis Cluster of its own)
+measures one board's write rate against boards spread over the cluster's masters.
 
 Starts its own redis-server on a free port (never the shared one on 6379), runs the three
 sections on it side by side with the same data, prints one plain-text report and stops the
@@ -19,7 +21,7 @@ import time
 import hiredis
 import redis
 
-from bench import http, ingest, memory, reads, rollup
+from bench import cluster, http, ingest, memory, reads, rollup
 from bench.common import FULL, QUICK, Calendar, Section, own_redis
 
 
@@ -27,7 +29,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="smaller sizes: well under 30 s")
     parser.add_argument(
-        "--only", choices=["ingest", "reads", "http", "memory", "rollup"], action="append",
+        "--only", choices=["ingest", "reads", "http", "memory", "rollup", "cluster"],
+        action="append",
         help="run only these sections (repeatable)",
     )
     opts = parser.parse_args(argv)
@@ -58,6 +61,9 @@ def main(argv: list[str] | None = None) -> int:
         if "rollup" in wanted:
             server.client().flushall()
             sections.append(rollup.run(server.url, rollup.QUICK if opts.quick else rollup.FULL))
+            print("\n" + sections[-1].render(), flush=True)
+        if "cluster" in wanted:
+            sections.append(cluster.run(cluster.QUICK if opts.quick else cluster.FULL))
             print("\n" + sections[-1].render(), flush=True)
     verdicts = ", ".join(
         f"{s.title.lstrip('0123456789. ')} {'PASS' if s.passed else 'MISS'}" for s in sections

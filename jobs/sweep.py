@@ -19,6 +19,7 @@ from typing import Any
 from config.settings import Settings
 from seasons import timewindows as tw
 from seasons.archives import Archives
+from seasons.connection import scan_keys
 from seasons.errors import SeasonsError
 from seasons.keys import Keys, ParsedKey
 from seasons.scripts import Scripts
@@ -180,13 +181,7 @@ class Sweeper:
         return report
 
     def _scan(self, pattern: str, kind: str | None = None) -> Iterator[list[str]]:
-        cursor = 0
-        while True:
-            cursor, batch = self.client.scan(cursor, match=pattern, count=SCAN_COUNT, _type=kind)
-            if batch:
-                yield list(batch)
-            if cursor == 0:
-                return
+        return scan_keys(self.client, pattern, count=SCAN_COUNT, kind=kind)
 
 
 def _checked_period(window: str, ident: str, settings: Settings) -> tw.Period:

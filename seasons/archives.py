@@ -296,7 +296,9 @@ class Archives:
                 progress(i + len(part), len(rows))
         pipe = self.client.pipeline(transaction=True)
         if rows:
-            pipe.rename(tmp, self.keys.archive(board, archive_id))
+            # As a raw command: redis-py's cluster pipeline refuses rename() by name, and in
+            # this transaction every key is in the board's slot.
+            pipe.execute_command("RENAME", tmp, self.keys.archive(board, archive_id))
             pipe.persist(self.keys.archive(board, archive_id))
         else:
             pipe.delete(self.keys.archive(board, archive_id))

@@ -2,20 +2,38 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import redis
 from redis.backoff import ExponentialBackoff
 from redis.cluster import RedisCluster
-from redis.exceptions import ClusterDownError, ConnectionError, TimeoutError
+from redis.exceptions import (
+    AskError,
+    ClusterError,
+    ConnectionError,
+    CrossSlotTransactionError,
+    InvalidPipelineStack,
+    MovedError,
+    RedisClusterException,
+    SlotNotCoveredError,
+    TimeoutError,
+    TryAgainError,
+)
 from redis.retry import Retry
 
 from config.settings import RedisSettings
 from seasons.errors import BackendUnavailable
 
-UNAVAILABLE = (ConnectionError, TimeoutError, ClusterDownError)
+# ClusterError covers CLUSTERDOWN, MASTERDOWN and "TTL exhausted" (redirections that never
+# settle); RedisClusterException is what the cluster client raises when no node answers.
+UNAVAILABLE = (ConnectionError, TimeoutError, ClusterError, SlotNotCoveredError, TryAgainError)
+# Errors of a command that was not run: the cluster is down or a multi-key command met a
+# slot being migrated; wait a little and send it again (MOVED and ASK are handled apart).
+NOT_RUN = (TryAgainError, ClusterError, SlotNotCoveredError)
+SLOT_ATTEMPTS = 5
 
 
 def make_client(cfg: RedisSettings) -> Any:
@@ -31,7 +49,11 @@ def make_client(cfg: RedisSettings) -> Any:
     if cfg.password:
         common["password"] = cfg.password
     if cfg.cluster:
-        return RedisCluster.from_url(cfg.url, **common)
+        # The URL names any one node; the client reads the slot map from it and talks to
+        # each slot's master, following MOVED/ASK and re-reading the map after a failover.
+        # It connects at once: a cluster that cannot be reached is BackendUnavailable here.
+        with backend_errors():
+            return RedisCluster.from_url(cfg.url, **common)
     return redis.Redis.from_url(cfg.url, **common)
 
 
@@ -64,3 +86,79 @@ def backend_errors() -> Iterator[None]:
         yield
     except UNAVAILABLE as exc:
         raise BackendUnavailable(f"Redis is unreachable: {exc}") from exc
+    except (CrossSlotTransactionError, InvalidPipelineStack):
+        raise  # a bug of ours, not an outage
+    except RedisClusterException as exc:
+        raise BackendUnavailable(f"Redis Cluster is unreachable: {exc}") from exc
+
+
+# --- what differs on a cluster ------------------------------------------------------------
+
+
+def is_cluster(client: Any) -> bool:
+    return isinstance(client, RedisCluster)
+
+
+def scan_keys(
+    client: Any, match: str, *, count: int = 1000, kind: str | None = None
+) -> Iterator[list[str]]:
+    """SCAN, in batches: on a single server, or on every master of a cluster in turn (each
+    master holds only its own slots' keys; replicas are skipped)."""
+    nodes = (
+        [client.get_redis_connection(n) for n in client.get_primaries()]
+        if is_cluster(client)
+        else [client]
+    )
+    for node in nodes:
+        cursor = 0
+        while True:
+            cursor, batch = node.scan(cursor, match=match, count=count, _type=kind)
+            if batch:
+                yield list(batch)
+            if cursor == 0:
+                break
+
+
+def on_one_connection(client: Any, key: str, fill: Callable[[Any], None]) -> list[Any]:
+    """Run the commands that ``fill`` queues on a pipeline over ONE connection to the master
+    that serves ``key`` (the server itself when not on a cluster), and return their replies.
+
+    This is for ``WAIT``, which counts the replicas that acknowledged the writes of its own
+    connection, while a pool may hand each command another one. On a cluster the pipeline
+    goes to the slot's master itself, so the redirections that redis-py follows for single
+    commands are followed here: MOVED (the slot moved, e.g. after a failover) re-reads the
+    slot map, ASK (the slot is being migrated) sends the pipeline once to the node named,
+    after ASKING; CLUSTERDOWN/TRYAGAIN wait a little. None of these ran the commands, so
+    they are sent again, up to :data:`SLOT_ATTEMPTS` times. A connection error is raised as
+    it is (after re-reading the slot map): the commands may or may not have run.
+    """
+    if not is_cluster(client):
+        pipe = client.pipeline(transaction=False)
+        fill(pipe)
+        return list(pipe.execute())
+    ask: AskError | None = None
+    for attempt in range(SLOT_ATTEMPTS):
+        node = client.get_node(host=ask.host, port=ask.port) if ask else None
+        node = node or client.get_node_from_key(key)
+        pipe = client.get_redis_connection(node).pipeline(transaction=False)
+        if ask:
+            pipe.execute_command("ASKING")
+        fill(pipe)
+        try:
+            replies = list(pipe.execute())
+            return replies[1:] if ask else replies
+        except (ConnectionError, TimeoutError):
+            client.nodes_manager.initialize()
+            raise
+        except MovedError:
+            ask = None
+            client.nodes_manager.initialize()
+        except AskError as exc:
+            ask = exc
+        except NOT_RUN:
+            if attempt == SLOT_ATTEMPTS - 1:
+                raise
+            ask = None
+            time.sleep(min(1.0, 0.05 * 2**attempt))
+            client.nodes_manager.initialize()
+    raise ClusterError(f"the slot of {key!r} kept moving: gave up after {SLOT_ATTEMPTS} tries")

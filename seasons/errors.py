@@ -85,6 +85,12 @@ class BackendUnavailable(SeasonsError):
     code = "backend_unavailable"
 
 
+class NotReplicated(BackendUnavailable):
+    """A write was applied on the master, but fewer replicas than ``redis.wait_replicas``
+    acknowledged it within ``redis.wait_timeout_ms``: it is not acknowledged, since a
+    failover now could lose it. Retry with the same event ids (duplicates are not counted)."""
+
+
 class ArchiveError(SeasonsError):
     """An archive file or manifest that does not check out."""
 

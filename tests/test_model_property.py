@@ -1,7 +1,8 @@
 """Random event streams through :class:`seasons.Seasons`, compared with the reference model.
 
-Hypothesis draws a configuration (zone, week start, short seasons, four boards with random
-weights, ties and ``max_entries``) and a stream of steps: the clock moving on, and batches of
+Hypothesis draws a configuration (zone, week start, short seasons as a cycle or a list with a
+gap, four boards with random weights, ties and ``max_entries``) and a stream of steps: the
+clock moving on (sometimes to just past a local midnight), and batches of
 events at or a little before the clock's now (some late, some in the future, some repeating an
 event id, some with metadata). The model (tests/reference.py) decides what is accepted and what
 every day, week and season board must hold; the test reads the boards raw from Redis and through
@@ -28,6 +29,9 @@ from seasons import Seasons
 from seasons.clock import ManualClock
 from seasons.errors import BadPeriod, BatchRejected
 
+# Every test here runs on one redis-server and again on a Redis Cluster (tests/conftest.py).
+pytestmark = pytest.mark.both_backends
+
 NS = "prop"
 # A small pool, so members collide; byte order differs from naive expectations ("B" < "a",
 # "é" is two bytes after every ASCII letter).
@@ -40,6 +44,16 @@ STARTS = (
     datetime(2035, 3, 23, 20, tzinfo=UTC),  # Istanbul has no DST; a plain stretch elsewhere
     datetime(2035, 11, 1, 3, tzinfo=UTC),  # New York falls back on 2035-11-04
     datetime(2036, 2, 26, 22, tzinfo=UTC),  # across a leap day
+    datetime(2035, 8, 31, 12, tzinfo=UTC),  # Santiago skips 00:00-01:00 on 2035-09-02
+)
+# Zones with DST (New York at 02:00, Santiago at midnight), none (Istanbul) and odd offsets.
+ZONES = (
+    "UTC",
+    "Europe/Istanbul",
+    "America/New_York",
+    "America/Santiago",
+    "Asia/Kolkata",
+    "Pacific/Chatham",
 )
 WINDOWS = ("day", "week", "season")
 
@@ -62,6 +76,24 @@ def configs(draw: st.DrawFn) -> tuple[dict[str, Any], datetime]:
     start = draw(st.sampled_from(STARTS)) + timedelta(hours=draw(st.integers(0, 47)))
     length = draw(st.sampled_from([7, 10]))
     anchor = start.date() + timedelta(days=draw(st.integers(-12, 3)))
+    seasons: dict[str, Any] = {"length_days": length, "anchor": anchor.isoformat()}
+    if draw(st.booleans()):  # an explicit list, with a gap between its seasons
+        gap = draw(st.integers(1, 4))
+        second = anchor + timedelta(days=length + gap)
+        seasons = {
+            "list": [
+                {
+                    "id": "alpha",
+                    "start": anchor.isoformat(),
+                    "end": (anchor + timedelta(days=length - 1)).isoformat(),
+                },
+                {
+                    "id": "beta-2",
+                    "start": second.isoformat(),
+                    "end": (second + timedelta(days=16)).isoformat(),
+                },
+            ]
+        }
     boards = {
         "kills": draw(board_settings("sum", "desc")),
         "best": draw(board_settings("max", "desc")),
@@ -74,9 +106,9 @@ def configs(draw: st.DrawFn) -> tuple[dict[str, Any], datetime]:
     }
     overrides = {
         "namespace": NS,
-        "timezone": draw(st.sampled_from(["UTC", "Europe/Istanbul", "America/New_York"])),
+        "timezone": draw(st.sampled_from(ZONES)),
         "week_start": draw(st.sampled_from(["monday", "wednesday", "sunday"])),
-        "seasons": {"length_days": length, "anchor": anchor.isoformat()},
+        "seasons": seasons,
         "boards": boards,
     }
     return overrides, start

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import threading
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 import pytest
@@ -17,6 +18,9 @@ from seasons import Seasons
 from seasons import timewindows as tw
 from seasons.clock import ManualClock
 from seasons.scripts import Scripts
+
+# Every test here runs on one redis-server and again on a Redis Cluster (tests/conftest.py).
+pytestmark = pytest.mark.both_backends
 
 TAG = "t:{b}"
 
@@ -41,10 +45,8 @@ def board_rows(client: redis.Redis, key: str) -> list[tuple[str, float]]:
 
 
 @pytest.fixture
-def client(redis_url: str) -> redis.Redis:
-    c = redis.Redis.from_url(redis_url, decode_responses=True)
-    yield c
-    c.close()
+def client(connect: Callable[..., redis.Redis]) -> redis.Redis:
+    return connect(decode_responses=True)
 
 
 day_scores = st.dictionaries(

@@ -22,6 +22,9 @@ from jobs.rollup import Rollup
 from seasons import Seasons
 from seasons.cli import CliState, cli
 
+# Every test here runs on one redis-server and again on a Redis Cluster (tests/conftest.py).
+pytestmark = pytest.mark.both_backends
+
 
 def boards_under_test(sim: Sim) -> list[tuple[str, str, str]]:
     """(board, window, period) of the weeks and seasons of yesterday and today."""

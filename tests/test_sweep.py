@@ -7,8 +7,12 @@ import json
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
 from reference import Calendar
 from worker_support import Sim, local, season_settings, today
+
+# Every test here runs on one redis-server and again on a Redis Cluster (tests/conftest.py).
+pytestmark = pytest.mark.both_backends
 
 NO_TTL = {"archive", "meta", "state", "job"}  # SPEC section 5: archives, metadata, job state
 

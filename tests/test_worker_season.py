@@ -19,6 +19,9 @@ from seasons.archives import Manifest, sha256_of
 from seasons.cli import CliState, cli
 from seasons.errors import BatchRejected
 
+# Every test here runs on one redis-server and again on a Redis Cluster (tests/conftest.py).
+pytestmark = pytest.mark.both_backends
+
 
 def rejection_codes(sim: Sim, events: list[dict], *, backfill: bool = False) -> set[str]:
     with pytest.raises(BatchRejected) as info:

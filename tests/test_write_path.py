@@ -30,6 +30,9 @@ from seasons.clock import ManualClock
 from seasons.errors import BatchRejected, LimitExceeded
 from seasons.keys import Keys
 
+# Every test here runs on one redis-server and again on a Redis Cluster (tests/conftest.py).
+pytestmark = pytest.mark.both_backends
+
 NS = "wp"
 # Far in the future: EXPIREAT is computed from the manual clock and must not lie in the past.
 START = datetime(2035, 6, 13, 9, 0, tzinfo=UTC)  # a Wednesday
@@ -554,6 +557,29 @@ def test_metadata_round_trips_exactly_and_merges(make: Make, r: redis.Redis) -> 
         s.submit("kills", "ann", 1, metadata={k: None for k in json.loads(r.hget(meta_key, "ann"))})  # type: ignore[arg-type]
         assert r.hexists(meta_key, "ann") is False
         assert s.rank("kills", "ann", "day").metadata == {}  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "https://cdn.example.com/" + "a/" * 480,  # slashes: cjson would write each as \/
+        "\x7f" * 900,  # DEL: cjson would write each as \u007f
+        'quote " backslash \\ slash \\/ tab \t nl \n bell \x07 ls \u2028 é',
+    ],
+)
+def test_metadata_size_is_its_compact_json(make: Make, r: redis.Redis, value: str) -> None:
+    """1 KiB as JSON means the compact JSON of the object, as stored: what passes the check
+    of the event passes the check after merging, and reads back exactly."""
+    meta = {"v": value}
+    size = len(json.dumps(meta, ensure_ascii=False, separators=(",", ":")).encode())
+    assert size <= 1024
+    settings = make()
+    with Seasons(settings, clock=ManualClock(START)) as s:
+        assert s.submit("kills", "ann", 1, metadata=meta).applied == 1
+        entry = s.rank("kills", "ann", "day")
+        assert entry is not None and entry.metadata == meta
+    stored = r.hget(Keys(NS).meta("kills"), "ann")
+    assert stored is not None and json.loads(stored) == meta and len(stored) == size
 
 
 def test_metadata_merged_in_batch_order_over_days(make: Make, r: redis.Redis) -> None:

@@ -98,7 +98,7 @@ def ensure_leaderboard() -> External:
     script = [str(python), str(HERE / "pyleaderboard_bench.py")]
     if python.exists() and (found := _run(probe)).returncode == 0:
         return External("leaderboard", script, f"pip {found.stdout.strip()} (own venv)")
-    failures = []
+    failures: list[str] = []
     for packages in PIP_CHOICES:
         print(f"creating {VENV} with {' '.join(packages)} ...", flush=True)
         made = _run([sys.executable, "-m", "venv", "--clear", str(VENV)])
@@ -108,14 +108,14 @@ def ensure_leaderboard() -> External:
                     *packages])  # fmt: skip
         if pip.returncode == 0 and (found := _run(probe)).returncode == 0:
             fallback = "" if packages is PIP_CHOICES[0] else f" (fallback: {failures[0]})"
-            return External(
-                "leaderboard", script, f"pip {' '.join(packages)} (own venv){fallback}"
-            )
+            return External("leaderboard", script, f"pip {' '.join(packages)} (own venv){fallback}")
         failures.append(f"{packages[0]} failed: {_tail(pip.stderr, 2)}")
     return External("leaderboard", [], "not run: " + "; ".join(failures))
 
 
-def run_external(peer: External, plan: dict[str, Any], tag: str) -> tuple[PeerResult, dict[str, Any]]:
+def run_external(
+    peer: External, plan: dict[str, Any], tag: str
+) -> tuple[PeerResult, dict[str, Any]]:
     """Run ``peer`` on ``plan``; its results and its ``info`` (extra timings)."""
     RUN_DIR.mkdir(parents=True, exist_ok=True)
     plan_path = RUN_DIR / f"plan-{peer.name}-{tag}.json"

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import gc
 import json
+import subprocess
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import redis
@@ -29,7 +31,8 @@ from seasons.keys import Keys
 NS_SEASONS = "peers-seasons"
 NS_PIPELINE = "peers-pipeline"
 OPS = ("top", "around", "rank")
-WARMUP = 200  # requests per read kind before the clock starts: scripts loaded, caches warm
+WARMUP = 500  # requests per read kind before the clock starts: JIT, scripts and caches warm
+ROUNDS = 5  # read requests are timed in this many interleaved rounds; the best round counts
 
 
 @dataclass
@@ -40,16 +43,30 @@ class PeerResult:
     version: str
     events: int
     ingest_seconds: float
-    requests: int
-    read_seconds: dict[str, float]
+    round_requests: int  # sequential requests per read kind in one round
+    read_rounds: dict[str, list[float]]  # read kind -> seconds of each round
     answers: Answers
     problems: list[str] = field(default_factory=list)  # its own checks that failed
+    ingest_client_cpu: float = 0.0  # CPU seconds of the contender's process during ingest
+    ingest_redis_cpu: float = 0.0  # CPU seconds of redis-server during ingest
+    # read kind -> CPU seconds (the contender's process, redis-server) over all its rounds
+    read_cpu: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     def rate(self, op: str) -> float:
-        """events/s for ``ingest``, requests/s for a read kind."""
+        """events/s for ``ingest``; requests/s of the best round for a read kind."""
         if op == "ingest":
             return self.events / self.ingest_seconds
-        return self.requests / self.read_seconds[op]
+        return self.round_requests / min(self.read_rounds[op])
+
+    def read_cpu_per_request(self, op: str) -> tuple[float, float]:
+        """Microseconds of CPU per request of ``op``: the contender's process, redis-server."""
+        n = self.round_requests * len(self.read_rounds[op])
+        mine, theirs = self.read_cpu[op]
+        return mine / n * 1e6, theirs / n * 1e6
+
+    @property
+    def read_seconds(self) -> float:
+        return sum(sum(rounds) for rounds in self.read_rounds.values())
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> PeerResult:
@@ -58,48 +75,104 @@ class PeerResult:
             version=raw["version"],
             events=raw["ingest"]["events"],
             ingest_seconds=raw["ingest"]["seconds"],
-            requests=raw["reads"]["requests"],
-            read_seconds={op: raw["reads"][op] for op in OPS},
+            round_requests=raw["reads"]["round_requests"],
+            read_rounds={op: list(raw["reads"][op]) for op in OPS},
             answers=Answers.from_json(raw["answers"]),
             problems=list(raw.get("problems", [])),
+            ingest_client_cpu=raw["ingest"]["client_cpu"],
+            ingest_redis_cpu=raw["ingest"]["redis_cpu"],
+            read_cpu={op: (raw["reads"]["cpu"][op][0], raw["reads"]["cpu"][op][1]) for op in OPS},
         )
 
 
-def time_reads(ops: dict[str, Callable[[str], object]], targets: Sequence[str]) -> dict[str, float]:
-    """Seconds each read kind takes for one sequential request per target."""
-    out = {}
-    for name, fn in ops.items():
+class Stopwatch:
+    """Wall-clock and process CPU seconds of the ``with`` blocks it has timed, added up."""
+
+    def __init__(self) -> None:
+        self.wall = self.cpu = 0.0
+
+    def __enter__(self) -> None:
+        self._wall, self._cpu = time.perf_counter(), time.process_time()
+
+    def __exit__(self, *exc: object) -> None:
+        self.wall += time.perf_counter() - self._wall
+        self.cpu += time.process_time() - self._cpu
+
+
+def redis_cpu(client: Any) -> float:
+    """CPU seconds redis-server has used so far (user + system)."""
+    info = client.info("cpu")
+    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+
+
+def time_reads(
+    ops: dict[str, Callable[[str], object]],
+    targets: Sequence[str],
+    server_cpu: Callable[[], float],
+    rounds: int = ROUNDS,
+) -> tuple[int, dict[str, list[float]], dict[str, tuple[float, float]]]:
+    """Requests per round; seconds of each round of each read kind; CPU seconds of each kind
+    over all its rounds, in this process and in redis-server (``server_cpu()``).
+
+    The targets are cut into ``rounds`` slices; round r asks each kind in turn for slice r, so
+    a burst of load from elsewhere on the machine hits one round of every kind, not one kind.
+    """
+    size = len(targets) // rounds
+    for fn in ops.values():
         for member in targets[:WARMUP]:
             fn(member)
-        gc.collect()
-        start = time.perf_counter()
-        for member in targets:
-            fn(member)
-        out[name] = time.perf_counter() - start
-    return out
+    seconds: dict[str, list[float]] = {name: [] for name in ops}
+    cpu = dict.fromkeys(ops, (0.0, 0.0))
+    for r in range(rounds):
+        chunk = targets[r * size : (r + 1) * size]
+        for name, fn in ops.items():
+            gc.collect()
+            watch, server = Stopwatch(), server_cpu()
+            with watch:
+                for member in chunk:
+                    fn(member)
+            seconds[name].append(watch.wall)
+            mine, theirs = cpu[name]
+            cpu[name] = (mine + watch.cpu, theirs + server_cpu() - server)
+    return size, seconds, cpu
 
 
 # --- Seasons --------------------------------------------------------------------------------
 
 
+def seasons_version() -> str:
+    """The commit the measured code is at, and whether its files differ from it."""
+    root = Path(__file__).resolve().parents[2]
+
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True)
+        return done.stdout.strip() if done.returncode == 0 else ""
+
+    commit = git("rev-parse", "--short", "HEAD") or "unknown commit"
+    dirty = git("status", "--porcelain", "--", "seasons", "config")
+    return f"commit {commit}" + (" + uncommitted changes in seasons/ or config/" if dirty else "")
+
+
 def run_seasons(url: str, work: Workload, calendar: Calendar, *, batch: int) -> PeerResult:
-    """``submit_many`` in batches of ``batch``, then ``top``/``around``/``rank`` on the day board."""
+    """``submit_many`` in batches; then ``top``, ``around`` and ``rank`` on the day board."""
     settings = calendar.settings(url, NS_SEASONS)
     with Seasons(settings, clock=calendar.clock()) as s:
-        seconds = 0.0
+        watch, server_cpu = Stopwatch(), redis_cpu(s.client)
         for start in range(0, work.size, batch):
             stop = start + batch
             events = [
                 {"board": BOARD, "member": m, "value": v, "metadata": json.loads(j)}
                 for m, v, j in zip(
-                    work.members[start:stop], work.values[start:stop], work.meta[start:stop],
+                    work.members[start:stop],
+                    work.values[start:stop],
+                    work.meta[start:stop],
                     strict=True,
                 )
             ]
-            began = time.perf_counter()
-            result = s.submit_many(events)
-            seconds += time.perf_counter() - began
+            with watch:
+                result = s.submit_many(events)
             assert result.applied == len(events), result
+        server_cpu = redis_cpu(s.client) - server_cpu
 
         def around(member: str) -> list[tuple[str, int]]:
             page = s.around(BOARD, member, "day", size=AROUND)
@@ -109,13 +182,14 @@ def run_seasons(url: str, work: Workload, calendar: Calendar, *, batch: int) -> 
             entry = s.rank(BOARD, member, "day")
             return None if entry is None else entry.rank
 
-        read_seconds = time_reads(
+        per_round, read_rounds, read_cpu = time_reads(
             {
                 "top": lambda m: s.top(BOARD, "day", limit=TOP),
                 "around": lambda m: s.around(BOARD, m, "day", size=AROUND),
                 "rank": lambda m: s.rank(BOARD, m, "day"),
             },
             work.targets,
+            lambda: redis_cpu(s.client),
         )
         answers = Answers(
             top=[(e.member, e.score, e.metadata) for e in s.top(BOARD, "day", limit=TOP).entries],
@@ -128,8 +202,17 @@ def run_seasons(url: str, work: Workload, calendar: Calendar, *, batch: int) -> 
             if (total := s.top(BOARD, window, limit=1).total) != work.size
         ]
     return PeerResult(
-        "Seasons", "working tree", work.size, seconds, len(work.targets), read_seconds, answers,
+        "Seasons",
+        seasons_version(),
+        work.size,
+        watch.wall,
+        per_round,
+        read_rounds,
+        answers,
         problems,
+        watch.cpu,
+        server_cpu,
+        read_cpu,
     )
 
 
@@ -198,9 +281,7 @@ class PipelineReads:
 
     def _entries(self, rows: list[tuple[str, float]]) -> list[tuple[str, float, Any]]:
         data = self.client.hmget(self.meta_key, [m for m, _ in rows])
-        return [
-            (m, s, json.loads(d) if d else {}) for (m, s), d in zip(rows, data, strict=True)
-        ]
+        return [(m, s, json.loads(d) if d else {}) for (m, s), d in zip(rows, data, strict=True)]
 
     def top(self) -> list[tuple[str, float, Any]]:
         """ZRANGE REV WITHSCORES, HMGET: two round trips."""
@@ -231,23 +312,26 @@ def run_pipeline(url: str, work: Workload, calendar: Calendar, *, batch: int) ->
     client = make_client(settings.redis)  # configured exactly like Seasons' own
     clock = calendar.clock()
     try:
-        seconds = 0.0
+        watch, server_cpu = Stopwatch(), redis_cpu(client)
         for start in range(0, work.size, batch):
             stop = start + batch
             rows = list(
                 zip(
-                    work.members[start:stop], work.values[start:stop], work.meta[start:stop],
+                    work.members[start:stop],
+                    work.values[start:stop],
+                    work.meta[start:stop],
                     strict=True,
                 )
             )
-            began = time.perf_counter()
-            pipeline_write(client, settings, clock(), rows)
-            seconds += time.perf_counter() - began
+            with watch:
+                pipeline_write(client, settings, clock(), rows)
+        server_cpu = redis_cpu(client) - server_cpu
         plan = DayPlan.of(settings, clock())
         reads = PipelineReads(client, plan.day_key, plan.meta_key)
-        read_seconds = time_reads(
+        per_round, read_rounds, read_cpu = time_reads(
             {"top": lambda m: reads.top(), "around": reads.around, "rank": reads.rank},
             work.targets,
+            lambda: redis_cpu(client),
         )
         answers = Answers(
             top=reads.top(),
@@ -262,6 +346,15 @@ def run_pipeline(url: str, work: Workload, calendar: Calendar, *, batch: int) ->
     finally:
         client.close()
     return PeerResult(
-        "pipeline", f"redis-py {redis.__version__}", work.size, seconds, len(work.targets), read_seconds,
-        answers, problems,
+        "pipeline",
+        f"redis-py {redis.__version__}",
+        work.size,
+        watch.wall,
+        per_round,
+        read_rounds,
+        answers,
+        problems,
+        watch.cpu,
+        server_cpu,
+        read_cpu,
     )

@@ -1,11 +1,12 @@
-"""The ``leaderboard`` side of ``python -m bench.peers``: ``python pyleaderboard_bench.py PLAN.json``.
+"""The ``leaderboard`` side of ``python -m bench.peers``: ``python pyleaderboard_bench.py PLAN``.
 
 Runs in its own virtual environment (``bench/peers/scratch/pyleaderboard-venv``, made by
 ``bench/peers/external.py``) with the ``leaderboard`` package and nothing of Seasons: only the
 standard library and the library under test are imported here.
 
 PLAN.json: redis_url, events (``member TAB value TAB member-data-json`` lines), batch, day (the
-board's date), prefix, top, around, targets, check, batched_info (also time ``rank_members``).
+board's date), prefix, top, around, rounds, targets, check, batched_info (also time
+``rank_members``).
 Prints one JSON object: what was done, the seconds it took, and the checked answers.
 
 The app this stands for keeps one board per day, named by the date, with the library's own
@@ -26,7 +27,7 @@ from urllib.parse import urlparse
 
 from leaderboard.leaderboard import Leaderboard  # type: ignore[import-not-found, unused-ignore]
 
-WARMUP = 200
+WARMUP = 500
 
 
 def load_events(path: str) -> list[tuple[str, int, str]]:
@@ -34,17 +35,33 @@ def load_events(path: str) -> list[tuple[str, int, str]]:
         return [(m, int(v), d) for m, v, d in (line.rstrip("\n").split("\t") for line in lines)]
 
 
-def time_reads(ops: dict[str, Any], targets: list[str]) -> dict[str, float]:
-    out = {}
-    for name, fn in ops.items():
+def time_reads(ops: dict[str, Any], targets: list[str], rounds: int, client: Any) -> dict[str, Any]:
+    """Like ``bench.peers.inprocess.time_reads``: interleaved rounds, seconds of each, CPU."""
+    size = len(targets) // rounds
+    for fn in ops.values():
         for member in targets[:WARMUP]:
             fn(member)
-        gc.collect()
-        began = time.perf_counter()
-        for member in targets:
-            fn(member)
-        out[name] = time.perf_counter() - began
+    out: dict[str, Any] = {name: [] for name in ops}
+    cpu = {name: [0.0, 0.0] for name in ops}
+    for r in range(rounds):
+        chunk = targets[r * size : (r + 1) * size]
+        for name, fn in ops.items():
+            gc.collect()
+            server = redis_cpu(client)
+            began, mine = time.perf_counter(), time.process_time()
+            for member in chunk:
+                fn(member)
+            out[name].append(time.perf_counter() - began)
+            cpu[name][0] += time.process_time() - mine
+            cpu[name][1] += redis_cpu(client) - server
+    out["round_requests"] = size
+    out["cpu"] = cpu
     return out
+
+
+def redis_cpu(client: Any) -> float:
+    info = client.info("cpu")
+    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
 
 
 def with_data(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -66,10 +83,12 @@ def main(plan_path: str) -> None:
         name, host=url.hostname, port=url.port, db=0, page_size=plan["top"], decode_responses=True
     )
 
-    began = time.perf_counter()
+    redis_before = redis_cpu(lb.redis_connection)
+    began, cpu = time.perf_counter(), time.process_time()
     for member, value, data in events:
         lb.change_score_for(member, value, data)
-    ingest_seconds = time.perf_counter() - began
+    ingest_seconds, cpu = time.perf_counter() - began, time.process_time() - cpu
+    redis_used = redis_cpu(lb.redis_connection) - redis_before
 
     size = plan["around"]
     ops = {
@@ -77,8 +96,7 @@ def main(plan_path: str) -> None:
         "around": lambda m: with_data(lb.around_me(m, page_size=size, with_member_data=True)),
         "rank": lambda m: lb.rank_for(m),
     }
-    reads: dict[str, Any] = time_reads(ops, plan["targets"])
-    reads["requests"] = len(plan["targets"])
+    reads = time_reads(ops, plan["targets"], plan["rounds"], lb.redis_connection)
 
     answers: dict[str, Any] = {
         "top": [[r["member"], r["score"], r["member_data"]] for r in ops["top"]("")],
@@ -111,7 +129,12 @@ def main(plan_path: str) -> None:
             {
                 "peer": "leaderboard",
                 "version": versions,
-                "ingest": {"events": len(events), "seconds": ingest_seconds},
+                "ingest": {
+                    "events": len(events),
+                    "seconds": ingest_seconds,
+                    "client_cpu": cpu,
+                    "redis_cpu": redis_used,
+                },
                 "reads": reads,
                 "answers": answers,
                 "info": info,

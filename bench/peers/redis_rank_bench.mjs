@@ -2,7 +2,7 @@
 //
 // PLAN.json (written by bench/peers/external.py): node_dir (where npm installed redis-rank and
 // ioredis), redis_url, events (member TAB value TAB member-data-json lines), batch, now (ISO
-// time the periodic boards are cut at), prefix, top, around, targets, check, week_weight,
+// time the periodic boards are cut at), prefix, top, around, rounds, targets, check, week_weight,
 // season_weight, same_work (also time the same work as Seasons: three boards + data + expiry).
 // Prints one JSON object: what was done, the seconds it took, and the checked answers.
 //
@@ -23,7 +23,7 @@ const versions = {
   ioredis: require('ioredis/package.json').version,
 };
 
-const WARMUP = 200;
+const WARMUP = 500;
 const now = new Date(plan.now);
 const options = { sortPolicy: 'high-to-low', updatePolicy: 'aggregate' };
 
@@ -52,6 +52,15 @@ function loadBatches() {
   }
   if (entries.length) batches.push({ entries, meta });
   return { batches, events };
+}
+
+async function redisCpu(client) {
+  let used = 0;
+  for (const line of (await client.info('cpu')).split('\r\n')) {
+    const [key, value] = line.split(':');
+    if (key === 'used_cpu_user' || key === 'used_cpu_sys') used += Number(value);
+  }
+  return used;
 }
 
 function seconds(since) {
@@ -97,13 +106,29 @@ async function withData(client, metaKey, rows) {
   return rows.map((e, i) => ({ ...e, data: data[i] ? JSON.parse(data[i]) : {} }));
 }
 
-async function timeReads(ops) {
-  const out = {};
-  for (const [name, fn] of Object.entries(ops)) {
+// Like bench.peers.inprocess.time_reads: interleaved rounds, the seconds of each, CPU.
+async function timeReads(ops, client) {
+  const size = Math.floor(plan.targets.length / plan.rounds);
+  for (const fn of Object.values(ops)) {
     for (const member of plan.targets.slice(0, WARMUP)) await fn(member);
-    const began = process.hrtime.bigint();
-    for (const member of plan.targets) await fn(member);
-    out[name] = seconds(began);
+  }
+  const out = { round_requests: size, cpu: {} };
+  for (const name of Object.keys(ops)) {
+    out[name] = [];
+    out.cpu[name] = [0, 0];
+  }
+  for (let r = 0; r < plan.rounds; r += 1) {
+    const chunk = plan.targets.slice(r * size, (r + 1) * size);
+    for (const [name, fn] of Object.entries(ops)) {
+      const server = await redisCpu(client);
+      const mine = process.cpuUsage();
+      const began = process.hrtime.bigint();
+      for (const member of chunk) await fn(member);
+      out[name].push(seconds(began));
+      const used = process.cpuUsage(mine);
+      out.cpu[name][0] += (used.user + used.system) / 1e6;
+      out.cpu[name][1] += (await redisCpu(client)) - server;
+    }
   }
   return out;
 }
@@ -117,7 +142,11 @@ async function main() {
     now: () => now,
   });
   const metaKey = `${plan.prefix}:kills:meta`;
+  const redisBefore = await redisCpu(client);
+  const cpuBefore = process.cpuUsage();
   const ingestSeconds = await ingest(client, batches, daily, metaKey);
+  const cpu = process.cpuUsage(cpuBefore);
+  const redisUsed = (await redisCpu(client)) - redisBefore;
 
   const half = Math.floor(plan.around / 2);
   const ops = {
@@ -125,8 +154,7 @@ async function main() {
     around: async (m) => withData(client, metaKey, await daily.getLeaderboardNow().around(m, half, true)),
     rank: async (m) => daily.getLeaderboardNow().rank(m),
   };
-  const reads = await timeReads(ops);
-  reads.requests = plan.targets.length;
+  const reads = await timeReads(ops, client);
 
   const answers = { top: [], ranks: {}, around: {} };
   for (const e of await ops.top()) answers.top.push([e.id, e.score, e.data]);
@@ -141,7 +169,7 @@ async function main() {
   process.stdout.write(JSON.stringify({
     peer: 'redis-rank',
     version: `redis-rank ${versions['redis-rank']}, ioredis ${versions.ioredis}, node ${process.versions.node}`,
-    ingest: { events, seconds: ingestSeconds },
+    ingest: { events, seconds: ingestSeconds, client_cpu: (cpu.user + cpu.system) / 1e6, redis_cpu: redisUsed },
     reads,
     answers,
     info,

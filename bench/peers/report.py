@@ -68,7 +68,8 @@ def table(results: Results) -> str:
         lines.append("| " + " | ".join(cells) + " |")
         if i == 0:
             lines.append(
-                "|" + "|".join("-" * (w + 1) + (":" if j >= 2 else "-") for j, w in enumerate(widths))
+                "|"
+                + "|".join("-" * (w + 1) + (":" if j >= 2 else "-") for j, w in enumerate(widths))
                 + "|"
             )
     return "\n".join(lines)

@@ -61,7 +61,9 @@ class Workload:
                 out.writelines(
                     f"{m}\t{v}\t{j}\n"
                     for m, v, j in zip(
-                        self.members[start:stop], self.values[start:stop], self.meta[start:stop],
+                        self.members[start:stop],
+                        self.values[start:stop],
+                        self.meta[start:stop],
                         strict=True,
                     )
                 )

@@ -44,7 +44,7 @@ from seasons.cli.eventfile import Format, Line, Problem, detect_format, parse_nu
 from seasons.errors import BatchRejected, InvalidInput
 from seasons.events import ValidEvent, validate_batch
 from seasons.models import WriteResult
-from seasons.writes import BatchRejectedByState, parse_reply, script_args
+from seasons.writes import BatchRejectedByState, parse_reply, run_write_calls, script_args
 
 IMPORT_BATCH = 1000
 MAX_REPORTED = 20  # problems listed on stderr; the rest are counted
@@ -188,14 +188,12 @@ def _state_problems(
         by_board[ev.board].append(ev)
     if not by_board:
         return []
+    calls = [
+        script_args(board, evs, app.settings, app.keys, now, backfill=backfill, check_only=True)
+        for board, evs in by_board.items()
+    ]
     with backend():
-        pipe = app.client.pipeline(transaction=False)
-        for board, evs in by_board.items():
-            keys, args = script_args(
-                board, evs, app.settings, app.keys, now, backfill=backfill, check_only=True
-            )
-            app.scripts.write(keys=keys, args=args, client=pipe)
-        replies = pipe.execute()
+        replies, _ = run_write_calls(app.client, app.scripts, calls)
     problems: list[dict[str, Any]] = []
     for reply in replies:
         try:

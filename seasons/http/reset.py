@@ -9,6 +9,7 @@ from __future__ import annotations
 from seasons.api import Seasons
 from seasons.archives import DATA_SUFFIX, MANIFEST_SUFFIX
 from seasons.catalog import archive_dir
+from seasons.connection import scan_keys
 from seasons.errors import Conflict
 
 SCAN_COUNT = 1000
@@ -45,10 +46,4 @@ def reset_namespace(s: Seasons) -> tuple[int, int]:
 
 
 def _scan(s: Seasons, pattern: str) -> list[list[str]]:
-    out, cursor = [], 0
-    while True:
-        cursor, batch = s.client.scan(cursor, match=pattern, count=SCAN_COUNT)
-        if batch:
-            out.append(list(batch))
-        if cursor == 0:
-            return out
+    return list(scan_keys(s.client, pattern, count=SCAN_COUNT))

@@ -73,6 +73,19 @@ local function encode_number(x)
   end
 end
 
+-- Strings as Python's json.dumps(ensure_ascii=False) writes them, so that the size checked
+-- here is the size seasons/events.py checks (cjson would write '/' as '\/' and DEL as '\u007f').
+local string_escapes = {
+  ['"'] = '\\"', ['\\'] = '\\\\', ['\b'] = '\\b', ['\f'] = '\\f', ['\n'] = '\\n',
+  ['\r'] = '\\r', ['\t'] = '\\t',
+}
+local function encode_string(text)
+  local body = text:gsub('[%z\1-\31"\\]', function(c)
+    return string_escapes[c] or string.format('\\u%04x', c:byte())
+  end)
+  return '"' .. body .. '"'
+end
+
 local function encode_flat(obj)
   local names = {}
   for k in pairs(obj) do names[#names + 1] = k end
@@ -84,8 +97,8 @@ local function encode_flat(obj)
     local enc
     if t == 'number' then enc = encode_number(v)
     elseif t == 'boolean' then enc = v and 'true' or 'false'
-    else enc = cjson.encode(v) end
-    parts[i] = cjson.encode(k) .. ':' .. enc
+    else enc = encode_string(v) end
+    parts[i] = encode_string(k) .. ':' .. enc
   end
   return '{' .. table.concat(parts, ',') .. '}', #names
 end
