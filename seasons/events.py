@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-import unicodedata
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import date, datetime
@@ -33,7 +33,7 @@ class ValidEvent:
     ts: datetime
     day: date
     event_id: str | None
-    metadata: str | None  # JSON of the given fields (null = delete), or None
+    metadata: str | None  # '=' or '~' + JSON of the given fields (see write.lua), or None
 
 
 class _Problems:
@@ -44,22 +44,24 @@ class _Problems:
         self.items.append({"index": index, "field": field, "code": code, "message": message})
 
 
+# Unicode category Cc is exactly U+0000-U+001F and U+007F-U+009F.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+
+
 def _check_id(value: Any, what: str) -> str | None:
     """Why ``value`` is not a valid member / event id, or None."""
     if not isinstance(value, str):
         return f"{what} must be a string, got {type(value).__name__}"
-    size = len(value.encode("utf-8", "surrogatepass"))
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError:
+        return f"{what} is not valid UTF-8"
     if size == 0:
         return f"{what} must not be empty"
     if size > MAX_ID_BYTES:
         return f"{what} is {size} bytes of UTF-8 (at most {MAX_ID_BYTES})"
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return f"{what} is not valid UTF-8"
-    for ch in value:
-        if unicodedata.category(ch) == "Cc":
-            return f"{what} contains the control character U+{ord(ch):04X}"
+    if found := _CONTROL.search(value):
+        return f"{what} contains the control character U+{ord(found.group()):04X}"
     return None
 
 
@@ -95,9 +97,15 @@ def check_metadata(meta: Any) -> tuple[str | None, str | None]:
             f"metadata field {key!r} is a {type(v).__name__}; "
             "only strings, numbers, booleans and null are allowed"
         )
-    text = json.dumps(meta, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    if len(text.encode()) > META_MAX_BYTES:
-        return None, f"metadata is {len(text.encode())} bytes as JSON (at most {META_MAX_BYTES})"
+    text = json.dumps(
+        meta, ensure_ascii=False, separators=(",", ":"), allow_nan=False, sort_keys=True
+    )
+    try:
+        size = len(text.encode())
+    except UnicodeEncodeError:
+        return None, "metadata is not valid UTF-8"
+    if size > META_MAX_BYTES:
+        return None, f"metadata is {size} bytes as JSON (at most {META_MAX_BYTES})"
     return text, None
 
 
@@ -116,9 +124,10 @@ def validate_batch(
         )
     problems = _Problems()
     out: list[ValidEvent] = []
+    days = _Days(settings, now)
     for i, ev in enumerate(raw):
         before = len(problems.items)
-        valid = _validate_one(i, ev, settings, now, backfill, problems)
+        valid = _validate_one(i, ev, settings, days, backfill, problems)
         if valid is not None and len(problems.items) == before:
             out.append(valid)
     if problems.items:
@@ -126,8 +135,25 @@ def validate_batch(
     return out
 
 
+class _Days:
+    """Local day and lateness of event times, computed once per distinct time in a batch
+    (most events of a batch share ``now`` or a few times)."""
+
+    def __init__(self, settings: Settings, now: datetime):
+        self.settings = settings
+        self.now = now
+        self._seen: dict[datetime, tuple[date, str | None]] = {}
+
+    def of(self, ts: datetime) -> tuple[date, str | None]:
+        found = self._seen.get(ts)
+        if found is None:
+            found = (tw.local_day(ts, self.settings.zone), tw.lateness(ts, self.now, self.settings))
+            self._seen[ts] = found
+        return found
+
+
 def _validate_one(
-    i: int, ev: Any, settings: Settings, now: datetime, backfill: bool, problems: _Problems
+    i: int, ev: Any, settings: Settings, days: _Days, backfill: bool, problems: _Problems
 ) -> ValidEvent | None:
     if not isinstance(ev, Mapping):
         problems.add(i, "event", "invalid_event", "event must be a JSON object")
@@ -150,23 +176,31 @@ def _validate_one(
     if event_id is not None and (why := _check_id(event_id, "event_id")):
         problems.add(i, "event_id", "invalid_event_id", why)
     meta_json = None
-    if ev.get("metadata") is not None:
-        meta_json, why = check_metadata(ev["metadata"])
+    meta = ev.get("metadata")
+    if meta is not None and not (isinstance(meta, Mapping) and not meta):  # {}: no change
+        text, why = check_metadata(meta)
         if why:
             problems.add(i, "metadata", "invalid_metadata", why)
+        elif text is not None:
+            # For write.lua: '=' JSON without nulls (a member with no metadata yet takes it
+            # as it is), '~' JSON with nulls (always merged with what is stored).
+            has_null = any(v is None for v in meta.values())
+            meta_json = ("~" if has_null else "=") + text
+    now = days.now
     try:
         ts = tw.parse_ts(ev.get("ts"), now)
     except (ValueError, OverflowError, OSError) as exc:
         problems.add(i, "ts", "invalid_ts", f"ts {exc}")
         return None
-    day = tw.local_day(ts, settings.zone)
-    late = tw.lateness(ts, now, settings)
+    day, late = days.of(ts)
     if late == "future_event":
         problems.add(i, "ts", "future_event", f"ts {ts.isoformat()} is more than 5 minutes ahead")
     elif late == "late_event" and not backfill:
         grace = settings.late_grace
         problems.add(
-            i, "ts", "late_event",
+            i,
+            "ts",
+            "late_event",
             f"day {day} ended and its late grace ({grace}) is over; use import --backfill",
         )
     elif late == "late_event" and tw.day_end(day, settings.zone) + settings.retention <= now:

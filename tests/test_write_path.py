@@ -670,3 +670,24 @@ def test_backfill_writes_closed_days_but_not_archived_seasons(make: Make, r: red
         assert [(p["index"], p["code"]) for p in err.value.details] == [(1, "season_closed")]
         assert "S1" in err.value.message or "S1" in err.value.details[0]["message"]
         assert snapshot(r) == before
+
+
+def test_metadata_of_new_members_within_one_batch(make: Make, r: redis.Redis) -> None:
+    """A member with no stored metadata takes the given object as it is; later events of the
+    same batch still merge with it in batch order, and nulls on a new member delete nothing."""
+    settings = make()
+    meta_key = Keys(NS).meta("kills")
+    with Seasons(settings, clock=ManualClock(START)) as s:
+        s.submit_many(
+            [
+                ev("kills", "ann", 1, metadata={"b": "x", "a": 1, "url": "https://x.y/z"}),
+                ev("kills", "ann", 1, metadata={"b": None, "c": 2.5}),
+                ev("kills", "cid", 1, metadata={"gone": None, "kept": True}),
+                ev("kills", "dan", 1, metadata={}),
+            ]
+        )
+        want = {"a": 1, "url": "https://x.y/z", "c": 2.5}
+        assert json.loads(r.hget(meta_key, "ann")) == want  # type: ignore[arg-type]
+        assert json.loads(r.hget(meta_key, "cid")) == {"kept": True}  # type: ignore[arg-type]
+        assert r.hexists(meta_key, "dan") is False
+        assert s.rank("kills", "ann", "day").metadata == want  # type: ignore[union-attr]

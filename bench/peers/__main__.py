@@ -149,16 +149,16 @@ def run_size(
                 problems.append(f"{name} at {report.human(size)}: {exc}")
                 print(f"  {report.human(size):>4}  {name:<11}  FAILED: {exc}", flush=True)
                 continue
-            memory = admin.info("memory")["used_memory"] / 2**20
             wrong = differences(result.answers, work.expected) + result.problems
             problems += [f"{name} at {report.human(size)}: {p}" for p in wrong]
             results[name] = result
             for key, seconds in extra.items():
                 info[f"{name}:{key.removesuffix('_seconds')}"] = size / seconds
+            verdict = "OK" if not wrong else "WRONG: " + wrong[0]
             print(
                 f"  {report.human(size):>4}  {name:<11}  ingest {result.ingest_seconds:6.1f} s"
-                f"  reads {result.read_seconds:5.1f} s  redis used_memory "
-                f"{memory:7.1f} MiB  answers {'OK' if not wrong else 'WRONG: ' + wrong[0]}"
+                f"  reads {result.read_seconds:5.1f} s  used_memory after ingest "
+                f"{result.memory / 2**20:6.1f} MiB  answers {verdict}"
                 f"  ({time.monotonic() - began:.0f} s)",
                 flush=True,
             )

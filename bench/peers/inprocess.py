@@ -51,6 +51,7 @@ class PeerResult:
     ingest_redis_cpu: float = 0.0  # CPU seconds of redis-server during ingest
     # read kind -> CPU seconds (the contender's process, redis-server) over all its rounds
     read_cpu: dict[str, tuple[float, float]] = field(default_factory=dict)
+    memory: int = 0  # redis-server used_memory right after ingest, bytes
 
     def rate(self, op: str) -> float:
         """events/s for ``ingest``; requests/s of the best round for a read kind."""
@@ -82,6 +83,7 @@ class PeerResult:
             ingest_client_cpu=raw["ingest"]["client_cpu"],
             ingest_redis_cpu=raw["ingest"]["redis_cpu"],
             read_cpu={op: (raw["reads"]["cpu"][op][0], raw["reads"]["cpu"][op][1]) for op in OPS},
+            memory=int(raw["ingest"]["memory"]),
         )
 
 
@@ -173,6 +175,7 @@ def run_seasons(url: str, work: Workload, calendar: Calendar, *, batch: int) -> 
                 result = s.submit_many(events)
             assert result.applied == len(events), result
         server_cpu = redis_cpu(s.client) - server_cpu
+        memory = int(s.client.info("memory")["used_memory"])
 
         def around(member: str) -> list[tuple[str, int]]:
             page = s.around(BOARD, member, "day", size=AROUND)
@@ -213,6 +216,7 @@ def run_seasons(url: str, work: Workload, calendar: Calendar, *, batch: int) -> 
         watch.cpu,
         server_cpu,
         read_cpu,
+        memory,
     )
 
 
@@ -326,6 +330,7 @@ def run_pipeline(url: str, work: Workload, calendar: Calendar, *, batch: int) ->
             with watch:
                 pipeline_write(client, settings, clock(), rows)
         server_cpu = redis_cpu(client) - server_cpu
+        memory = int(client.info("memory")["used_memory"])
         plan = DayPlan.of(settings, clock())
         reads = PipelineReads(client, plan.day_key, plan.meta_key)
         per_round, read_rounds, read_cpu = time_reads(
@@ -357,4 +362,5 @@ def run_pipeline(url: str, work: Workload, calendar: Calendar, *, batch: int) ->
         watch.cpu,
         server_cpu,
         read_cpu,
+        memory,
     )

@@ -89,6 +89,7 @@ def main(plan_path: str) -> None:
         lb.change_score_for(member, value, data)
     ingest_seconds, cpu = time.perf_counter() - began, time.process_time() - cpu
     redis_used = redis_cpu(lb.redis_connection) - redis_before
+    memory = lb.redis_connection.info("memory")["used_memory"]
 
     size = plan["around"]
     ops = {
@@ -134,6 +135,7 @@ def main(plan_path: str) -> None:
                     "seconds": ingest_seconds,
                     "client_cpu": cpu,
                     "redis_cpu": redis_used,
+                    "memory": memory,
                 },
                 "reads": reads,
                 "answers": answers,

@@ -54,14 +54,16 @@ function loadBatches() {
   return { batches, events };
 }
 
-async function redisCpu(client) {
-  let used = 0;
-  for (const line of (await client.info('cpu')).split('\r\n')) {
+async function redisInfo(client, section, keys) {
+  let sum = 0;
+  for (const line of (await client.info(section)).split('\r\n')) {
     const [key, value] = line.split(':');
-    if (key === 'used_cpu_user' || key === 'used_cpu_sys') used += Number(value);
+    if (keys.includes(key)) sum += Number(value);
   }
-  return used;
+  return sum;
 }
+
+const redisCpu = (client) => redisInfo(client, 'cpu', ['used_cpu_user', 'used_cpu_sys']);
 
 function seconds(since) {
   return Number(process.hrtime.bigint() - since) / 1e9;
@@ -147,6 +149,7 @@ async function main() {
   const ingestSeconds = await ingest(client, batches, daily, metaKey);
   const cpu = process.cpuUsage(cpuBefore);
   const redisUsed = (await redisCpu(client)) - redisBefore;
+  const memory = await redisInfo(client, 'memory', ['used_memory']);
 
   const half = Math.floor(plan.around / 2);
   const ops = {
@@ -169,7 +172,7 @@ async function main() {
   process.stdout.write(JSON.stringify({
     peer: 'redis-rank',
     version: `redis-rank ${versions['redis-rank']}, ioredis ${versions.ioredis}, node ${process.versions.node}`,
-    ingest: { events, seconds: ingestSeconds, client_cpu: (cpu.user + cpu.system) / 1e6, redis_cpu: redisUsed },
+    ingest: { events, seconds: ingestSeconds, client_cpu: (cpu.user + cpu.system) / 1e6, redis_cpu: redisUsed, memory },
     reads,
     answers,
     info,

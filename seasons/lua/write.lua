@@ -11,7 +11,8 @@
 --         [if max_entries > 0: n week days, (key index, weight) * n,
 --                              n season days, (key index, weight) * n]
 --       then the events in batch order, each: group number, index in the batch, member, value,
---       event_id ('' = none), metadata JSON ('' = none)
+--       event_id ('' = none), metadata: '' (none), '=' .. JSON (no nulls: stored as given when
+--       the member has no metadata yet) or '~' .. JSON (has nulls: always merged)
 -- Events are checked and applied in batch order, whatever their day, so that duplicates
 -- within a batch and metadata merges behave as if submitted one by one.
 -- Returns {applied, duplicates} or {-1, index, code, message, index, code, message, ...};
@@ -137,25 +138,41 @@ for _, ev in ipairs(all) do
     end
   end
   if ev.meta ~= '' and not ev.duplicate then
+    local given = ev.meta:sub(2)
     local current = merged_meta[ev.member]
     if current == nil then
       local stored = redis.call('HGET', meta, ev.member)
-      current = stored and cjson.decode(stored) or {}
+      if stored then
+        current = cjson.decode(stored)
+      elseif ev.meta:sub(1, 1) == '=' then
+        current = false  -- nothing stored, nothing to delete: the given JSON as it is
+      else
+        current = {}
+      end
+    elseif type(current) == 'string' then
+      current = cjson.decode(current)  -- stored as given earlier in this batch
     end
-    for k, v in pairs(cjson.decode(ev.meta)) do
-      if v == cjson.null then current[k] = nil else current[k] = v end
+    if current == false then
+      -- seasons/events.py checked the field count and size of exactly this JSON.
+      merged_meta[ev.member] = given
+      ev.meta_text = given
+      ev.meta_empty = false
+    else
+      for k, v in pairs(cjson.decode(given)) do
+        if v == cjson.null then current[k] = nil else current[k] = v end
+      end
+      local text, nfields = encode_flat(current)
+      if nfields > meta_max_fields then
+        reject(ev, 'metadata_too_large', 'metadata would have ' .. nfields
+          .. ' fields after merging (at most ' .. meta_max_fields .. ')')
+      elseif #text > meta_max_bytes then
+        reject(ev, 'metadata_too_large', 'metadata would be ' .. #text
+          .. ' bytes as JSON after merging (at most ' .. meta_max_bytes .. ')')
+      end
+      merged_meta[ev.member] = current
+      ev.meta_text = text
+      ev.meta_empty = nfields == 0
     end
-    local text, nfields = encode_flat(current)
-    if nfields > meta_max_fields then
-      reject(ev, 'metadata_too_large', 'metadata would have ' .. nfields
-        .. ' fields after merging (at most ' .. meta_max_fields .. ')')
-    elseif #text > meta_max_bytes then
-      reject(ev, 'metadata_too_large', 'metadata would be ' .. #text
-        .. ' bytes as JSON after merging (at most ' .. meta_max_bytes .. ')')
-    end
-    merged_meta[ev.member] = current
-    ev.meta_text = text
-    ev.meta_empty = nfields == 0
   end
 end
 if #errors > 0 then
