@@ -29,7 +29,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="smaller sizes: well under 30 s")
     parser.add_argument(
-        "--only", choices=["ingest", "reads", "http", "memory", "rollup", "cluster"],
+        "--only",
+        choices=["ingest", "reads", "http", "memory", "rollup", "cluster"],
         action="append",
         help="run only these sections (repeatable)",
     )

@@ -157,7 +157,12 @@ class Closes:
                     run.step(f"{p.window}:{board}", partial(self._final, board, p, now, quiet=True))
 
     def _final(
-        self, board: str, period: tw.Period, now: datetime, *, force: bool = False,
+        self,
+        board: str,
+        period: tw.Period,
+        now: datetime,
+        *,
+        force: bool = False,
         quiet: bool = False,
     ) -> None:
         try:

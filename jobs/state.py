@@ -44,7 +44,11 @@ class Run:
     """One resumable run of a close: its recorded steps and its checkpoints."""
 
     def __init__(
-        self, client: Any, key: str, name: str, checkpoint: Checkpoint,
+        self,
+        client: Any,
+        key: str,
+        name: str,
+        checkpoint: Checkpoint,
         clock: Callable[[], datetime],
     ):
         self.client = client
@@ -114,8 +118,13 @@ class JobState:
         self.update(job, last_start=now)
 
     def ended(
-        self, job: str, now: datetime, status: str, error: str | None = None,
-        next_run: datetime | None = None, duration: float | None = None,
+        self,
+        job: str,
+        now: datetime,
+        status: str,
+        error: str | None = None,
+        next_run: datetime | None = None,
+        duration: float | None = None,
     ) -> None:
         """Record the end of a run; also counts ``runs``, ``failures`` and ``total_duration``
         (seconds), which ``/metrics`` exports."""

@@ -84,7 +84,12 @@ class Seasons:
         try:
             with backend_errors():
                 return apply_batch(
-                    self.client, self.scripts, valid, self.settings, self.keys, now,
+                    self.client,
+                    self.scripts,
+                    valid,
+                    self.settings,
+                    self.keys,
+                    now,
                     backfill=backfill,
                 )
         except BatchRejectedByState as exc:
@@ -93,7 +98,12 @@ class Seasons:
     # --- reads ----------------------------------------------------------------------------
 
     def top(
-        self, board: str, window: str = "season", *, period: str = "current", limit: int = 10,
+        self,
+        board: str,
+        window: str = "season",
+        *,
+        period: str = "current",
+        limit: int = 10,
         offset: int = 0,
     ) -> Page:
         """A page of the board, best first, with ``total`` members in all."""
@@ -108,7 +118,12 @@ class Seasons:
         return found[0] if found else None
 
     def around(
-        self, board: str, member: str, window: str = "season", *, size: int = 5,
+        self,
+        board: str,
+        member: str,
+        window: str = "season",
+        *,
+        size: int = 5,
         period: str = "current",
     ) -> Page | None:
         """``size`` entries centred on the member (shifted at the ends); None if not ranked."""
@@ -116,7 +131,12 @@ class Seasons:
             return self.reader.around_member(board, window, member, period, self.clock(), size=size)
 
     def around_rank(
-        self, board: str, rank: int, window: str = "season", *, size: int = 5,
+        self,
+        board: str,
+        rank: int,
+        window: str = "season",
+        *,
+        size: int = 5,
         period: str = "current",
     ) -> Page:
         """``size`` entries centred on ``rank`` (shifted at the ends)."""
@@ -124,7 +144,11 @@ class Seasons:
             return self.reader.around_rank(board, window, rank, period, self.clock(), size=size)
 
     def lookup(
-        self, board: str, members: Iterable[str], window: str = "season", *,
+        self,
+        board: str,
+        members: Iterable[str],
+        window: str = "season",
+        *,
         period: str = "current",
     ) -> list[Entry]:
         """The ranked ones among ``members`` (a friends board), best first."""

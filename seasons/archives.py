@@ -187,9 +187,7 @@ class Archives:
         If the live key is gone but the archive exists (a rerun after expiry), the archive
         is kept. Returns -1 when neither exists.
         """
-        return int(
-            self.scripts.archive_copy(keys=[source, self.keys.archive(board, archive_id)])
-        )
+        return int(self.scripts.archive_copy(keys=[source, self.keys.archive(board, archive_id)]))
 
     def write_files(
         self, board: str, archive_id: str, now: datetime, checkpoint: Checkpoint = _no_checkpoint
@@ -312,7 +310,12 @@ class Archives:
     # --- export -----------------------------------------------------------------------------
 
     def export(
-        self, board: str, window: str, period: str, out: Path | None, now: datetime,
+        self,
+        board: str,
+        window: str,
+        period: str,
+        out: Path | None,
+        now: datetime,
         progress: Progress | None = None,
     ) -> int:
         """Write any board (archives and snapshots too) as archive lines to ``out``
@@ -344,6 +347,7 @@ class Archives:
                 emit(sys.stdout.write)
                 sys.stdout.flush()
             elif out.name.endswith(".gz"):
+
                 def write_gz(f: IO[bytes]) -> None:
                     with gzip.GzipFile(filename="", mode="wb", fileobj=f, mtime=0) as gz:
                         emit(lambda text: gz.write(text.encode()))

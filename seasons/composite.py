@@ -110,9 +110,7 @@ class CompositeScore:
         given = {**(values or {}), **parts}
         unknown = sorted(set(given) - set(self._names))
         if unknown:
-            raise ValueError(
-                f"unknown part {unknown[0]!r} (parts: {', '.join(self._names)})"
-            )
+            raise ValueError(f"unknown part {unknown[0]!r} (parts: {', '.join(self._names)})")
         score = 0
         for i, name in enumerate(self._names):
             if name not in given:

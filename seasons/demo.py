@@ -32,14 +32,68 @@ LEVEL_POWER = CompositeScore([("level", None), ("power", 10)])
 BATCH = 5000  # events per submit_many call (at most MAX_BATCH)
 
 _FIRST = (
-    "Ayla", "Deniz", "Emre", "Elif", "Mert", "Zeynep", "Can", "Ece", "Kaan", "Selin", "Burak",
-    "Defne", "Liam", "Olivia", "Noah", "Emma", "Lucas", "Mia", "Mateo", "Sofia", "Yuki", "Hana",
-    "Arjun", "Priya", "Omar", "Layla", "Jonas", "Freya", "Diego", "Lucia", "Ivan", "Anya",
+    "Ayla",
+    "Deniz",
+    "Emre",
+    "Elif",
+    "Mert",
+    "Zeynep",
+    "Can",
+    "Ece",
+    "Kaan",
+    "Selin",
+    "Burak",
+    "Defne",
+    "Liam",
+    "Olivia",
+    "Noah",
+    "Emma",
+    "Lucas",
+    "Mia",
+    "Mateo",
+    "Sofia",
+    "Yuki",
+    "Hana",
+    "Arjun",
+    "Priya",
+    "Omar",
+    "Layla",
+    "Jonas",
+    "Freya",
+    "Diego",
+    "Lucia",
+    "Ivan",
+    "Anya",
 )
 _LAST = (
-    "Yilmaz", "Kaya", "Demir", "Sahin", "Celik", "Aydin", "Ozturk", "Arslan", "Dogan", "Kilic",
-    "Smith", "Garcia", "Muller", "Rossi", "Tanaka", "Kim", "Silva", "Novak", "Jensen", "Patel",
-    "Haddad", "Costa", "Ivanova", "Nguyen", "Okafor", "Larsen", "Moreau", "Kowalski",
+    "Yilmaz",
+    "Kaya",
+    "Demir",
+    "Sahin",
+    "Celik",
+    "Aydin",
+    "Ozturk",
+    "Arslan",
+    "Dogan",
+    "Kilic",
+    "Smith",
+    "Garcia",
+    "Muller",
+    "Rossi",
+    "Tanaka",
+    "Kim",
+    "Silva",
+    "Novak",
+    "Jensen",
+    "Patel",
+    "Haddad",
+    "Costa",
+    "Ivanova",
+    "Nguyen",
+    "Okafor",
+    "Larsen",
+    "Moreau",
+    "Kowalski",
 )
 _COUNTRIES = ("TR", "TR", "TR", "DE", "GB", "US", "FR", "BR", "JP", "KR", "IN", "NL", "PL", "SE")
 
@@ -63,15 +117,17 @@ def _roster(rng: random.Random, players: int) -> list[_Player]:
     roster = []
     for i in range(1, players + 1):
         skill = rng.betavariate(2, 3)
-        roster.append(_Player(
-            member=f"player-{i:0{width}d}",
-            name=f"{rng.choice(_FIRST)} {rng.choice(_LAST)}",
-            country=rng.choice(_COUNTRIES),
-            skill=skill,
-            activity=0.35 + 0.5 * rng.random(),
-            level=1 + int(40 * skill) + rng.randint(0, 5),
-            growth=0.1 + 0.4 * rng.random(),
-        ))
+        roster.append(
+            _Player(
+                member=f"player-{i:0{width}d}",
+                name=f"{rng.choice(_FIRST)} {rng.choice(_LAST)}",
+                country=rng.choice(_COUNTRIES),
+                skill=skill,
+                activity=0.35 + 0.5 * rng.random(),
+                level=1 + int(40 * skill) + rng.randint(0, 5),
+                growth=0.1 + 0.4 * rng.random(),
+            )
+        )
     return roster
 
 

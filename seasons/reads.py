@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+
+from pydantic import TypeAdapter
 
 from config.settings import Settings
 from seasons import timewindows as tw
@@ -32,8 +33,8 @@ def _check_window(window: str) -> None:
         raise BadWindow(f"unknown window {window!r}: use day, week or season", {"window": window})
 
 
-def _meta(raw: Any) -> dict[str, Any]:
-    return json.loads(raw) if raw else {}
+# read_points.lua answers a JSON array of entries, null where the member is not ranked.
+_POINTS = TypeAdapter(list[Entry | None])
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,21 +166,11 @@ class Reader:
         unique = list(dict.fromkeys(members))
         if not unique:
             return []
-        args: list[Any] = [cfg.order, cfg.ties]
+        args: list[Any] = [cfg.order, cfg.ties, 1]
         for m in unique:
             args += [1, m]
         reply = self.scripts.read_points(keys=[self.keys.meta(board), live, archive], args=args)
-        out = []
-        for m, pos in zip(unique, range(0, len(reply), 3), strict=True):
-            if int(reply[pos]) > 0:
-                out.append(
-                    Entry(
-                        rank=int(reply[pos]),
-                        member=m,
-                        score=float(reply[pos + 1]),
-                        metadata=_meta(reply[pos + 2]),
-                    )
-                )
+        out = [e for e in _POINTS.validate_json(reply) if e is not None]
         out.sort(key=lambda e: e.rank)
         return out
 
@@ -189,7 +180,7 @@ class Reader:
         _check_window(window)
         periods = tw.recent_periods(window, last, now, self.settings)  # type: ignore[arg-type]
         keys = [self.keys.meta(board)]
-        args: list[Any] = [cfg.order, cfg.ties]
+        args: list[Any] = [cfg.order, cfg.ties, 0]
         for n, p in enumerate(periods, start=1):
             live = self.keys.window(board, p.window, p.id)
             keys += [live, self.keys.archive(board, p.id) if window == "season" else live]
@@ -197,13 +188,12 @@ class Reader:
         points: list[HistoryPoint] = []
         if periods:
             reply = self.scripts.read_points(keys=keys, args=args)
-            for p, pos in zip(periods, range(0, len(reply), 3), strict=True):
-                ranked = int(reply[pos]) > 0
+            for p, e in zip(periods, _POINTS.validate_json(reply), strict=True):
                 points.append(
                     HistoryPoint(
                         period=p.id,
-                        rank=int(reply[pos]) if ranked else None,
-                        score=float(reply[pos + 1]) if ranked else None,
+                        rank=e.rank if e else None,
+                        score=e.score if e else None,
                     )
                 )
         return History(board=board, window=window, member=member, history=points)

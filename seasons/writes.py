@@ -124,8 +124,12 @@ def parse_reply(reply: list[Any]) -> WriteResult:
     if int(reply[0]) == -1:
         items = reply[1:]
         problems = [
-            {"index": int(items[i]), "field": "ts", "code": str(items[i + 1]),
-             "message": str(items[i + 2])}
+            {
+                "index": int(items[i]),
+                "field": "ts",
+                "code": str(items[i + 1]),
+                "message": str(items[i + 2]),
+            }
             for i in range(0, len(items), 3)
         ]
         raise BatchRejectedByState(problems)

@@ -160,8 +160,9 @@ def write_csv(path: Path, events: list[dict[str, Any]]) -> Path:
     w.writerow(["board", "member", "value", "ts", "event_id", "metadata"])
     for e in events:
         meta = json.dumps(e["metadata"]) if "metadata" in e else ""
-        w.writerow([e["board"], e["member"], e["value"], e.get("ts", ""), e.get("event_id", ""),
-                    meta])
+        w.writerow(
+            [e["board"], e["member"], e["value"], e.get("ts", ""), e.get("event_id", ""), meta]
+        )
     path.write_text(buf.getvalue())
     return path
 
@@ -218,7 +219,9 @@ def test_history_prints_the_history_json(run: Run, api: Seasons) -> None:
         args = ["history", "kills", "m07", "--window", window, "--last", str(last), "--json"]
         got = out_json(run(*args))
         expected = {
-            "board": "kills", "window": window, "member": "m07",
+            "board": "kills",
+            "window": window,
+            "member": "m07",
             "history": [p.model_dump() for p in api.history("kills", "m07", window, last=last)],
         }
         assert got == expected
@@ -251,20 +254,45 @@ def test_human_output_is_a_table(run: Run, api: Seasons) -> None:
 
 def test_submit_writes_like_the_api(run: Run, api: Seasons, r: redis.Redis) -> None:
     result = run(
-        "submit", "kills", "ann", "5", "--ts", at(TODAY, 9), "--event-id", "e1",
-        "--meta", "name=Ann Lee", "--meta", "level=3", "--meta", "vip=true",
-        "--meta", "ratio=0.5", "--meta", "tag=007", "--meta", 'quoted="42"', "--meta", "x=NaN",
+        "submit",
+        "kills",
+        "ann",
+        "5",
+        "--ts",
+        at(TODAY, 9),
+        "--event-id",
+        "e1",
+        "--meta",
+        "name=Ann Lee",
+        "--meta",
+        "level=3",
+        "--meta",
+        "vip=true",
+        "--meta",
+        "ratio=0.5",
+        "--meta",
+        "tag=007",
+        "--meta",
+        'quoted="42"',
+        "--meta",
+        "x=NaN",
         "--json",
     )
     assert out_json(result) == {"applied": 1, "duplicates": 0}
     assert out_json(run("submit", "kills", "ann", "5", "--event-id", "e1", "--json")) == {
-        "applied": 0, "duplicates": 1,
+        "applied": 0,
+        "duplicates": 1,
     }
     run("submit", "kills", "bob", "-2.5")  # a negative value is a value, not an option
     entry = out_json(run("rank", "kills", "ann", "-w", "day", "--json"))
     assert entry["score"] == 5 and entry["rank"] == 1
     assert entry["metadata"] == {
-        "name": "Ann Lee", "level": 3, "vip": True, "ratio": 0.5, "tag": "007", "quoted": "42",
+        "name": "Ann Lee",
+        "level": 3,
+        "vip": True,
+        "ratio": 0.5,
+        "tag": "007",
+        "quoted": "42",
         "x": "NaN",
     }
     bob = api.rank("kills", "bob", "day")
@@ -373,7 +401,8 @@ def test_import_equals_submit_many(
     else:
         result = run("import", str(path), "--json")
     assert out_json(result) == {
-        "applied": len(events) - expected_duplicates, "duplicates": expected_duplicates,
+        "applied": len(events) - expected_duplicates,
+        "duplicates": expected_duplicates,
     }
     imported = contents(r)
     assert any(b":day:" in k for k in imported)
@@ -397,8 +426,12 @@ def test_import_reports_in_batches_and_across_boards(
     run: Run, api: Seasons, tmp_path: Path
 ) -> None:
     events: list[dict[str, Any]] = [
-        {"board": "kills" if i % 2 else "lap", "member": f"p{i % 300}", "value": i % 11,
-         "ts": at(TODAY, i % 15)}
+        {
+            "board": "kills" if i % 2 else "lap",
+            "member": f"p{i % 300}",
+            "value": i % 11,
+            "ts": at(TODAY, i % 15),
+        }
         for i in range(2600)  # three import batches
     ]
     result = run("import", str(write_jsonl(tmp_path / "many.jsonl", events)))
@@ -466,9 +499,7 @@ def _bad_files(tmp_path: Path) -> Iterator[tuple[str, Path, int | None, str]]:
     yield "invalid UTF-8 on line 3", p, 3, "UTF-8"
 
 
-def test_a_bad_file_writes_nothing(
-    run: Run, api: Seasons, r: redis.Redis, tmp_path: Path
-) -> None:
+def test_a_bad_file_writes_nothing(run: Run, api: Seasons, r: redis.Redis, tmp_path: Path) -> None:
     api.submit_many(events_today(20, seed=3))  # so that "unchanged" is not "empty"
     before = dumps(r)
     assert before[0] > 0
@@ -512,8 +543,13 @@ def test_import_into_an_archived_season_writes_nothing(
 def test_backfill_import_of_past_days(run: Run, api: Seasons, tmp_path: Path) -> None:
     past = [TODAY - timedelta(days=d) for d in (1, 3, 6)]
     events: list[dict[str, Any]] = [
-        {"board": "kills", "member": f"p{i % 4}", "value": i, "ts": at(day, i % 20),
-         "event_id": f"bf-{day}-{i}"}
+        {
+            "board": "kills",
+            "member": f"p{i % 4}",
+            "value": i,
+            "ts": at(day, i % 20),
+            "event_id": f"bf-{day}-{i}",
+        }
         for day in past
         for i in range(10)
     ]
@@ -641,9 +677,7 @@ def test_seed_demo_fills_every_board_for_several_days(
     assert contents(r) == first  # deterministic
 
 
-def test_seed_demo_leaves_out_days_it_cannot_write(
-    demo_settings: Settings, r: redis.Redis
-) -> None:
+def test_seed_demo_leaves_out_days_it_cannot_write(demo_settings: Settings, r: redis.Redis) -> None:
     # Seasons of the demo cycle are numbered from 2026-01-05 in steps of 28 days.
     def season_id(day: date) -> str:
         return f"S{(day - date(2026, 1, 5)).days // 28 + 1}"

@@ -73,8 +73,13 @@ def setup(settings_factory, r, tmp_path: Path) -> Setup:
 
 
 def tick(
-    setup: Setup, *, fault: str | None = None, action: str = "kill", trace: bool = False,
-    extra: dict[str, str] | None = None, wait: bool = True,
+    setup: Setup,
+    *,
+    fault: str | None = None,
+    action: str = "kill",
+    trace: bool = False,
+    extra: dict[str, str] | None = None,
+    wait: bool = True,
 ) -> Any:
     env = dict(setup.env, **(extra or {}))
     if fault:

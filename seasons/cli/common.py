@@ -170,7 +170,11 @@ def json_option(f: F) -> F:
 def window_option(default: str) -> Callable[[F], F]:
     def deco(f: F) -> F:
         return click.option(
-            "--window", "-w", type=click.Choice(WINDOWS), default=default, show_default=True,
+            "--window",
+            "-w",
+            type=click.Choice(WINDOWS),
+            default=default,
+            show_default=True,
             help="Time window of the board.",
         )(f)
 
@@ -179,7 +183,10 @@ def window_option(default: str) -> Callable[[F], F]:
 
 def period_option(f: F) -> F:
     return click.option(
-        "--period", "-p", default="current", show_default=True,
+        "--period",
+        "-p",
+        default="current",
+        show_default=True,
         help="Period id (YYYY-MM-DD for day/week, season id), current or previous.",
     )(f)
 

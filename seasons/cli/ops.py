@@ -198,9 +198,17 @@ def forget(state: CliState, member: str, as_json: bool) -> None:
     archive files it appears in (rewritten with new manifests)."""
     report = _worker(state).sweeper.forget(member, state.clock())
     boards = report["boards"]
-    text = "\n".join(
-        f"{b}: removed from {len(r['keys'])} keys" + (", metadata" if r["metadata"] else "")
-        + (f", rewrote {len(r['files_rewritten'])} archive files" if r["files_rewritten"] else "")
-        for b, r in boards.items()
-    ) or f"{member!r} was on no board"
+    text = (
+        "\n".join(
+            f"{b}: removed from {len(r['keys'])} keys"
+            + (", metadata" if r["metadata"] else "")
+            + (
+                f", rewrote {len(r['files_rewritten'])} archive files"
+                if r["files_rewritten"]
+                else ""
+            )
+            for b, r in boards.items()
+        )
+        or f"{member!r} was on no board"
+    )
     _emit(as_json, report, text)

@@ -80,9 +80,7 @@ def top(
 @period_option
 @json_option
 @pass_state
-def rank(
-    state: CliState, board: str, member: str, window: str, period: str, as_json: bool
-) -> None:
+def rank(state: CliState, board: str, member: str, window: str, period: str, as_json: bool) -> None:
     """The rank and score of MEMBER on BOARD (exit status 3 if not ranked)."""
     entry = state.app.rank(board, member, window, period=period)
     if entry is None:

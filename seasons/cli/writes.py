@@ -95,15 +95,19 @@ def _meta_value(text: str) -> Any:
 @json_option
 @pass_state
 def submit(
-    state: CliState, board: str, member: str, value: float, ts: str | None,
-    event_id: str | None, meta: tuple[str, ...], as_json: bool,
+    state: CliState,
+    board: str,
+    member: str,
+    value: float,
+    ts: str | None,
+    event_id: str | None,
+    meta: tuple[str, ...],
+    as_json: bool,
 ) -> None:
     """Record one score event: VALUE for MEMBER on BOARD."""
     metadata = parse_meta(meta) or None
     try:
-        result = state.app.submit(
-            board, member, value, ts=ts, event_id=event_id, metadata=metadata
-        )
+        result = state.app.submit(board, member, value, ts=ts, event_id=event_id, metadata=metadata)
     except BatchRejected as exc:
         reasons = "; ".join(p["message"] for p in exc.details)
         raise InvalidInput(f"rejected, nothing written: {reasons}", exc.details) from None
@@ -124,10 +128,19 @@ class _Bars:
     def __init__(self, total: int | None):
         err = console(stderr=True)
         self.total = total
-        self.progress = Progress(
-            TextColumn("{task.description:>8}"), BarColumn(), DownloadColumn(),
-            TransferSpeedColumn(), TimeRemainingColumn(), console=err, transient=True,
-        ) if err.is_terminal else None
+        self.progress = (
+            Progress(
+                TextColumn("{task.description:>8}"),
+                BarColumn(),
+                DownloadColumn(),
+                TransferSpeedColumn(),
+                TimeRemainingColumn(),
+                console=err,
+                transient=True,
+            )
+            if err.is_terminal
+            else None
+        )
 
     def __enter__(self) -> _Bars:
         if self.progress is not None:
@@ -165,9 +178,7 @@ def _batches(
         yield lines, problems
 
 
-def _check_batch(
-    app: Seasons, lines: list[Line], now: datetime, backfill: bool
-) -> list[Problem]:
+def _check_batch(app: Seasons, lines: list[Line], now: datetime, backfill: bool) -> list[Problem]:
     """What the write path would refuse in this batch, without writing anything."""
     try:
         valid = validate_batch([ln.event for ln in lines], app.settings, now, backfill=backfill)
@@ -226,7 +237,8 @@ def _open(file: str, stack: ExitStack) -> IO[bytes]:
     "file", type=click.Path(exists=True, dir_okay=False, allow_dash=True, path_type=str)
 )
 @click.option(
-    "--backfill", is_flag=True,
+    "--backfill",
+    is_flag=True,
     help="Also write days that are over or closed (not archived seasons, not past retention).",
 )
 @json_option
