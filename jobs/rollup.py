@@ -154,16 +154,20 @@ class Rollup:
             self.client.expire(key, int(self.settings.retention.total_seconds()))
         return outcome
 
-    def run(self, now: datetime, board: str | None = None) -> list[Outcome]:
-        """The scheduled job: every open week and season of every (or one) board.
+    def run(
+        self, now: datetime, board: str | None = None, *, routine: bool = False
+    ) -> list[Outcome]:
+        """Every open week and season of every (or one) board.
 
-        A period whose days are past retention is logged and skipped; the others still run.
+        ``routine`` (the scheduled job only): large boards are repaired in slices only when due
+        (see :meth:`period`); a manual rollup or a close always recomputes. A period whose days
+        are past retention is logged and skipped; the others still run.
         """
         outcomes: list[Outcome] = []
         for name in self._boards(board):
             for p in self.open_periods(now):
                 try:
-                    done = self.period(name, p, now, routine=True)
+                    done = self.period(name, p, now, routine=routine)
                 except DaysExpired as exc:
                     log.warning("rollup: %s", exc.message)
                     continue

@@ -81,7 +81,7 @@ class Worker:
     def _rollup(self, now: datetime) -> Any:
         with locked(self.app.client, self.app.scripts, self.app.keys, "rollup",
                     self.settings.worker.lock_ttl) as lock:  # fmt: skip
-            return None if lock is None else self.rollup.run(now)
+            return None if lock is None else self.rollup.run(now, routine=True)
 
     def _sweep(self, now: datetime) -> Any:
         with locked(self.app.client, self.app.scripts, self.app.keys, "sweep",

@@ -169,21 +169,27 @@ def test_routine_rollup_repairs_large_boards_when_their_plan_changes(settings_fa
     app = Seasons(settings, clock=clock)
     app.submit_many([{"board": "b", "member": f"p{i}", "value": i} for i in range(50)])
     rollup = Rollup(app.client, app.scripts, settings, app.keys)
-    modes = {o.target: o.mode for o in rollup.run(clock())}
+    modes = {o.target: o.mode for o in rollup.run(clock(), routine=True)}
     assert set(modes.values()) == {"sliced"}
     week_key = next(k for k in modes if ":week:" in k)
     app.client.zadd(week_key, {"drift": 1})  # not repaired by a skipped routine run
-    assert {o.mode for o in rollup.run(clock())} == {"skipped"}
+    assert {o.mode for o in rollup.run(clock(), routine=True)} == {"skipped"}
     assert app.client.zscore(week_key, "drift") == 1.0
-    clock.now += settings.worker.full_reconcile_interval  # the interval passed: repaired
+    # a manual rollup (CLI, HTTP admin, after a close) always repairs
     assert {o.mode for o in rollup.run(clock())} == {"sliced"}
+    assert app.client.zscore(week_key, "drift") is None
+    app.client.zadd(week_key, {"drift": 1})
+    assert {o.mode for o in rollup.run(clock(), routine=True)} == {"skipped"}
+    clock.now += settings.worker.full_reconcile_interval  # the interval passed: repaired
+    assert {o.mode for o in rollup.run(clock(), routine=True)} == {"sliced"}
     assert app.client.zscore(week_key, "drift") is None
 
     heavier = settings_factory(
         boards={"b": {**base, "week_weights": [3, 3, 3, 3, 3, 3, 3]}},
         worker={"atomic_union_limit": 10},
     )
-    modes = [o.mode for o in Rollup(app.client, app.scripts, heavier, app.keys).run(clock())]
+    reweighted = Rollup(app.client, app.scripts, heavier, app.keys)
+    modes = [o.mode for o in reweighted.run(clock(), routine=True)]
     assert "sliced" in modes  # the week's weights changed: repaired at once
     expected = sorted((f"p{i}", 3.0 * i) for i in range(50))
     assert board_rows(app.client, week_key) == expected
