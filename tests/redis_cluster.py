@@ -34,6 +34,7 @@ BUS_OFFSET = 10000
 PORTS = range(12000, 22000)  # bus ports 22000..31999: below the ephemeral range (32768+)
 NODE_TIMEOUT_MS = 1000
 READY_TIMEOUT = 30.0
+MANUAL_FAILOVER_RETRY = 6.0  # Redis abandons a manual failover after 5 s (CLUSTER_MF_TIMEOUT)
 
 _live: weakref.WeakSet[LocalCluster] = weakref.WeakSet()
 
@@ -173,11 +174,18 @@ class LocalCluster:
         it serves its slots and every node agrees."""
         c = self.node_client(replica_port, decode_responses=True)
         try:
-            c.execute_command("CLUSTER", "FAILOVER")
             deadline = time.monotonic() + timeout
+            retry_at = 0.0
             while c.info("replication")["role"] != "master":
-                if time.monotonic() > deadline:
+                now = time.monotonic()
+                if now > deadline:
                     raise RuntimeError(f"node {replica_port} did not take over in time")
+                if now >= retry_at:
+                    # Redis abandons a manual failover that does not finish within its own
+                    # limit (the master did not pause in time, or the votes came too late, as
+                    # on a busy machine) without a word; asking again is safe.
+                    c.execute_command("CLUSTER", "FAILOVER")
+                    retry_at = now + MANUAL_FAILOVER_RETRY
                 time.sleep(0.05)
         finally:
             c.close()
