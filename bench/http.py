@@ -40,7 +40,7 @@ from bench.common import Calendar
 from seasons.http.app import create_app
 url, ns, today, port = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 calendar = Calendar(date.fromisoformat(today))
-app = create_app(calendar.settings(url, ns), clock=calendar.clock())
+app = create_app(calendar.settings(url, ns), clock=calendar.clock(), freeze_gc=True)
 uvicorn.run(app, host="127.0.0.1", port=port, workers=1, log_level="warning", access_log=False)
 """
 
@@ -223,9 +223,9 @@ def run(url: str, sizes: Sizes, calendar: Calendar | None = None) -> Section:
         "server is CPU-bound: the ratios are about its CPU per request (the column's note)"
     )
     section.notes.append(
-        "pages and around run on redis-py's asyncio client (no threadpool hop; a Redis that "
-        "hangs cannot stall the event loop); that client costs ~150 us of CPU per call against "
-        "~90 us for the sync one -- see README 'HTTP performance'"
+        "pages and around run on the event loop down one pipelined connection (seasons.lanes) "
+        "and answer the script's JSON as is; the server freezes its startup objects out of "
+        "the garbage collector (gc.freeze) -- see README 'HTTP performance'"
     )
     return section
 

@@ -6,6 +6,11 @@ limit=10)`` (one EVALSHA: ZCARD, ZRANGE REV WITHSCORES, HMGET, then pydantic mod
 ``ZRANGE key 0 9 REV WITHSCORES``. Around: ``s.around(board, member, "day", size=10)`` (one
 EVALSHA: ZREVRANK, ZRANGE, HMGET) against a bare ``ZREVRANK``. The raw commands return no
 metadata, and a raw around needs two more round trips (ZRANGE, HMGET) to equal Seasons' answer.
+
+The raw commands go through redis-py's client, as an app would send them; Seasons sends its
+EVALSHA on its read lane (``seasons.lanes``: a connection of its own, without the client's
+pool, retry wrapper and observability hooks). The info rows show both sides on a bare
+connection too, so the part of the ratio that is the client layer can be read off.
 """
 
 from __future__ import annotations
@@ -97,6 +102,13 @@ def read_differences(s: Seasons, key: str, sample: list[str]) -> list[str]:
     return problems
 
 
+def bare(conn: Any, *args: Any) -> Any:
+    """One command on a redis-py Connection, without the client's pool, retry wrapper and
+    observability hooks: what Seasons' read lane does for its EVALSHA."""
+    conn.send_packed_command(conn.pack_command(*args), check_health=False)
+    return conn.read_response()
+
+
 def _loop(n: int, fn: Callable[[int], object]) -> Callable[[], None]:
     def go() -> None:
         for i in range(n):
@@ -120,6 +132,10 @@ def run(url: str, sizes: Sizes, calendar: Calendar | None = None) -> Section:
         meta = s.keys.meta(BOARD)
         total = client.zcard(key)
         script = s.scripts.read_range
+        lane = s.lane
+        assert lane is not None, "the reads bench runs on a single server"
+        pool = client.connection_pool
+        conn = pool.connection_class(**pool.connection_kwargs)
         s.top(BOARD, "day")  # loads the script
         n = len(targets)
         kinds: dict[str, Callable[[int], object]] = {
@@ -127,13 +143,16 @@ def run(url: str, sizes: Sizes, calendar: Calendar | None = None) -> Section:
             "raw_top": lambda i: raw_top(client, key),
             "seasons_around": lambda i: s.around(BOARD, targets[i], "day", size=AROUND),
             "raw_around": lambda i: raw_around_rank(client, key, targets[i]),
-            # Information: the script alone (no Python on either side of it) ...
-            "script_top": lambda i: client.evalsha(
-                script.sha, 3, key, key, meta, "desc", "member", "page", 0, TOP
+            # Information: the script alone on Seasons' read lane (no models built) ...
+            "script_top": lambda i: lane.run(
+                script, [key, key, meta], ["desc", "member", "page", 0, TOP]
             ),
-            "script_around": lambda i: client.evalsha(
-                script.sha, 3, key, key, meta, "desc", "member", "member", targets[i], AROUND
+            "script_around": lambda i: lane.run(
+                script, [key, key, meta], ["desc", "member", "member", targets[i], AROUND]
             ),
+            # ... the raw commands on a bare connection, as the lane sends its EVALSHA ...
+            "bare_top": lambda i: bare(conn, "ZRANGE", key, 0, TOP - 1, "REV", "WITHSCORES"),
+            "bare_around": lambda i: bare(conn, "ZREVRANK", key, targets[i]),
             # ... and the same answers (entries with metadata) from raw commands.
             "same_top": lambda i: raw_top_with_meta(client, key, meta),
             "same_around": lambda i: raw_around_with_meta(client, key, meta, targets[i], total),
@@ -145,6 +164,7 @@ def run(url: str, sizes: Sizes, calendar: Calendar | None = None) -> Section:
             for name, fn in kinds.items():
                 seconds = timed(_loop(n, fn))
                 best[name] = min(best.get(name, seconds), seconds)
+        conn.disconnect()
     finally:
         s.close()
 
@@ -167,9 +187,13 @@ def run(url: str, sizes: Sizes, calendar: Calendar | None = None) -> Section:
     section.row(
         "  info: EVALSHA read_range alone, top 10",
         rate["script_top"],
-        "the script's reply, no models built",
+        "on the read lane; no models built",
     )
     section.row("  info: EVALSHA read_range alone, around", rate["script_around"], "")
+    section.row(
+        "  info: ZRANGE on a bare connection", rate["bare_top"], "no client layer (as the lane)"
+    )
+    section.row("  info: ZREVRANK on a bare connection", rate["bare_around"], "")
     section.row(
         "  info: raw ZRANGE + HMGET (same answer as top)", rate["same_top"], "2 round trips"
     )
@@ -186,6 +210,11 @@ def run(url: str, sizes: Sizes, calendar: Calendar | None = None) -> Section:
     section.ratio("ratio top: Seasons / raw", rate["seasons_top"] / rate["raw_top"], ">=", 0.8)
     section.ratio(
         "ratio around: Seasons / raw", rate["seasons_around"] / rate["raw_around"], ">=", 0.8
+    )
+    section.ratio("  info: Seasons / bare connection, top", rate["seasons_top"] / rate["bare_top"])
+    section.ratio(
+        "  info: Seasons / bare connection, around",
+        rate["seasons_around"] / rate["bare_around"],
     )
     section.ratio("  info: script alone / raw, top", rate["script_top"] / rate["raw_top"])
     section.ratio("  info: script alone / raw, around", rate["script_around"] / rate["raw_around"])

@@ -13,6 +13,7 @@ from seasons.connection import backend_errors, make_client
 from seasons.errors import BatchRejected
 from seasons.events import validate_batch
 from seasons.keys import Keys
+from seasons.lanes import sync_lane
 from seasons.models import Entry, Event, HistoryPoint, Page, WriteResult
 from seasons.reads import Reader
 from seasons.scripts import Scripts
@@ -35,7 +36,9 @@ class Seasons:
         self.keys = Keys(settings.namespace)
         self.client = client if client is not None else make_client(settings.redis)
         self.scripts = Scripts(self.client)
-        self.reader = Reader(self.client, self.scripts, settings, self.keys)
+        # The reads go down a lane of their own on a single server (see seasons.lanes).
+        self.lane = sync_lane(self.client)
+        self.reader = Reader(self.client, self.scripts, settings, self.keys, self.lane)
 
     @classmethod
     def from_settings(
@@ -45,6 +48,8 @@ class Seasons:
         return cls(settings if settings is not None else load_settings(), clock=clock, **kwargs)
 
     def close(self) -> None:
+        if self.lane is not None:
+            self.lane.close()
         self.client.close()
 
     def __enter__(self) -> Seasons:

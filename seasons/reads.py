@@ -7,11 +7,13 @@ from datetime import datetime
 from typing import Any
 
 from pydantic import TypeAdapter
+from redis.commands.core import Script
 
 from config.settings import Settings
 from seasons import timewindows as tw
 from seasons.errors import BadWindow, LimitExceeded, UnknownBoard
 from seasons.keys import Keys
+from seasons.lanes import SyncLane
 from seasons.models import Entry, History, HistoryPoint, Page
 from seasons.scripts import Scripts
 
@@ -46,16 +48,30 @@ class RangeCall:
     args: list[Any]
 
     @staticmethod
-    def page(reply: str) -> Page:
+    def page(reply: str | bytes) -> Page:
         # The script replies with the page's JSON: one parse and validation in pydantic-core.
         return Page.model_validate_json(reply)
+
+    @staticmethod
+    def empty(reply: bytes) -> bool:
+        """Whether the script's reply holds no entries (the member is not on the board):
+        read_range.lua ends every reply with its entries, ``"entries":[]}`` when none."""
+        return reply.endswith(b'"entries":[]}')
 
 
 class Reader:
     """Reads of one namespace's boards."""
 
-    def __init__(self, client: Any, scripts: Scripts, settings: Settings, keys: Keys):
+    def __init__(
+        self,
+        client: Any,
+        scripts: Scripts,
+        settings: Settings,
+        keys: Keys,
+        lane: SyncLane | None = None,
+    ):
         self.client = client
+        self.lane = lane
         self.scripts = scripts
         self.settings = settings
         self.keys = keys
@@ -134,7 +150,12 @@ class Reader:
 
     def run(self, call: RangeCall) -> Page:
         """Run a prepared range read (one script call)."""
-        return call.page(self.scripts.read_range(keys=call.keys, args=call.args))
+        return call.page(self._eval(self.scripts.read_range, call.keys, call.args))
+
+    def _eval(self, script: Script, keys: list[str], args: list[Any]) -> Any:
+        if self.lane is not None:
+            return self.lane.run(script, keys, args)
+        return script(keys=keys, args=args)
 
     def page(
         self, board: str, window: str, period: str, now: datetime, *, limit: int, offset: int
@@ -169,7 +190,7 @@ class Reader:
         args: list[Any] = [cfg.order, cfg.ties, 1]
         for m in unique:
             args += [1, m]
-        reply = self.scripts.read_points(keys=[self.keys.meta(board), live, archive], args=args)
+        reply = self._eval(self.scripts.read_points, [self.keys.meta(board), live, archive], args)
         out = [e for e in _POINTS.validate_json(reply) if e is not None]
         out.sort(key=lambda e: e.rank)
         return out
@@ -187,7 +208,7 @@ class Reader:
             args += [n, member]
         points: list[HistoryPoint] = []
         if periods:
-            reply = self.scripts.read_points(keys=keys, args=args)
+            reply = self._eval(self.scripts.read_points, keys, args)
             for p, e in zip(periods, _POINTS.validate_json(reply), strict=True):
                 points.append(
                     HistoryPoint(

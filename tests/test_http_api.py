@@ -673,3 +673,20 @@ def test_openapi_and_docs(http: TestClient) -> None:
     limit = next(p for p in page["parameters"] if p["name"] == "limit")
     assert limit["schema"]["maximum"] == 1000
     assert http.get("/docs").status_code == 200
+
+
+def test_a_server_app_freezes_its_startup_objects_out_of_the_collector(
+    settings: Settings,
+) -> None:
+    """``seasons serve`` builds the app with ``freeze_gc``: at startup everything loaded is
+    moved out of the collector's sight (a full collection would otherwise stall requests)."""
+    import gc
+
+    gc.unfreeze()
+    try:
+        with TestClient(create_app(settings, clock=ManualClock(START))):
+            assert gc.get_freeze_count() == 0  # the default (tests build many apps)
+        with TestClient(create_app(settings, clock=ManualClock(START), freeze_gc=True)):
+            assert gc.get_freeze_count() > 10_000
+    finally:
+        gc.unfreeze()

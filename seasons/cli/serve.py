@@ -21,7 +21,7 @@ def serve(state: CliState, host: str | None, port: int | None, log_level: str) -
     from seasons.http.app import create_app
 
     settings = state.settings
-    app = create_app(settings, clock=state.clock)
+    app = create_app(settings, clock=state.clock, freeze_gc=True)
     host = host or settings.api.host
     port = settings.api.port if port is None else port
     click.echo(f"seasons: serving http://{_url_host(host)}:{port}/ (Ctrl-C stops)", err=True)

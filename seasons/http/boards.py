@@ -19,7 +19,7 @@ from seasons.errors import NotRanked
 from seasons.http.deps import NowDep, SeasonsDep, ServicesDep, SettingsDep
 from seasons.http.errors import ERROR_RESPONSES
 from seasons.models import Entry, History, Page
-from seasons.reads import MAX_LAST, MAX_LIMIT, MAX_LOOKUP, MAX_SIZE
+from seasons.reads import MAX_LAST, MAX_LIMIT, MAX_LOOKUP, MAX_SIZE, RangeCall
 
 router = APIRouter(prefix="/v1/boards", tags=["boards"], responses=ERROR_RESPONSES)
 
@@ -84,10 +84,10 @@ async def around_member(
 ) -> Response:  # fmt: skip
     s = services.seasons
     call = s.reader.around_member_call(board, window, member, period, s.clock(), size=size)
-    page = await services.reads.run(call)
-    if not page.entries:
+    reply = await services.reads.json(call)
+    if RangeCall.empty(reply):
         raise _not_ranked(s, board, window, member, period)
-    return _json(page)
+    return _json(reply)
 
 
 @router.get(
@@ -114,7 +114,7 @@ async def around_rank(
 ) -> Response:  # fmt: skip
     s = services.seasons
     call = s.reader.around_rank_call(board, window, rank, period, s.clock(), size=size)
-    return _json(await services.reads.run(call))
+    return _json(await services.reads.json(call))
 
 
 @router.post(
@@ -134,14 +134,14 @@ async def page(
 ) -> Response:  # fmt: skip
     s = services.seasons
     call = s.reader.page_call(board, window, period, s.clock(), limit=limit, offset=offset)
-    return _json(await services.reads.run(call))
+    return _json(await services.reads.json(call))
 
 
-# The hot reads (page, around) take one dependency and answer with a plain Response: each
-# FastAPI dependency and response validation costs CPU per request (python -m bench, HTTP).
-def _json(page: Page) -> Response:
-    """The page's JSON as is: it was validated once already; FastAPI would validate again."""
-    return Response(page.model_dump_json(), media_type="application/json")
+# The hot reads (page, around) take one dependency and answer with a plain Response holding
+# the script's JSON: each FastAPI dependency, validation and serialisation costs CPU per
+# request (python -m bench, HTTP). The JSON is a Page's (tests/test_http_*.py check it).
+def _json(reply: bytes) -> Response:
+    return Response(reply, media_type="application/json")
 
 
 def _not_ranked(s: Seasons, board: str, window: str, member: str, period: str) -> NotRanked:

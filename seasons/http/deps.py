@@ -8,37 +8,51 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import Depends, Request
+from redis.commands.core import Script
 
-from config.settings import Settings
+from config.settings import RedisSettings, Settings
 from seasons.api import Seasons
 from seasons.clock import Clock
-from seasons.connection import backend_errors
+from seasons.connection import backend_errors, make_async_client
 from seasons.http.auth import authorize
 from seasons.http.metrics import Metrics
-from seasons.models import Page
+from seasons.lanes import async_lane
 from seasons.reads import RangeCall
-from seasons.scripts import sources
 
 
 class AsyncReads:
-    """The hot range reads (top, around) on an asyncio client: the same prepared calls as
-    the Python API's (:class:`seasons.reads.RangeCall`), awaited on the event loop, so a
-    read costs no threadpool hop and a slow Redis never blocks the loop."""
+    """The hot range reads (top, around) on the event loop: the same prepared calls as the
+    Python API's (:class:`seasons.reads.RangeCall`), awaited, so a read costs no threadpool
+    hop and a slow Redis never blocks the loop. On a single server they go down an
+    :class:`~seasons.lanes.AsyncLane` (one pipelined connection); on a cluster through
+    redis-py's asyncio cluster client."""
 
-    def __init__(self, client: Any):
-        self.client = client
-        self._script = client.register_script(sources()["read_range"])
+    def __init__(self, cfg: RedisSettings, script: Script):
+        self._script = script
+        self._lane = async_lane(cfg)
+        self._client = make_async_client(cfg) if self._lane is None else None
+        self._on_client = (
+            self._client.register_script(script.script) if self._client is not None else None
+        )
 
-    async def run(self, call: RangeCall) -> Page:
+    async def json(self, call: RangeCall) -> bytes:
+        """The page's JSON as the script wrote it (see :meth:`RangeCall.page`)."""
         with backend_errors():
-            reply = await self._script(keys=call.keys, args=call.args)
-        return call.page(reply)
+            if self._lane is not None:
+                reply = await self._lane.run(self._script, call.keys, call.args)
+            else:
+                assert self._on_client is not None
+                reply = await self._on_client(keys=call.keys, args=call.args)
+        return reply if isinstance(reply, bytes) else reply.encode()
 
     async def close(self) -> None:
-        await self.client.aclose()
+        if self._lane is not None:
+            await self._lane.close()
+        if self._client is not None:
+            await self._client.aclose()
 
 
 @dataclass(frozen=True)

@@ -18,10 +18,15 @@ local shared = ARGV[2] == 'shared'
 local mode = ARGV[3]
 local total = redis.call('ZCARD', key)
 
-local function reply(parts)
-  return '{"board":' .. cjson.encode(ARGV[6]) .. ',"window":' .. cjson.encode(ARGV[7])
-    .. ',"period":' .. cjson.encode(ARGV[8]) .. ',"total":' .. total
-    .. ',"entries":[' .. table.concat(parts, ',') .. ']}'
+-- The reply is built in one buffer and joined once: Lua interns every string, so building it
+-- with `..` would hash every intermediate piece.
+local out = {'{"board":', cjson.encode(ARGV[6]), ',"window":', cjson.encode(ARGV[7]),
+  ',"period":', cjson.encode(ARGV[8]), ',"total":', total, ',"entries":['}
+local n = #out
+
+local function reply()
+  out[n + 1] = ']}'
+  return table.concat(out)
 end
 
 local start, count
@@ -37,12 +42,12 @@ else
   else
     centre = redis.call('ZRANK', key, ARGV[4])
   end
-  if not centre then return reply({}) end
+  if not centre then return reply() end
   -- Centred on the rank, shifted at either end so that it still holds `size` entries.
   start = math.max(0, math.min(centre - math.floor(size / 2), total - size))
   count = size
 end
-if count <= 0 or start >= total then return reply({}) end
+if count <= 0 or start >= total then return reply() end
 
 local rows
 if desc then
@@ -65,11 +70,27 @@ if shared then
   end
 end
 
-local parts = {}
+local find, encode = string.find, cjson.encode
 for i = 1, #members do
-  local score = rows[2 * i]
+  local member, score = members[i], rows[2 * i]
   if i > 1 and not (shared and score == rows[2 * i - 2]) then rank = start + i end
-  parts[i] = '{"rank":' .. rank .. ',"member":' .. cjson.encode(members[i]) .. ',"score":'
-    .. score .. ',"metadata":' .. (metas[i] or '{}') .. '}'
+  out[n + 1] = i == 1 and '{"rank":' or ',{"rank":'
+  out[n + 2] = rank
+  -- Members hold no control characters (writes refuse them); only quotes and backslashes
+  -- need the encoder.
+  if find(member, '[%c"\\]') then
+    out[n + 3] = ',"member":'
+    out[n + 4] = encode(member)
+    out[n + 5] = ',"score":'
+  else
+    out[n + 3] = ',"member":"'
+    out[n + 4] = member
+    out[n + 5] = '","score":'
+  end
+  out[n + 6] = score
+  out[n + 7] = ',"metadata":'
+  out[n + 8] = metas[i] or '{}'
+  out[n + 9] = '}'
+  n = n + 9
 end
-return reply(parts)
+return reply()
