@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import weakref
 from collections import deque
 from collections.abc import Sequence
 from typing import Any
@@ -42,23 +43,26 @@ _BROKEN = (RedisConnectionError, RedisTimeoutError, OSError)
 
 class SyncLane:
     """EVALSHA of read-only scripts on one connection per thread, made from ``client``'s own
-    connection settings. Anything but a reply (a broken connection, a script the server does
-    not have) is handed to the script's normal path on the client, with its retries."""
+    connection settings; a thread's connection closes when the thread ends, or on
+    :meth:`close`. Anything but a reply (a broken connection, a script the server does not
+    have) is handed to the script's normal path on the client, with its retries."""
 
     def __init__(self, client: redis.Redis):
         self._pool = client.connection_pool
         self._local = threading.local()
-        self._all: list[Any] = []
+        # Weakly: a thread's connection goes (and closes) with the thread.
+        self._all: weakref.WeakSet[Any] = weakref.WeakSet()
         self._lock = threading.Lock()
 
     def _connection(self) -> Any:
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = self._pool.connection_class(**self._pool.connection_kwargs)
-            self._local.conn = conn
+        held = getattr(self._local, "held", None)
+        if held is None:
+            held = self._local.held = _Held(
+                self._pool.connection_class(**self._pool.connection_kwargs)
+            )
             with self._lock:
-                self._all.append(conn)
-        return conn
+                self._all.add(held.conn)
+        return held.conn
 
     def run(self, script: Script, keys: Sequence[Any], args: Sequence[Any]) -> Any:
         conn = self._connection()
@@ -76,9 +80,22 @@ class SyncLane:
 
     def close(self) -> None:
         with self._lock:
-            conns, self._all = self._all, []
+            conns, self._all = list(self._all), weakref.WeakSet()
         for conn in conns:
             conn.disconnect()
+
+
+class _Held:
+    """A thread's lane connection, disconnected when the thread ends (its thread-local data
+    goes then; the connection itself may live on in a reference cycle until a collection)."""
+
+    __slots__ = ("conn",)
+
+    def __init__(self, conn: Any):
+        self.conn = conn
+
+    def __del__(self) -> None:
+        self.conn.disconnect()
 
 
 def sync_lane(client: Any) -> SyncLane | None:

@@ -93,20 +93,29 @@ def test_sync_lane_replies_equal_the_clients_from_many_threads(server: RedisServ
     want = expected(client, scripts, todo)
     before = client_count(client)
     problems: list[str] = []
+    counted, done = threading.Barrier(9), threading.Barrier(9)
 
     def reader(offset: int) -> None:
         for i in range(offset, len(todo), 8):
             got = json.loads(lane.run(scripts.read_range, *todo[i]))
             if got != want[i]:
                 problems.append(f"call {i}: {got} != {want[i]}")
+        counted.wait()
+        done.wait()
 
     threads = [threading.Thread(target=reader, args=(t,)) for t in range(8)]
     for t in threads:
         t.start()
+    counted.wait()
+    assert client_count(client) == before + 8  # one connection per thread, kept
+    done.wait()
     for t in threads:
         t.join()
     assert problems == []
-    assert client_count(client) == before + 8  # one connection per thread, kept
+    assert client_count(client, before) == before  # each went with its thread
+    # close() closes the connections of threads still alive.
+    lane.run(scripts.read_range, *todo[0])
+    assert client_count(client, before + 1) == before + 1
     lane.close()
     assert client_count(client, before) == before
     client.close()
