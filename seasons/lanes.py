@@ -20,6 +20,7 @@ read to its slot's master.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import weakref
 from collections import deque
@@ -95,7 +96,8 @@ class _Held:
         self.conn = conn
 
     def __del__(self) -> None:
-        self.conn.disconnect()
+        with contextlib.suppress(Exception):  # e.g. at interpreter exit
+            self.conn.disconnect()
 
 
 def sync_lane(client: Any) -> SyncLane | None:
@@ -165,14 +167,20 @@ class AsyncLane:
         self.timeout = timeout
         self.connect_timeout = connect_timeout
         self._proto: _Protocol | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._connecting: asyncio.Lock | None = None
 
     async def _connected(self) -> _Protocol:
+        loop = asyncio.get_running_loop()
         proto = self._proto
-        if proto is not None and not proto.lost:
+        if loop is self._loop and proto is not None and not proto.lost:
             return proto
-        if self._connecting is None:
-            self._connecting = asyncio.Lock()
+        if loop is not self._loop:
+            # First use, or another event loop (an app served again, a test client without
+            # its lifespan): a connection and a lock belong to the loop that made them.
+            self._drop(RedisConnectionError("the event loop changed"))
+            self._loop, self._connecting = loop, asyncio.Lock()
+        assert self._connecting is not None
         async with self._connecting:  # one connect for all the reads that wait for it
             if self._proto is None or self._proto.lost:
                 self._proto = await self._connect()
@@ -237,10 +245,14 @@ class AsyncLane:
         await self._request(("SCRIPT", "LOAD", script.script))
         return await self._request(call)
 
+    def _drop(self, error: Exception) -> None:
+        proto, self._proto = self._proto, None
+        if proto is not None:
+            with contextlib.suppress(Exception):  # its loop may be closed already
+                proto.close(error)
+
     async def close(self) -> None:
-        if self._proto is not None:
-            self._proto.close(RedisConnectionError("lane closed"))
-            self._proto = None
+        self._drop(RedisConnectionError("lane closed"))
 
 
 def async_lane(cfg: RedisSettings, *, timeout: float = 10) -> AsyncLane | None:

@@ -227,6 +227,25 @@ def test_async_lane_survives_flushed_scripts_killed_connections_and_restarts(
     client.close()
 
 
+def test_async_lane_follows_its_caller_to_another_event_loop(server: RedisServer) -> None:
+    """Each asyncio.run is a new loop (as each request of a test client without its
+    lifespan): the lane reconnects on the new one instead of waiting on the old one's."""
+    client = server.client(decode_responses=True)
+    scripts = Scripts(client)
+    names = populate(client)
+    todo = calls(names, 5)
+    want = expected(client, scripts, todo)
+    lane = AsyncLane(server.url, None, timeout=2)
+
+    async def go() -> list[Any]:
+        return [json.loads(await lane.run(scripts.read_range, k, a)) for k, a in todo]
+
+    for _ in range(3):
+        assert run(go()) == want
+    run(lane.close())
+    client.close()
+
+
 def test_async_lane_times_out_on_a_stalled_server_and_recovers(server: RedisServer) -> None:
     client = server.client(decode_responses=True)
     scripts = Scripts(client)
