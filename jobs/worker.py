@@ -9,8 +9,8 @@ boundary, the scheduler is shut down, the heartbeat deleted, Redis closed, exit 
 
 Redis unreachable is never fatal: a job logs it, backs off (doubling from
 ``worker.backoff_initial`` up to ``worker.backoff_max``) and retries, resuming its run from
-the steps it recorded. Any other error is logged and recorded in the job's state; the next
-run tries again.
+the steps it recorded; at start, :func:`run_worker` waits for it the same way. Any other error
+is logged and recorded in the job's state; the next run tries again.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
+from config.settings import Settings
 from jobs.closes import Closes
 from jobs.heartbeat import Heartbeat
 from jobs.heartbeat import read as read_heartbeat
@@ -36,7 +37,7 @@ from jobs.state import Checkpoint, JobState, Stopping
 from jobs.sweep import Sweeper
 from seasons.api import Seasons
 from seasons.archives import Archives
-from seasons.connection import UNAVAILABLE
+from seasons.connection import UNAVAILABLE, when_reachable
 from seasons.errors import BackendUnavailable
 
 log = logging.getLogger(__name__)
@@ -208,6 +209,33 @@ class Worker:
 
     def report(self, now: datetime) -> dict[str, Any]:
         return jobs_report(self.app, now)
+
+
+def run_worker(
+    build: Callable[[], Seasons],
+    settings: Settings,
+    *,
+    fault: Checkpoint | None = None,
+    stop: threading.Event | None = None,
+) -> int:
+    """``seasons worker``: build the app, then :meth:`Worker.run` it until SIGTERM/SIGINT.
+
+    A cluster client connects when it is built; while no node answers, this waits (backing
+    off like a job) instead of exiting, so a worker started before its Redis, or restarted
+    during an outage, comes up by itself. A signal (or ``stop``) meanwhile exits with status 0.
+    """
+    stop = stop if stop is not None else threading.Event()
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda signum, frame: stop.set())
+    app = when_reachable(
+        build, initial=settings.worker.backoff_initial.total_seconds(),
+        cap=settings.worker.backoff_max.total_seconds(), stop=stop, what="worker",
+    )  # fmt: skip
+    if app is None:
+        log.info("worker stopped before Redis could be reached")
+        return 0
+    return Worker(app, stop=stop, fault=fault).run()
 
 
 def jobs_report(app: Seasons, now: datetime) -> dict[str, Any]:

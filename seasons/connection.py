@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import logging
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import redis
 from redis.backoff import ExponentialBackoff
@@ -34,6 +36,9 @@ UNAVAILABLE = (ConnectionError, TimeoutError, ClusterError, SlotNotCoveredError,
 # slot being migrated; wait a little and send it again (MOVED and ASK are handled apart).
 NOT_RUN = (TryAgainError, ClusterError, SlotNotCoveredError)
 SLOT_ATTEMPTS = 5
+
+T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 def make_client(cfg: RedisSettings) -> Any:
@@ -90,6 +95,25 @@ def backend_errors() -> Iterator[None]:
         raise  # a bug of ours, not an outage
     except RedisClusterException as exc:
         raise BackendUnavailable(f"Redis Cluster is unreachable: {exc}") from exc
+
+
+def when_reachable(
+    build: Callable[[], T], *, initial: float, cap: float, stop: threading.Event, what: str
+) -> T | None:
+    """``build()``, tried again while it raises :class:`BackendUnavailable` (a cluster client
+    connects when it is built), backing off from ``initial`` seconds doubling up to ``cap``;
+    None if ``stop`` is set meanwhile. For long-lived processes started before their Redis."""
+    delay = initial
+    while True:
+        try:
+            return build()
+        except BackendUnavailable as exc:
+            log.warning(
+                "%s: Redis is unreachable at start (%s); trying again in %.1fs", what, exc, delay
+            )
+            if stop.wait(delay):
+                return None
+            delay = min(delay * 2, cap)
 
 
 # --- what differs on a cluster ------------------------------------------------------------

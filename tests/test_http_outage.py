@@ -3,8 +3,17 @@ while it is gone, 200 again once it is back, without restarting the HTTP server.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -15,6 +24,8 @@ from redis_server import RedisServer
 from config import Settings
 from seasons.clock import ManualClock
 from seasons.http.app import create_app
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture
@@ -86,3 +97,39 @@ def test_redis_outage_gives_503_and_recovers(
         assert http.get("/readyz").json()["error"] == "not_ready"  # Redis back, no worker
     for token in (WRITE_TOKEN, ADMIN_TOKEN):
         assert token not in caplog.text
+
+
+def test_serve_waits_for_an_unreachable_cluster_at_start(tmp_path: Path) -> None:
+    """``seasons serve`` on a cluster no node of answers yet: it keeps trying (the cluster
+    client connects when built) instead of exiting, and SIGTERM ends it with status 0."""
+    from redis_server import free_port
+
+    config = tmp_path / "seasons.toml"
+    config.write_text(
+        f'[redis]\nurl = "redis://127.0.0.1:{free_port()}/0"\ncluster = true\n'
+        "[worker]\nbackoff_initial = 0.1\nbackoff_max = 0.2\n[boards.kills]\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SEASONS_")}
+    env["SEASONS_CONFIG"] = str(config)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from seasons.cli import main; main()", "serve",
+         "--port", str(free_port())],
+        cwd=ROOT, env=env, text=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(x) for x in proc.stderr], daemon=True).start()
+    seen: list[str] = []
+    try:
+        deadline = time.monotonic() + 20
+        while sum("unreachable at start" in x for x in seen) < 3:
+            assert time.monotonic() < deadline, "".join(seen)
+            with contextlib.suppress(queue.Empty):
+                seen.append(lines.get(timeout=0.1))
+        assert proc.poll() is None
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=10) == 0
+        assert not any("Traceback" in x for x in seen), "".join(seen)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

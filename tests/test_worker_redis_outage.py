@@ -162,3 +162,83 @@ def test_worker_process_never_exits_on_an_outage(server, client, settings_factor
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def _dead_cluster_url() -> str:
+    """A cluster URL on a port where nothing listens."""
+    from redis_server import free_port
+
+    return f"redis://127.0.0.1:{free_port()}/0"
+
+
+def test_worker_process_waits_for_an_unreachable_cluster_at_start(settings_factory, tmp_path):
+    """A cluster client connects when it is built: with no node answering, ``seasons worker``
+    keeps trying (backing off) instead of exiting, and SIGTERM still ends it with status 0."""
+    settings = season_settings(
+        settings_factory, tmp_path / "archive", redis={"url": _dead_cluster_url()},
+        worker={"backoff_initial": 0.1, "backoff_max": 0.3},
+    )  # fmt: skip
+    config = tmp_path / "seasons.toml"
+    config.write_text(toml_text(settings))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SEASONS_")}
+    env |= {"SEASONS_CONFIG": str(config), "SEASONS_REDIS__CLUSTER": "true"}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from seasons.cli import main; main()", "worker"],
+        cwd=ROOT, env=env, text=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    log: queue.Queue[str] = queue.Queue()
+    seen: list[str] = []
+    threading.Thread(target=_lines, args=(proc.stderr, log), daemon=True).start()
+    try:
+        for _ in range(4):  # still trying, with growing delays up to the cap
+            _wait_for(log, "unreachable at start", seen)
+        assert proc.poll() is None
+        delays = [
+            float(line.rsplit("trying again in ", 1)[1].strip().rstrip("s"))
+            for line in seen
+            if "unreachable at start" in line
+        ]
+        assert delays[:3] == [0.1, 0.2, 0.3] and max(delays) == 0.3
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=10) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_worker_comes_up_once_the_cluster_answers(redis_cluster, settings_factory, tmp_path):
+    """The first builds meet no node; once one answers, the worker runs (heartbeat)."""
+    from jobs.worker import run_worker
+    from seasons import Seasons
+
+    settings = season_settings(
+        settings_factory, tmp_path / "archive",
+        redis={"url": redis_cluster.url, "cluster": True},
+        worker={"backoff_initial": 0.05, "backoff_max": 0.1, "heartbeat_interval": 0.2},
+    )  # fmt: skip
+    dead = settings.model_copy(
+        update={"redis": settings.redis.model_copy(update={"url": _dead_cluster_url()})}
+    )
+    builds: list[str] = []
+
+    def build() -> Seasons:
+        builds.append("dead" if len(builds) < 2 else "live")
+        return Seasons(dead if builds[-1] == "dead" else settings)
+
+    redis_cluster.flush()
+    stop = threading.Event()
+    outcome: list[int] = []
+    runner = threading.Thread(target=lambda: outcome.append(run_worker(build, dead, stop=stop)))
+    runner.start()
+    admin = redis_cluster.client()
+    try:
+        deadline = time.monotonic() + 20
+        while not admin.exists("seasons:heartbeat") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert admin.exists("seasons:heartbeat")
+    finally:
+        stop.set()
+        runner.join(timeout=20)
+        admin.close()
+    assert builds == ["dead", "dead", "live"] and outcome == [0]

@@ -20,7 +20,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from jobs.state import fault_from_env
-from jobs.worker import Worker, jobs_report
+from jobs.worker import Worker, jobs_report, run_worker
 from seasons import catalog
 from seasons.cli.common import CliState, cli, console, json_option, pass_state, print_json
 
@@ -62,7 +62,7 @@ def worker(state: CliState, log_level: str) -> None:
     """Run the worker (rollups, closes, archives, sweep, heartbeat) until SIGTERM/SIGINT."""
     logging.basicConfig(level=log_level, format=LOG_FORMAT, stream=sys.stderr)
     logging.getLogger("apscheduler").setLevel(logging.WARNING)
-    code = Worker(state.app, fault=fault_from_env()).run()
+    code = run_worker(lambda: state.app, state.settings, fault=fault_from_env())
     sys.exit(code)
 
 

@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import signal
+import threading
+from collections.abc import Callable
+from typing import Any
+
 import click
 
 from seasons.cli.common import CliState, cli, json_option, pass_state, print_json
+from seasons.connection import when_reachable
+
+SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
 @cli.command()
@@ -21,12 +29,33 @@ def serve(state: CliState, host: str | None, port: int | None, log_level: str) -
     from seasons.http.app import create_app
 
     settings = state.settings
-    app = create_app(settings, clock=state.clock, freeze_gc=True)
+    app = _app_when_reachable(
+        lambda: create_app(settings, clock=state.clock, freeze_gc=True), state
+    )
+    if app is None:
+        return  # stopped while waiting for Redis
     host = host or settings.api.host
     port = settings.api.port if port is None else port
     click.echo(f"seasons: serving http://{_url_host(host)}:{port}/ (Ctrl-C stops)", err=True)
     # One process: the app holds one Redis connection pool and one set of metrics.
     uvicorn.run(app, host=host, port=port, log_level=log_level, server_header=False)
+
+
+def _app_when_reachable(build: Callable[[], Any], state: CliState) -> Any:
+    """The app; on a cluster that no node of answers yet, wait for it (as the worker does,
+    with ``worker.backoff_*``); None if SIGTERM/SIGINT came meanwhile. uvicorn installs its
+    own signal handlers afterwards."""
+    stop = threading.Event()
+    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in SIGNALS}
+    try:
+        backoff = state.settings.worker
+        return when_reachable(
+            build, initial=backoff.backoff_initial.total_seconds(),
+            cap=backoff.backoff_max.total_seconds(), stop=stop, what="serve",
+        )  # fmt: skip
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _url_host(host: str) -> str:
