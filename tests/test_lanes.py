@@ -70,6 +70,15 @@ def expected(client: Any, scripts: Scripts, todo: list[tuple[list[str], list[Any
     return [json.loads(scripts.read_range(keys=k, args=a)) for k, a in todo]
 
 
+def prepared(server: RedisServer, n: int) -> tuple[Any, Scripts, list[Any], list[Any]]:
+    """A client of ``server``, the scripts on it, the populated board, ``n`` random calls and
+    their expected replies."""
+    client = server.client(decode_responses=True)
+    scripts = Scripts(client)
+    todo = calls(populate(client), n)
+    return client, scripts, todo, expected(client, scripts, todo)
+
+
 def client_count(client: Any, expect: int | None = None) -> int:
     """Connections the server lists; with ``expect``, waits (2 s at most) for that many, as
     the server notices a closed connection a little after the client closed it."""
@@ -173,11 +182,7 @@ def run(coro: Any) -> Any:
 
 
 def test_async_lane_pipelined_replies_come_back_to_their_callers(server: RedisServer) -> None:
-    client = server.client(decode_responses=True)
-    scripts = Scripts(client)
-    names = populate(client)
-    todo = calls(names, 600)
-    want = expected(client, scripts, todo)
+    client, scripts, todo, want = prepared(server, 600)
 
     async def go() -> list[Any]:
         lane = AsyncLane(server.url, None)
@@ -195,11 +200,7 @@ def test_async_lane_pipelined_replies_come_back_to_their_callers(server: RedisSe
 def test_async_lane_survives_flushed_scripts_killed_connections_and_restarts(
     server: RedisServer,
 ) -> None:
-    client = server.client(decode_responses=True)
-    scripts = Scripts(client)
-    names = populate(client)
-    todo = calls(names, 20)
-    want = expected(client, scripts, todo)
+    client, scripts, todo, want = prepared(server, 20)
 
     async def go() -> None:
         lane = AsyncLane(server.url, None)
@@ -230,11 +231,7 @@ def test_async_lane_survives_flushed_scripts_killed_connections_and_restarts(
 def test_async_lane_follows_its_caller_to_another_event_loop(server: RedisServer) -> None:
     """Each asyncio.run is a new loop (as each request of a test client without its
     lifespan): the lane reconnects on the new one instead of waiting on the old one's."""
-    client = server.client(decode_responses=True)
-    scripts = Scripts(client)
-    names = populate(client)
-    todo = calls(names, 5)
-    want = expected(client, scripts, todo)
+    client, scripts, todo, want = prepared(server, 5)
     lane = AsyncLane(server.url, None, timeout=2)
 
     async def go() -> list[Any]:
@@ -247,11 +244,7 @@ def test_async_lane_follows_its_caller_to_another_event_loop(server: RedisServer
 
 
 def test_async_lane_times_out_on_a_stalled_server_and_recovers(server: RedisServer) -> None:
-    client = server.client(decode_responses=True)
-    scripts = Scripts(client)
-    names = populate(client)
-    todo = calls(names, 3)
-    want = expected(client, scripts, todo)
+    client, scripts, todo, want = prepared(server, 3)
 
     async def go() -> None:
         lane = AsyncLane(server.url, None, timeout=0.3)

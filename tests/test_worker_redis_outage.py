@@ -102,6 +102,24 @@ def _lines(stream, sink: queue.Queue[str]) -> None:
         sink.put(line)
 
 
+def _start_worker(
+    settings, tmp_path: Path, **env_extra: str
+) -> tuple[subprocess.Popen[str], queue.Queue[str]]:
+    """``seasons worker`` in a process of its own, configured by a TOML file of ``settings``
+    (and ``env_extra``); its stderr lines arrive in the queue."""
+    config = tmp_path / "seasons.toml"
+    config.write_text(toml_text(settings))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SEASONS_")}
+    env |= {"SEASONS_CONFIG": str(config), **env_extra}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from seasons.cli import main; main()", "worker"],
+        cwd=ROOT, env=env, text=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    log: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=_lines, args=(proc.stderr, log), daemon=True).start()
+    return proc, log
+
+
 def _wait_for(sink: queue.Queue[str], text: str, seen: list[str], timeout: float = 20) -> str:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -123,17 +141,8 @@ def test_worker_process_never_exits_on_an_outage(server, client, settings_factor
             "backoff_initial": 0.1, "backoff_max": 0.5,
         },
     )  # fmt: skip
-    config = tmp_path / "seasons.toml"
-    config.write_text(toml_text(settings))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SEASONS_")}
-    env["SEASONS_CONFIG"] = str(config)
-    proc = subprocess.Popen(
-        [sys.executable, "-c", "from seasons.cli import main; main()", "worker"],
-        cwd=ROOT, env=env, text=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )  # fmt: skip
-    log: queue.Queue[str] = queue.Queue()
+    proc, log = _start_worker(settings, tmp_path)
     seen: list[str] = []
-    threading.Thread(target=_lines, args=(proc.stderr, log), daemon=True).start()
     try:
         _wait_for(log, "worker", seen)  # started
         deadline = time.monotonic() + 20
@@ -178,17 +187,8 @@ def test_worker_process_waits_for_an_unreachable_cluster_at_start(settings_facto
         settings_factory, tmp_path / "archive", redis={"url": _dead_cluster_url()},
         worker={"backoff_initial": 0.1, "backoff_max": 0.3},
     )  # fmt: skip
-    config = tmp_path / "seasons.toml"
-    config.write_text(toml_text(settings))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SEASONS_")}
-    env |= {"SEASONS_CONFIG": str(config), "SEASONS_REDIS__CLUSTER": "true"}
-    proc = subprocess.Popen(
-        [sys.executable, "-c", "from seasons.cli import main; main()", "worker"],
-        cwd=ROOT, env=env, text=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )  # fmt: skip
-    log: queue.Queue[str] = queue.Queue()
+    proc, log = _start_worker(settings, tmp_path, SEASONS_REDIS__CLUSTER="true")
     seen: list[str] = []
-    threading.Thread(target=_lines, args=(proc.stderr, log), daemon=True).start()
     try:
         for _ in range(4):  # still trying, with growing delays up to the cap
             _wait_for(log, "unreachable at start", seen)
