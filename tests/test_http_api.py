@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from click.testing import CliRunner
@@ -149,6 +150,30 @@ def test_page_equals_python_api(
         assert resp.json() == expected.model_dump()
 
 
+def test_hot_reads_answer_awkward_members_and_metadata_as_the_python_api(
+    http: TestClient, app: Seasons, clock: ManualClock
+) -> None:
+    """The page and around routes answer the read script's JSON as is: members and metadata
+    that need escaping (quotes, backslashes, slashes, non-ASCII, long numbers) come out as
+    the same JSON values as the Python API's models."""
+    members = ['quo"te', "back\\slash", "a/b", "ü ñ 🎮", "</script>", "x" * 128]
+    for n, member in enumerate(members):
+        app.submit(
+            "kills", member, n + 0.1, ts=clock(),
+            metadata={"name": member, "n": 2**53 - n, "f": 1 / 3, "ok": True, "none": None},
+        )  # fmt: skip
+    page = http.get("/v1/boards/kills/day", params={"limit": 20})
+    assert page.status_code == 200, page.text
+    assert page.json() == app.top("kills", "day", limit=20).model_dump()
+    for member in members:
+        resp = http.get(
+            f"/v1/boards/kills/day/members/{quote(member, safe='')}/around", params={"size": 3}
+        )
+        assert resp.status_code == 200, (member, resp.text)
+        expected = app.around("kills", member, "day", size=3)
+        assert expected is not None and resp.json() == expected.model_dump()
+
+
 def test_page_matches_independent_computation(http: TestClient, events: list) -> None:
     today = START.date()
     # The day board: sums of the day's kills, high first.
@@ -247,8 +272,6 @@ def test_member_ids_with_slashes_and_unicode(http: TestClient, app: Seasons) -> 
     for member in ("clan/ann", "çiğdem 🚀", "a/b/around"):
         app.submit("kills", member, 5)
     for member in ("clan/ann", "çiğdem 🚀"):
-        from urllib.parse import quote
-
         path = quote(member, safe="")
         resp = http.get(f"/v1/boards/kills/day/members/{path}")
         assert resp.json() == app.rank("kills", member, "day").model_dump()  # type: ignore[union-attr]
