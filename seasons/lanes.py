@@ -1,4 +1,4 @@
-"""Lanes: dedicated connections for the hot reads (top, around, rank) on a single server.
+"""Lanes: dedicated connections for the board reads (top, around, rank...) on a single server.
 
 A read is one EVALSHA of a read-only script. Through redis-py's client that round trip costs
 ~10 us of extra CPU in sync code (connection pool, retry wrapper, observability hooks) and

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -57,6 +58,20 @@ class RangeCall:
         """Whether the script's reply holds no entries (the member is not on the board):
         read_range.lua ends every reply with its entries, ``"entries":[]}`` when none."""
         return reply.endswith(b'"entries":[]}')
+
+
+@dataclass(frozen=True, slots=True)
+class PointsCall:
+    """A prepared ``read_points.lua`` call (rank, lookup, history), and ``finish``, which
+    turns the script's reply (None if the call asks for no point at all) into the result."""
+
+    keys: list[str]
+    args: list[Any]
+    finish: Callable[[str | bytes | None], Any]
+
+    @property
+    def asks(self) -> bool:
+        return len(self.args) > 3  # ARGV[4..]: the points; ARGV[1..3]: order, ties, metadata
 
 
 class Reader:
@@ -173,10 +188,10 @@ class Reader:
         page = self.run(self.around_member_call(board, window, member, period, now, size=size))
         return page if page.entries else None
 
-    def members(
+    def members_call(
         self, board: str, window: str, members: list[str], period: str, now: datetime
-    ) -> list[Entry]:
-        """The given members that are ranked, best first."""
+    ) -> PointsCall:
+        """The given members that are ranked, best first (a friends board, a member's entry)."""
         cfg = self.board(board)
         if len(members) > MAX_LOOKUP:
             raise LimitExceeded(
@@ -184,18 +199,23 @@ class Reader:
                 {"limit": MAX_LOOKUP},
             )
         _, live, archive = self.target(board, window, period, now)
-        unique = list(dict.fromkeys(members))
-        if not unique:
-            return []
         args: list[Any] = [cfg.order, cfg.ties, 1]
-        for m in unique:
+        for m in dict.fromkeys(members):
             args += [1, m]
-        reply = self._eval(self.scripts.read_points, [self.keys.meta(board), live, archive], args)
-        out = [e for e in _POINTS.validate_json(reply) if e is not None]
-        out.sort(key=lambda e: e.rank)
-        return out
 
-    def history(self, board: str, member: str, window: str, now: datetime, *, last: int) -> History:
+        def finish(reply: str | bytes | None) -> list[Entry]:
+            if reply is None:
+                return []
+            out = [e for e in _POINTS.validate_json(reply) if e is not None]
+            out.sort(key=lambda e: e.rank)
+            return out
+
+        return PointsCall([self.keys.meta(board), live, archive], args, finish)
+
+    def history_call(
+        self, board: str, member: str, window: str, now: datetime, *, last: int
+    ) -> PointsCall:
+        """Rank and score of ``member`` in each of the last ``last`` periods, oldest first."""
         cfg = self.board(board)
         _limit("last", last, 1, MAX_LAST)
         _check_window(window)
@@ -206,15 +226,30 @@ class Reader:
             live = self.keys.window(board, p.window, p.id)
             keys += [live, self.keys.archive(board, p.id) if window == "season" else live]
             args += [n, member]
-        points: list[HistoryPoint] = []
-        if periods:
-            reply = self._eval(self.scripts.read_points, keys, args)
-            for p, e in zip(periods, _POINTS.validate_json(reply), strict=True):
-                points.append(
-                    HistoryPoint(
-                        period=p.id,
-                        rank=e.rank if e else None,
-                        score=e.score if e else None,
-                    )
-                )
-        return History(board=board, window=window, member=member, history=points)
+
+        def finish(reply: str | bytes | None) -> History:
+            found = _POINTS.validate_json(reply) if reply is not None else []
+            points = [
+                HistoryPoint(period=p.id, rank=e.rank if e else None, score=e.score if e else None)
+                for p, e in zip(periods, found, strict=True)
+            ]
+            return History(board=board, window=window, member=member, history=points)
+
+        return PointsCall(keys, args, finish)
+
+    def run_points(self, call: PointsCall) -> Any:
+        """Run a prepared points read (one script call, none when it asks for nothing)."""
+        reply = self._eval(self.scripts.read_points, call.keys, call.args) if call.asks else None
+        return call.finish(reply)
+
+    def members(
+        self, board: str, window: str, members: list[str], period: str, now: datetime
+    ) -> list[Entry]:
+        result: list[Entry] = self.run_points(
+            self.members_call(board, window, members, period, now)
+        )
+        return result
+
+    def history(self, board: str, member: str, window: str, now: datetime, *, last: int) -> History:
+        result: History = self.run_points(self.history_call(board, member, window, now, last=last))
+        return result

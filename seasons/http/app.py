@@ -1,11 +1,12 @@
 """The HTTP application (SPEC section 9): ``create_app(settings)`` builds it, ready to serve.
 
-One FastAPI app per process, built from settings at the edge. The hot reads (pages and
-around) are awaited on the event loop (:class:`~seasons.http.deps.AsyncReads`); other routes
-that call Redis are sync functions (FastAPI runs them in its threadpool; redis-py's pool is
-thread-safe); routes without I/O are async. Nothing caches a broken connection: when Redis
-goes away each request fails fast with 503 ``backend_unavailable``, and the clients and the
-read lane reconnect by themselves on the first request after Redis is back.
+One FastAPI app per process, built from settings at the edge. The board reads (pages, around,
+a member's entry, lookup, history) are awaited on the event loop
+(:class:`~seasons.http.deps.AsyncReads`); other routes that call Redis are sync functions
+(FastAPI runs them in its threadpool; redis-py's pool is thread-safe); routes without I/O are
+async. Nothing caches a broken connection: when Redis goes away each request fails fast with
+503 ``backend_unavailable``, and the clients and the read lane reconnect by themselves on the
+first request after Redis is back.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ def create_app(
     facade = app if app is not None else Seasons(settings, clock=clock)
     metrics = Metrics(job_stats=job_stats_reader(facade))
 
-    reads = AsyncReads(settings.redis, facade.scripts.read_range)
+    reads = AsyncReads(settings.redis, facade.scripts)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:

@@ -14,9 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from seasons import catalog
 from seasons.api import Seasons
-from seasons.connection import backend_errors
 from seasons.errors import NotRanked
-from seasons.http.deps import NowDep, SeasonsDep, ServicesDep, SettingsDep
+from seasons.http.deps import NowDep, ServicesDep, SettingsDep
 from seasons.http.errors import ERROR_RESPONSES
 from seasons.models import Entry, History, Page
 from seasons.reads import MAX_LAST, MAX_LIMIT, MAX_LOOKUP, MAX_SIZE, RangeCall
@@ -66,12 +65,16 @@ async def list_boards(settings: SettingsDep, now: NowDep) -> catalog.Boards:
     "/{board}/members/{member:path}/history", response_model=History,
     summary="A member's rank and score in each of the last periods",
 )  # fmt: skip
-def member_history(
-    s: SeasonsDep, board: Board, member: Member, window: WindowQ = "day", last: LastQ = 14
-) -> History:
+async def member_history(
+    services: ServicesDep, board: Board, member: Member, window: WindowQ = "day",
+    last: LastQ = 14,
+) -> History:  # fmt: skip
     # The facade's history() gives the points only; the reader's History is the whole JSON.
-    with backend_errors():
-        return s.reader.history(board, member, window, s.clock(), last=last)
+    s = services.seasons
+    history: History = await services.reads.points(
+        s.reader.history_call(board, member, window, s.clock(), last=last)
+    )
+    return history
 
 
 @router.get(
@@ -94,13 +97,17 @@ async def around_member(
     "/{board}/{window}/members/{member:path}", response_model=Entry,
     summary="A member's entry (404 not_ranked if absent)",
 )  # fmt: skip
-def member_entry(
-    s: SeasonsDep, board: Board, window: Window, member: Member, period: PeriodQ = "current"
-) -> Entry:
-    entry = s.rank(board, member, window, period=period)
-    if entry is None:
+async def member_entry(
+    services: ServicesDep, board: Board, window: Window, member: Member,
+    period: PeriodQ = "current",
+) -> Entry:  # fmt: skip
+    s = services.seasons
+    found: list[Entry] = await services.reads.points(
+        s.reader.members_call(board, window, [member], period, s.clock())
+    )
+    if not found:
         raise _not_ranked(s, board, window, member, period)
-    return entry
+    return found[0]
 
 
 @router.get(
@@ -121,10 +128,15 @@ async def around_rank(
     "/{board}/{window}/lookup", response_model=list[Entry],
     summary="The ranked ones among the given members (a friends board), best first",
 )  # fmt: skip
-def lookup(
-    s: SeasonsDep, board: Board, window: Window, body: LookupIn, period: PeriodQ = "current"
-) -> list[Entry]:
-    return s.lookup(board, body.members, window, period=period)
+async def lookup(
+    services: ServicesDep, board: Board, window: Window, body: LookupIn,
+    period: PeriodQ = "current",
+) -> list[Entry]:  # fmt: skip
+    s = services.seasons
+    found: list[Entry] = await services.reads.points(
+        s.reader.members_call(board, window, body.members, period, s.clock())
+    )
+    return found
 
 
 @router.get("/{board}/{window}", response_model=Page, summary="A page of the board, best first")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Depends, Request
 from redis.commands.core import Script
@@ -20,33 +20,44 @@ from seasons.connection import backend_errors, make_async_client
 from seasons.http.auth import authorize
 from seasons.http.metrics import Metrics
 from seasons.lanes import async_lane
-from seasons.reads import RangeCall
+from seasons.reads import PointsCall, RangeCall
+from seasons.scripts import Scripts
 
 
 class AsyncReads:
-    """The hot range reads (top, around) on the event loop: the same prepared calls as the
-    Python API's (:class:`seasons.reads.RangeCall`), awaited, so a read costs no threadpool
-    hop and a slow Redis never blocks the loop. On a single server they go down an
+    """The reads on the event loop: the same prepared calls as the Python API's
+    (:class:`~seasons.reads.RangeCall` for pages and around, :class:`~seasons.reads.PointsCall`
+    for a member's entry, lookup and history), awaited, so a read costs no threadpool hop and
+    a slow Redis never blocks the loop. On a single server they go down an
     :class:`~seasons.lanes.AsyncLane` (one pipelined connection); on a cluster through
     redis-py's asyncio cluster client."""
 
-    def __init__(self, cfg: RedisSettings, script: Script):
-        self._script = script
+    def __init__(self, cfg: RedisSettings, scripts: Scripts):
+        self._range, self._points = scripts.read_range, scripts.read_points
         self._lane = async_lane(cfg)
         self._client = make_async_client(cfg) if self._lane is None else None
-        self._on_client = (
-            self._client.register_script(script.script) if self._client is not None else None
+        # On the asyncio client: the same scripts, registered with it (EVALSHA, NOSCRIPT).
+        self._registered = (
+            {s: self._client.register_script(s.script) for s in (self._range, self._points)}
+            if self._client is not None
+            else {}
         )
+
+    async def _run(self, script: Script, keys: list[str], args: list[Any]) -> Any:
+        with backend_errors():
+            if self._lane is not None:
+                return await self._lane.run(script, keys, args)
+            return await self._registered[script](keys=keys, args=args)
 
     async def json(self, call: RangeCall) -> bytes:
         """The page's JSON as the script wrote it (see :meth:`RangeCall.page`)."""
-        with backend_errors():
-            if self._lane is not None:
-                reply = await self._lane.run(self._script, call.keys, call.args)
-            else:
-                assert self._on_client is not None
-                reply = await self._on_client(keys=call.keys, args=call.args)
+        reply = await self._run(self._range, call.keys, call.args)
         return reply if isinstance(reply, bytes) else reply.encode()
+
+    async def points(self, call: PointsCall) -> Any:
+        """The result of a points read (no call when it asks for nothing)."""
+        reply = await self._run(self._points, call.keys, call.args) if call.asks else None
+        return call.finish(reply)
 
     async def close(self) -> None:
         if self._lane is not None:
