@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import re
 from datetime import date, timedelta
+from ipaddress import ip_network
 from pathlib import Path
 from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -20,6 +21,9 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
+# A cap on weights, so that no weighted aggregate of values within ±2^53 can overflow a double
+# (with room to spare: 2^53 x 10^6 x 3660 days is about 3e25); no board needs more.
+MAX_WEIGHT = 1_000_000.0
 WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 NAME_RE = r"^[A-Za-z0-9_-]{1,64}$"
 
@@ -44,6 +48,10 @@ class RedisSettings(_Section):
     cluster: bool = False
     wait_replicas: int = Field(default=0, ge=0, le=16)
     wait_timeout_ms: int = Field(default=1000, ge=1)
+    # Any maxmemory-policy but noeviction lets Redis drop Seasons' keys (day boards, event ids,
+    # job state) without a word: the worker and the server refuse to run on it unless this is
+    # set deliberately (they then warn at start and report it in status and /readyz).
+    allow_eviction: bool = False
 
     @field_validator("url")
     @classmethod
@@ -107,6 +115,11 @@ class BoardSettings(_Section):
         for x in w:
             if not math.isfinite(x) or x < 0:
                 raise ValueError(f"weights must be finite and >= 0, got {x}")
+            if x > MAX_WEIGHT:
+                raise ValueError(
+                    f"weights must be at most {MAX_WEIGHT:g} (a weighted score must stay a "
+                    f"finite, usable double), got {x:g}"
+                )
         return w
 
     def season_weight(self, week_index: int) -> float:
@@ -118,11 +131,36 @@ class ArchiveSettings(_Section):
     dir: Path = Path("var/archive")
 
 
+# 10 000 events (the batch limit) of 128-byte members and event ids with 1 KiB of metadata,
+# with room for JSON escaping.
+DEFAULT_MAX_BODY = 16 * 1024 * 1024
+
+
 class ApiSettings(_Section):
     write_token: str = ""
     admin_token: str = ""
     host: str = "127.0.0.1"
     port: int = Field(default=8080, ge=1, le=65535)
+    # Peers (addresses or networks) whose Forwarded / X-Forwarded-For headers name the client;
+    # from any other peer those headers are ignored. Default: none.
+    trusted_proxies: tuple[str, ...] = ()
+    # Request bodies over this many bytes get 413 (by Content-Length, and while streaming).
+    max_body_bytes: int = Field(default=DEFAULT_MAX_BODY, ge=1024, le=1024 * 1024 * 1024)
+    # `seasons serve` on a non-loopback address with an empty write or admin token refuses to
+    # start unless this is true (reads for everyone; writes/admin still from loopback only).
+    allow_empty_tokens: bool = False
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _networks(cls, found: tuple[str, ...]) -> tuple[str, ...]:
+        for net in found:
+            try:
+                ip_network(net, strict=False)
+            except ValueError:
+                raise ValueError(
+                    f"{net!r} is not an IP address or network (e.g. 10.0.0.5 or 10.0.0.0/8)"
+                ) from None
+        return found
 
 
 class WorkerSettings(_Section):

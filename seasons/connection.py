@@ -19,7 +19,10 @@ from redis.exceptions import (
     CrossSlotTransactionError,
     InvalidPipelineStack,
     MovedError,
+    OutOfMemoryError,
+    ReadOnlyError,
     RedisClusterException,
+    ResponseError,
     SlotNotCoveredError,
     TimeoutError,
     TryAgainError,
@@ -27,7 +30,7 @@ from redis.exceptions import (
 from redis.retry import Retry
 
 from config.settings import RedisSettings
-from seasons.errors import BackendUnavailable
+from seasons.errors import BackendFull, BackendReadOnly, BackendUnavailable
 
 # ClusterError covers CLUSTERDOWN, MASTERDOWN and "TTL exhausted" (redirections that never
 # settle); RedisClusterException is what the cluster client raises when no node answers.
@@ -84,13 +87,37 @@ def make_async_client(cfg: RedisSettings) -> Any:
     return AsyncRedis.from_url(cfg.url, **common)
 
 
+def refusal(exc: ResponseError) -> BackendUnavailable | None:
+    """The Seasons error for Redis refusing work it would otherwise do (full, a replica), or
+    None for any other reply error. Inside a script the refusal comes with the script's name
+    appended, so the text is checked as well as the class."""
+    text = str(exc)
+    if isinstance(exc, OutOfMemoryError) or "OOM command not allowed" in text:
+        return BackendFull(
+            "Redis refused the write: it is at its maxmemory (noeviction). Raise maxmemory or "
+            f"free memory; nothing was written ({text})"
+        )
+    if isinstance(exc, ReadOnlyError) or text.startswith("READONLY"):
+        return BackendReadOnly(
+            "Redis refused the write: the server is a read-only replica. Point redis.url at "
+            f"the master ({text})"
+        )
+    return None
+
+
 @contextmanager
 def backend_errors() -> Iterator[None]:
-    """Turn 'Redis cannot be reached' into :class:`BackendUnavailable`."""
+    """Turn 'Redis cannot be reached' into :class:`BackendUnavailable`, and Redis refusing a
+    write into :class:`BackendFull` / :class:`BackendReadOnly`."""
     try:
         yield
     except UNAVAILABLE as exc:
         raise BackendUnavailable(f"Redis is unreachable: {exc}") from exc
+    except ResponseError as exc:
+        found = refusal(exc)
+        if found is None:
+            raise
+        raise found from exc
     except (CrossSlotTransactionError, InvalidPipelineStack):
         raise  # a bug of ours, not an outage
     except RedisClusterException as exc:

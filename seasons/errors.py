@@ -91,7 +91,39 @@ class NotReplicated(BackendUnavailable):
     failover now could lose it. Retry with the same event ids (duplicates are not counted)."""
 
 
+class BackendFull(BackendUnavailable):
+    """Redis refuses writes: it is at ``maxmemory`` with the ``noeviction`` policy."""
+
+    code = "backend_full"
+
+
+class BackendReadOnly(BackendUnavailable):
+    """Redis refuses writes: the server is a read-only replica (``READONLY``)."""
+
+    code = "backend_read_only"
+
+
+class EvictionPolicy(SeasonsError):
+    """Redis may evict keys (``maxmemory-policy`` is not ``noeviction``) and
+    ``redis.allow_eviction`` is not set: Seasons would lose data without a word."""
+
+    code = "eviction_policy"
+
+
 class ArchiveError(SeasonsError):
     """An archive file or manifest that does not check out."""
 
     code = "archive_invalid"
+
+
+class ArchiveExists(ArchiveError):
+    """An archive file or manifest exists with other content: archives are write-once."""
+
+    code = "archive_exists"
+
+
+class DataLoss(SeasonsError):
+    """Redis lost Seasons' data (its namespace marker is gone while archives exist): the
+    worker is in safe mode until an operator restores or acknowledges."""
+
+    code = "data_loss"

@@ -50,6 +50,15 @@ class Keys:
     def events(self, board: str) -> str:
         return f"{self._board(board)}:events"
 
+    # Write batches (retries): sorted set batch id -> epoch seconds it was applied, and hash
+    # batch id -> its original result, so a resent batch answers what it first did. Entries
+    # older than 48 hours are dropped by each write; both keys expire 48 hours after the last.
+    def batches(self, board: str) -> str:
+        return f"{self._board(board)}:batches"
+
+    def batch_results(self, board: str) -> str:
+        return f"{self._board(board)}:batch_results"
+
     # Board state, no TTL (job state): closed days ("closed:<YYYY-MM-DD>") and season
     # states ("season:<id>" -> closing | archived) that the write script checks.
     def state(self, board: str) -> str:
@@ -64,6 +73,16 @@ class Keys:
 
     def heartbeat(self) -> str:
         return f"{self.ns}:heartbeat"
+
+    # Namespace marker, no TTL: written once when Seasons first finds its namespace empty. Its
+    # absence while archives or job history exist means Redis lost Seasons' data.
+    def marker(self) -> str:
+        return f"{self.ns}:marker"
+
+    # Safe mode, no TTL: what the worker found when it detected data loss (JSON); closes and
+    # archives stop while it exists. `seasons restore --all` or an acknowledgement clears it.
+    def safe_mode(self) -> str:
+        return f"{self.ns}:safe_mode"
 
     # Scratch keys of the worker and operator tools (restore, export), in the board's slot so a
     # script can RENAME them into place; always created with a short TTL.

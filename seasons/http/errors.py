@@ -18,6 +18,9 @@ Forbidden (forbidden)                  403     no token configured and the clien
 Conflict, ArchiveError                 409     the request conflicts with stored state
 BackendUnavailable and redis           503     Redis unreachable; retry later
   connection errors (backend_unavailable)
+BackendFull (backend_full)             503     Redis at maxmemory (noeviction) refuses writes
+BackendReadOnly (backend_read_only)    503     Redis is a read-only replica
+EvictionPolicy, DataLoss               503     the server is unsafe to write to (see /readyz)
 anything else                          500     ``internal_error``, with no details
 =====================================  ======  =============================================
 """
@@ -33,10 +36,12 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from seasons import errors
+from seasons.connection import refusal
 
 log = logging.getLogger("seasons.http")
 
@@ -71,6 +76,8 @@ STATUS: tuple[tuple[type[errors.SeasonsError], int], ...] = (
     (errors.Conflict, 409),
     (errors.ArchiveError, 409),
     (errors.BackendUnavailable, 503),
+    (errors.EvictionPolicy, 503),
+    (errors.DataLoss, 503),
 )
 
 # Documented on every route, so the OpenAPI schema lists each status a client can get.
@@ -121,6 +128,16 @@ async def _redis_down(request: Request, exc: Exception) -> JSONResponse:
     return error_response(503, "backend_unavailable", f"Redis is unreachable: {exc}")
 
 
+async def _redis_refused(request: Request, exc: Exception) -> JSONResponse:
+    # Redis refusing a write (full, a replica) where a caller did not wrap it; any other
+    # reply error is a bug of ours.
+    assert isinstance(exc, ResponseError)
+    found = refusal(exc)
+    if found is None:
+        return await _unexpected(request, exc)
+    return error_response(503, found.code, found.message)
+
+
 async def _validation(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
     # Only where and what: "input" could echo a large body back, "ctx" holds raw objects.
@@ -155,6 +172,7 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(errors.SeasonsError, _seasons_error)
     app.add_exception_handler(RedisConnectionError, _redis_down)
     app.add_exception_handler(RedisTimeoutError, _redis_down)
+    app.add_exception_handler(ResponseError, _redis_refused)
     app.add_exception_handler(RequestValidationError, _validation)
     app.add_exception_handler(StarletteHTTPException, _http_exception)
     app.add_exception_handler(Exception, _unexpected)
