@@ -65,6 +65,12 @@ def _check_id(value: Any, what: str) -> str | None:
     return None
 
 
+def check_member(value: Any) -> str | None:
+    """Why ``value`` is not a valid member id, or None: the rule every interface applies to
+    members (writes, reads, erasure, restored archives)."""
+    return _check_id(value, "member")
+
+
 def check_value(value: Any) -> str | None:
     """Why ``value`` is not a usable score, or None."""
     if isinstance(value, bool) or not isinstance(value, int | float):
@@ -166,7 +172,7 @@ def _validate_one(
         problems.add(i, "board", "unknown_board", f"unknown board {board!r} (configured: {known})")
     if "member" not in ev:
         problems.add(i, "member", "missing_field", "member is required")
-    elif why := _check_id(ev["member"], "member"):
+    elif why := check_member(ev["member"]):
         problems.add(i, "member", "invalid_member", why)
     if "value" not in ev:
         problems.add(i, "value", "missing_field", "value is required")
