@@ -26,7 +26,7 @@ from config.settings import Settings
 from seasons.api import Seasons
 from seasons.clock import Clock, system_clock
 from seasons.connection import backend_errors
-from seasons.errors import BatchRejected, InvalidInput, NotFound, SeasonsError
+from seasons.errors import BatchRejected, EvictionPolicy, InvalidInput, NotFound, SeasonsError
 
 # Exit statuses (SPEC section 10).
 EXIT_OK = 0
@@ -61,8 +61,9 @@ def cli_error(message: str, status: int) -> CliError:
 
 
 def exit_status(exc: SeasonsError) -> int:
-    """The exit status of an error: bad input 2, not found 3, anything else 1."""
-    if isinstance(exc, InvalidInput):
+    """The exit status of an error: bad input or a server Seasons must not run on 2, not
+    found 3, anything else 1."""
+    if isinstance(exc, InvalidInput | EvictionPolicy):
         return EXIT_USAGE
     if isinstance(exc, NotFound):
         return EXIT_NOT_FOUND
