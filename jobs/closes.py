@@ -25,12 +25,13 @@ from functools import partial
 from typing import Any
 
 from config.settings import SeasonSpan, Settings
+from jobs.integrity import read_safe_mode
 from jobs.locks import Lock, locked
 from jobs.rollup import DaysExpired, Rollup
 from jobs.state import Checkpoint, JobState, Run
 from seasons import timewindows as tw
 from seasons.archives import Archives, Manifest, snapshot_id
-from seasons.errors import ArchiveError, Conflict, InvalidInput
+from seasons.errors import ArchiveError, Conflict, DataLoss, InvalidInput
 from seasons.keys import SEASON_ARCHIVED, SEASON_CLOSING, STATE_CLOSED_DAY, STATE_SEASON, Keys
 from seasons.scripts import Scripts
 
@@ -233,6 +234,13 @@ class Closes:
         ``S@<timestamp>`` (changing nothing else); close an ended season now; leave an
         archived one as it is."""
         span = tw.season_by_id(season_id, self.settings)
+        safe = read_safe_mode(self.client, self.keys)
+        if safe is not None:
+            raise DataLoss(
+                f"the namespace is in safe mode ({safe.get('reason')}: {safe.get('message')}): "
+                "no archives are written until it is restored or the loss acknowledged",
+                safe,
+            )
         if now < tw.day_start(span.start, self.settings.zone):
             raise InvalidInput(f"season {span.id} has not started yet (first day {span.start})")
         boards = sorted(self.settings.boards)

@@ -32,11 +32,18 @@ class Heartbeat:
     def ttl_ms(self) -> int:
         return max(1000, int(3 * self.interval.total_seconds() * 1000))
 
-    def beat(self, now: datetime, jobs: dict[str, Any] | None = None) -> None:
+    def beat(
+        self,
+        now: datetime,
+        jobs: dict[str, Any] | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> None:
+        """Write the heartbeat; ``extra`` adds fields (the worker's ``redis`` memory figures
+        and ``safe_mode``)."""
         value = json.dumps({
             "worker": self.worker, "pid": os.getpid(), "host": socket.gethostname(),
             "at": now.isoformat(), "interval_seconds": self.interval.total_seconds(),
-            **({"jobs": jobs} if jobs else {}),
+            **({"jobs": jobs} if jobs else {}), **(extra or {}),
         }, separators=(",", ":"))  # fmt: skip
         self.client.set(self.key, value, px=self.ttl_ms)
         self.last = value

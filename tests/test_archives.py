@@ -109,13 +109,13 @@ def test_restore_checks_the_manifest_then_loads(settings_factory, r, tmp_path: P
     shutil.copytree(backup, tampered)
     rewrite_gz(tampered / data.name, lambda lines: lines[:-1])  # drop the last member
     result = run_cli(sim, "restore", str(tampered / data.name))
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # a bad file is bad input
     assert "does not match its manifest" in result.output
     assert snapshot(r) == {}
     # A missing manifest too.
     (tampered / manifest_path.name).unlink()
     result = run_cli(sim, "restore", str(tampered / data.name))
-    assert result.exit_code == 1 and "manifest" in result.output
+    assert result.exit_code == 2 and "manifest" in result.output
 
     result = run_cli(sim, "restore", str(backup / data.name), "--json")
     assert result.exit_code == 0, result.output

@@ -1,5 +1,5 @@
 """Operator commands: ``worker``, ``rollup``, ``snapshot``, ``rebuild``, ``restore``,
-``export``, ``status``, ``forget`` (SPEC sections 7, 8 and 10).
+``acknowledge-loss``, ``export``, ``status``, ``forget`` (SPEC sections 7, 8 and 10).
 
 Each builds the worker's job objects on the command's app and runs one operation now; long
 ones (rebuild, restore, export) show a progress bar on stderr when it is a terminal.
@@ -19,10 +19,24 @@ import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
+from jobs.integrity import mark_recovered, read_safe_mode
 from jobs.state import fault_from_env
 from jobs.worker import Worker, jobs_report, run_worker
 from seasons import catalog
-from seasons.cli.common import CliState, cli, console, json_option, pass_state, print_json
+from seasons.cli.common import (
+    EXIT_FAILURE,
+    EXIT_USAGE,
+    CliState,
+    cli,
+    console,
+    describe,
+    json_option,
+    pass_state,
+    print_json,
+)
+from seasons.cli.info import print_safety
+from seasons.errors import InvalidInput
+from seasons.restore import RestoreAll, Restorer
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
@@ -121,15 +135,85 @@ def rebuild(state: CliState, board: str | None, window: str, period: str, as_jso
 
 
 @cli.command()
-@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("file", required=False,
+                type=click.Path(exists=True, dir_okay=False, path_type=Path))  # fmt: skip
+@click.option("--all", "everything", is_flag=True,
+              help="Every archive file of the namespace (after Redis lost its data).")  # fmt: skip
+@click.option("--force", is_flag=True,
+              help="Replace an archive key that holds other standings than the file.")  # fmt: skip
 @json_option
 @pass_state
-def restore(state: CliState, file: Path, as_json: bool) -> None:
-    """Load an archive file (<season>.jsonl.gz) back into Redis after checking its manifest."""
-    with _bar("restoring") as bar:
-        manifest = _worker(state).archives.restore(file, state.clock(), progress=bar)
-    _emit(as_json, {"restored": asdict(manifest)},
-          f"restored {manifest.board} {manifest.season}: {manifest.count} members")  # fmt: skip
+def restore(
+    state: CliState, file: Path | None, everything: bool, force: bool, as_json: bool
+) -> None:
+    """Load an archive file (<season>.jsonl.gz) back into Redis, or with --all every archive
+    file under <archive.dir>/<namespace>/<board>/, after checking everything it claims.
+
+    Refused, writing nothing (exit 2): a file that does not match its manifest, a running
+    or future season, bad lines. An archive key with other standings needs --force (else
+    exit 1); the same standings again change nothing. --all loads nothing unless every file
+    checks out, then ends safe mode.
+    """
+    if (file is None) == (not everything):
+        raise click.UsageError("give one archive FILE or --all")
+    app = state.app
+    restorer = Restorer(app.client, app.settings, app.keys)
+    if file is not None:
+        with _bar("restoring") as bar:
+            done = restorer.restore(file, state.clock(), force=force, progress=bar)
+        _emit(as_json, {"restored": asdict(done.manifest), "action": done.action},
+              f"{done.action} {done.board} {done.season}: {done.count} members")  # fmt: skip
+        return
+    with _bar("restoring all") as bar:
+        report = restorer.restore_all(state.clock(), force=force, progress=bar)
+    if report.ok:
+        mark_recovered(app.client, app.keys, app.settings, reason="restore --all")
+    _restore_all_output(report, as_json, app.settings.archive.dir / app.settings.namespace)
+    if not report.ok:
+        refused = [e for _, e in report.failed]
+        bad_input = refused and all(isinstance(e, InvalidInput) for e in refused)
+        sys.exit(EXIT_USAGE if bad_input else EXIT_FAILURE)
+
+
+def _restore_all_output(report: RestoreAll, as_json: bool, root: Path) -> None:
+    if as_json:
+        print_json({**report.to_dict(), "recovered": report.ok})
+        return
+    for r in report.restored:
+        click.echo(f"{r.action} {r.board} {r.season}: {r.count} members")
+    for folder in report.skipped:
+        click.echo(f"skipped {folder}: not a configured board", err=True)
+    for path, exc in report.failed:
+        click.echo(f"FAILED {path}: {describe(exc)}", err=True)
+    if report.failed:
+        click.echo(f"{len(report.failed)} of the archive files failed their checks: nothing "
+                   "was restored; fix or move them away and run again", err=True)  # fmt: skip
+    elif not report.restored:
+        click.echo(f"no archive files under {root}: nothing restored (to accept Redis as it "
+                   "is, run `seasons acknowledge-loss`)", err=True)  # fmt: skip
+    else:
+        click.echo("recovered: the namespace marker is renewed and safe mode is over")
+
+
+@cli.command("acknowledge-loss")
+@json_option
+@pass_state
+def acknowledge_loss(state: CliState, as_json: bool) -> None:
+    """Accept Redis as it is after a data loss: renew the namespace marker and end safe mode
+    without restoring archives (what is not in Redis stays lost)."""
+    app = state.app
+    found = read_safe_mode(app.client, app.keys)
+    mark_recovered(app.client, app.keys, app.settings, reason="acknowledged")
+    if as_json:
+        print_json({"safe_mode": found, "acknowledged": True})
+        return
+    if found is None:
+        click.echo("not in safe mode; the namespace marker is renewed")
+        return
+    reason, message = found.get("reason", "?"), found.get("message", "")
+    seen = f"detected {found.get('detected_at', '?')} by {found.get('worker', '?')}"
+    click.echo(f"safe mode was: {reason}: {message} ({seen})")
+    click.echo("acknowledged: the namespace marker is renewed and safe mode is over")
 
 
 @cli.command()
@@ -162,6 +246,7 @@ def status(state: CliState, as_json: bool) -> None:
         print_json({**report, "seasons": seasons.model_dump(mode="json")})
         return
     out = console()
+    print_safety(out, report["safe_mode"], report["redis"])
     beat = report["worker"]
     if beat is None:
         out.print("worker: [bold red]no heartbeat[/] (no worker running?)")

@@ -25,6 +25,11 @@ class Jobs(BaseModel):
     # The heartbeat (worker, pid, host, at, interval_seconds, age_seconds, expires_in_seconds),
     # or null when no worker has beaten within three intervals.
     worker: dict[str, Any] | None
+    # What the worker found when it detected data loss (reason, message, detected_at, worker),
+    # or null; while set, closes and archives are stopped (docs/recovery.md).
+    safe_mode: dict[str, Any] | None = None
+    # The Redis server: maxmemory-policy, used_memory, maxmemory, read_only, problems, ...
+    redis: dict[str, Any] | None = None
     jobs: dict[str, dict[str, str]]  # job -> last_start, last_end, last_status, next_run, ...
 
 

@@ -1,0 +1,438 @@
+"""``seasons restore``: load archive files back into Redis, checking everything they claim first.
+
+A restore writes ``<ns>:{B}:archive:S`` (no TTL), fills in missing metadata in the board's
+``meta`` hash and, for a season (not a snapshot ``S@<ts>``), marks it archived so late events
+for it stay rejected. Before it writes anything it checks that:
+
+- the data file matches its manifest (sha256, count, ``score_sum``) and is named after the
+  manifest's season; the manifest's board is configured;
+- the season is configured and has ended: an archive key is what reads of a season use, so
+  restoring a running or future season would hide its live board. A snapshot ``S@<ts>``
+  needs its base season ``S`` and loads only into ``archive:S@<ts>``, which reads of ``S``
+  never use;
+- every line is a valid entry: a member by the write path's rule, a finite score within
+  ±2^53, flat metadata within its limits, no member twice, ranks from 1 in the board's order;
+- the archive key, if it exists, holds the same standings (archives are write-once), unless
+  ``force`` is given. The same standings again are a no-op.
+
+Any problem raises :class:`ArchiveRejected` (bad file) or :class:`ArchiveExists` (other
+standings already in Redis) and nothing is written.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import re
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from config.settings import BoardSettings, Settings
+from seasons import timewindows as tw
+from seasons.archives import CHUNK, DATA_SUFFIX, MANIFEST_SUFFIX, TMP_TTL, Manifest, Row, sha256_of
+from seasons.catalog import archive_dir
+from seasons.connection import backend_errors
+from seasons.errors import (
+    ArchiveError,
+    ArchiveExists,
+    ArchiveRejected,
+    BadPeriod,
+    SeasonsError,
+)
+from seasons.events import check_metadata, check_stored_member, check_value
+from seasons.keys import SEASON_ARCHIVED, STATE_SEASON, Keys
+
+Progress = Callable[[int, int], None]  # (rows done, rows in all)
+Action = Literal["restored", "replaced", "unchanged"]
+
+FIELDS = ("rank", "member", "score", "metadata")
+SHOWN_PROBLEMS = 5  # in the message; details list up to KEPT_PROBLEMS
+KEPT_PROBLEMS = 100
+_SNAPSHOT_STAMP = re.compile(r"\d{8}T\d{6}Z")
+
+
+@dataclass(frozen=True, slots=True)
+class Checked:
+    """An archive file that passed every check, ready to load."""
+
+    file: Path
+    manifest: Manifest
+    rows: list[Row]
+    action: Action
+
+
+@dataclass(frozen=True, slots=True)
+class Restored:
+    """What a restore did with one file."""
+
+    board: str
+    season: str
+    count: int
+    action: Action
+    file: str
+    manifest: Manifest
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "board": self.board, "season": self.season, "count": self.count,
+            "action": self.action, "file": self.file,
+        }  # fmt: skip
+
+
+@dataclass(slots=True)
+class RestoreAll:
+    """``restore --all``: every file restored, or (when any failed its checks) none."""
+
+    restored: list[Restored] = field(default_factory=list)
+    failed: list[tuple[Path, SeasonsError]] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # folders of boards not configured
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.restored) and not self.failed
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "restored": [r.to_dict() for r in self.restored],
+            "failed": [{"file": str(f), **e.to_dict()} for f, e in self.failed],
+            "skipped": self.skipped,
+        }
+
+
+class Restorer:
+    """Checks and loads archive files of one namespace."""
+
+    def __init__(self, client: Any, settings: Settings, keys: Keys):
+        self.client = client
+        self.settings = settings
+        self.keys = keys
+
+    # --- one file -------------------------------------------------------------------------
+
+    def restore(
+        self, file: Path, now: datetime, *, force: bool = False, progress: Progress | None = None
+    ) -> Restored:
+        """Check ``file`` (``<season>.jsonl.gz`` next to its manifest), then load it."""
+        checked = self.check(file, now, force=force)
+        return self.load(checked, progress=progress, total=len(checked.rows))
+
+    def check(self, file: Path, now: datetime, *, force: bool = False) -> Checked:
+        """Every check of the module docstring; writes nothing."""
+        file = Path(file)
+        if not file.name.endswith(DATA_SUFFIX):
+            raise _rejected(file, f"an archive file's name ends with {DATA_SUFFIX}")
+        stem = file.name[: -len(DATA_SUFFIX)]
+        try:
+            manifest = Manifest.load(file.with_name(stem + MANIFEST_SUFFIX))
+        except ArchiveError as exc:
+            raise ArchiveRejected(f"{exc.message}; nothing restored", exc.details) from None
+        if manifest.board not in self.settings.boards:
+            known = ", ".join(sorted(self.settings.boards)) or "none"
+            raise _rejected(
+                file, f"its manifest names board {manifest.board!r}, which is not configured "
+                f"(configured: {known})",
+            )  # fmt: skip
+        if manifest.season != stem:
+            raise _rejected(
+                file, f"its manifest is of season {manifest.season!r}, but the file is named "
+                f"after {stem!r}: a renamed file would load into the wrong archive key",
+            )  # fmt: skip
+        self._check_season(file, manifest.season, now)
+        digest = sha256_of(file) if file.is_file() else None
+        if digest is None:
+            raise _rejected(file, "the archive file does not exist")
+        if digest != manifest.sha256:
+            raise _rejected(
+                file, f"does not match its manifest (sha256 {digest}, manifest says "
+                f"{manifest.sha256}): the file was changed after it was written",
+            )  # fmt: skip
+        rows = _read_checked(file, self.settings.boards[manifest.board])
+        total = math.fsum(s for _, _, s, _ in rows)
+        if len(rows) != manifest.count or total != manifest.score_sum:
+            raise _rejected(
+                file, f"holds {len(rows)} members with score sum {total}; its manifest says "
+                f"{manifest.count} and {manifest.score_sum}",
+            )  # fmt: skip
+        action = self._compare(file, manifest, rows, force)
+        return Checked(file, manifest, rows, action)
+
+    def _check_season(self, file: Path, season: str, now: datetime) -> None:
+        base, at, stamp = season.partition("@")
+        try:
+            span = tw.season_by_id(base, self.settings)
+        except BadPeriod as exc:
+            raise _rejected(file, exc.message) from None
+        if at:
+            # A snapshot loads into archive:S@<ts> only, which no read of S uses.
+            if not _SNAPSHOT_STAMP.fullmatch(stamp):
+                raise _rejected(file, f"snapshot id {season!r} is not <season>@<YYYYMMDDTHHMMSSZ>")
+            try:
+                taken = datetime.strptime(stamp, "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
+            except ValueError:
+                raise _rejected(file, f"snapshot id {season!r} has no valid UTC time") from None
+            if taken > now:
+                raise _rejected(file, f"snapshot {season!r} is dated in the future")
+            return
+        zone = self.settings.zone
+        if now < tw.day_start(span.start, zone):
+            raise _rejected(
+                file, f"season {base} has not started (first day {span.start}): only seasons "
+                "that have ended can be restored",
+            )  # fmt: skip
+        if now < tw.season_end(span, zone):
+            raise _rejected(
+                file, f"season {base} is running (last day {span.end}): restoring it would "
+                "hide its live board from reads; only seasons that have ended can be restored",
+            )  # fmt: skip
+
+    def _compare(self, file: Path, manifest: Manifest, rows: list[Row], force: bool) -> Action:
+        key = self.keys.archive(manifest.board, manifest.season)
+        with backend_errors():
+            kind = self.client.type(key)
+            if kind == "none":
+                return "restored"
+            stored = (
+                dict(self.client.zrange(key, 0, -1, withscores=True)) if kind == "zset" else None
+            )
+        wanted = {m: s for _, m, s, _ in rows}
+        if stored == wanted:
+            return "unchanged"
+        if force:
+            return "replaced"
+        if stored is None:
+            what = f"is a {kind}, not a sorted set"
+        else:
+            what = f"holds {len(stored)} members that differ from the file's {len(wanted)}"
+            diff = next(
+                (m for m in sorted(set(stored) | set(wanted)) if stored.get(m) != wanted.get(m)),
+                None,
+            )
+            if diff is not None:
+                what += (
+                    f" (e.g. {diff!r}: {stored.get(diff)} in Redis, {wanted.get(diff)} in the file)"
+                )
+        raise ArchiveExists(
+            f"archive key {key} {what}; archives are write-once: restore with --force to "
+            f"replace it with {file}",
+            {"file": str(file), "key": key},
+        )
+
+    def load(
+        self, checked: Checked, *, progress: Progress | None = None, done: int = 0,
+        total: int | None = None,
+    ) -> Restored:  # fmt: skip
+        """Write a checked file: its standings into the archive key (through a scratch key
+        renamed into place), missing metadata, and the season's archived state."""
+        board, season = checked.manifest.board, checked.manifest.season
+        rows = checked.rows
+        total = len(rows) if total is None else total
+        archive = self.keys.archive(board, season)
+        meta = self.keys.meta(board)
+        tmp = self.keys.tmp(board, f"restore:{season}")
+        write = checked.action != "unchanged"
+        with backend_errors():
+            if write:
+                self.client.delete(tmp)
+            for i in range(0, len(rows), CHUNK):
+                part = rows[i : i + CHUNK]
+                pipe = self.client.pipeline(transaction=False)
+                if write:
+                    pipe.zadd(tmp, {m: s for _, m, s, _ in part})
+                    pipe.expire(tmp, TMP_TTL)
+                for _, m, _, md in part:
+                    if md:  # metadata stored since (newer) is kept
+                        pipe.hsetnx(meta, m, _meta_json(md))
+                pipe.execute()
+                if progress:
+                    progress(done + i + len(part), total)
+            pipe = self.client.pipeline(transaction=True)
+            if write and rows:
+                # As a raw command: redis-py's cluster pipeline refuses rename() by name, and
+                # in this transaction every key is in the board's slot.
+                pipe.execute_command("RENAME", tmp, archive)
+                pipe.persist(archive)
+            elif write:
+                pipe.delete(archive)
+            if "@" not in season:
+                pipe.hset(self.keys.state(board), STATE_SEASON + season, SEASON_ARCHIVED)
+            pipe.execute()
+        if progress:
+            progress(done + len(rows), total)
+        return Restored(
+            board, season, len(rows), checked.action, str(checked.file), checked.manifest
+        )
+
+    # --- every file of the namespace ------------------------------------------------------
+
+    def files(self) -> tuple[list[Path], list[str]]:
+        """(archive files of the configured boards, folders of boards not configured)."""
+        found: list[Path] = []
+        for board in sorted(self.settings.boards):
+            folder = archive_dir(self.settings, board)
+            if folder.is_dir():
+                found += sorted(folder.glob(f"*{DATA_SUFFIX}"))
+        root = self.settings.archive.dir / self.settings.namespace
+        others = (
+            sorted(
+                str(p) for p in root.iterdir() if p.is_dir() and p.name not in self.settings.boards
+            )
+            if root.is_dir()
+            else []
+        )
+        return found, others
+
+    def restore_all(
+        self, now: datetime, *, force: bool = False, progress: Progress | None = None
+    ) -> RestoreAll:
+        """Check every archive file of the namespace; if all pass, load them all. If any
+        fails, nothing is written and the report lists every failure."""
+        report = RestoreAll()
+        files, report.skipped = self.files()
+        checked: list[Checked] = []
+        for file in files:
+            try:
+                c = self.check(file, now, force=force)
+                if c.manifest.board != file.parent.name:
+                    raise _rejected(
+                        file, f"its manifest names board {c.manifest.board!r}, but the file "
+                        f"is in the folder of board {file.parent.name!r}",
+                    )  # fmt: skip
+                checked.append(c)
+            except ArchiveError as exc:  # Redis errors are not the file's: they stop the run
+                report.failed.append((file, exc))
+        if report.failed:
+            return report
+        total = sum(len(c.rows) for c in checked)
+        done = 0
+        for c in checked:
+            report.restored.append(self.load(c, progress=progress, done=done, total=total))
+            done += len(c.rows)
+        return report
+
+
+def _rejected(file: Path, problem: str) -> ArchiveRejected:
+    return ArchiveRejected(
+        f"{file}: {problem}; nothing restored", {"file": str(file), "problem": problem}
+    )
+
+
+def _meta_json(meta: dict[str, Any]) -> str:
+    return json.dumps(meta, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+
+
+def _read_checked(file: Path, cfg: BoardSettings) -> list[Row]:
+    """The file's rows, each checked like an event and against the lines before it; raises
+    :class:`ArchiveRejected` listing the problems (line numbers from 1)."""
+    problems: list[tuple[int, str]] = []
+    bad_lines = 0
+    rows: list[Row] = []
+    seen: dict[str, int] = {}
+    prev: tuple[str, float, int] | None = None  # member, score, expected rank of the last row
+    try:
+        with gzip.open(file, "rb") as f:
+            for n, raw in enumerate(f, start=1):
+                row, mine = _parse(raw)
+                if row is not None:
+                    _, member, score, _ = row
+                    if member in seen:
+                        mine.append(f"member {member!r} is already on line {seen[member]}")
+                    else:
+                        seen[member] = n
+                    expected = n
+                    if prev is not None:
+                        expected = _against(row, prev, n, cfg, mine)
+                    if type(row[0]) is int and row[0] >= 1 and row[0] != expected:
+                        mine.append(f"rank {row[0]} should be {expected} (ties={cfg.ties!r})")
+                    prev = (member, score, expected)
+                else:
+                    prev = None
+                if mine:
+                    problems += [(n, m) for m in mine]
+                    bad_lines += 1
+                elif row is not None:
+                    rows.append(row)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise _rejected(file, f"is not a readable gzip file: {exc}") from None
+    if problems:
+        shown = "; ".join(f"line {n}: {p}" for n, p in problems[:SHOWN_PROBLEMS])
+        rest = len(problems) - SHOWN_PROBLEMS
+        more = f" (and {rest} more)" if rest > 0 else ""
+        raise ArchiveRejected(
+            f"{file}: {len(problems)} problems on {bad_lines} lines, nothing restored: "
+            f"{shown}{more}",
+            {
+                "file": str(file), "lines": bad_lines, "problems": len(problems),
+                "first": [{"line": n, "problem": p} for n, p in problems[:KEPT_PROBLEMS]],
+            },
+        )  # fmt: skip
+    return rows
+
+
+def _against(
+    row: Row, prev: tuple[str, float, int], n: int, cfg: BoardSettings, problems: list[str]
+) -> int:
+    """The rank line ``n`` should have after the line before; adds order problems."""
+    _, member, score, _ = row
+    p_member, p_score, p_rank = prev
+    desc = cfg.order == "desc"
+    if (score > p_score) if desc else (score < p_score):
+        problems.append(
+            f"score {score} is {'above' if desc else 'below'} the line before's ({p_score}): "
+            f"lines are in rank order, {'high' if desc else 'low'} scores first"
+        )
+        return n
+    if score != p_score:
+        return n
+    if cfg.ties == "shared":
+        return p_rank
+    # Redis orders equal scores by member bytes (reversed on a high-first board, read with
+    # REV): another order would give the members other ranks once loaded.
+    here, there = _utf8(member), _utf8(p_member)
+    if (here > there) if desc else (here < there):
+        problems.append(
+            f"member {member!r} ties with {p_member!r} on the line before but comes "
+            "before it in Redis's order of equal scores (ties='member')"
+        )
+    return n
+
+
+def _utf8(text: str) -> bytes:
+    return text.encode("utf-8", "surrogatepass")
+
+
+def _parse(raw: bytes) -> tuple[Row | None, list[str]]:
+    """(row, problems): the row is None when the line is not an entry at all."""
+    try:
+        d = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        return None, ["is not valid UTF-8"]
+    except ValueError as exc:
+        return None, [f"is not JSON ({exc})"]
+    if not isinstance(d, dict):
+        return None, [f"is a JSON {type(d).__name__}, not an object"]
+    if set(d) != set(FIELDS):
+        missing = ", ".join(k for k in FIELDS if k not in d) or "none"
+        extra = ", ".join(sorted(k for k in d if k not in FIELDS)) or "none"
+        return None, [
+            f"needs exactly the fields {', '.join(FIELDS)} (missing: {missing}; unknown: {extra})"
+        ]
+    rank, member, score, meta = (d[k] for k in FIELDS)
+    if why := check_stored_member(member):  # archives written before the format rule too
+        return None, [why]
+    if why := check_value(score):
+        return None, [why.replace("value", "score", 1)]
+    problems = []
+    if isinstance(rank, bool) or not isinstance(rank, int) or rank < 1:
+        problems.append(f"rank {rank!r} is not a positive integer")
+    _, why = check_metadata(meta)
+    if why:
+        problems.append(why)
+    elif any(v is None for v in meta.values()):
+        problems.append("metadata holds a null (an archive stores no deleted fields)")
+    row: Row = (rank, member, float(score), dict(meta) if isinstance(meta, dict) else {})
+    return row, problems
