@@ -48,6 +48,7 @@ class RedisSettings(_Section):
     cluster: bool = False
     wait_replicas: int = Field(default=0, ge=0, le=16)
     wait_timeout_ms: int = Field(default=1000, ge=1)
+    socket_timeout: float = Field(default=10, gt=0)
     # Any maxmemory-policy but noeviction lets Redis drop Seasons' keys (day boards, event ids,
     # job state) without a word: the worker and the server refuse to run on it unless this is
     # set deliberately (they then warn at start and report it in status and /readyz).

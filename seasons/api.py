@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
@@ -9,7 +10,7 @@ from typing import Any
 from config.loading import load_settings
 from config.settings import Settings
 from seasons.clock import Clock, system_clock
-from seasons.connection import backend_errors, make_client
+from seasons.connection import UNAVAILABLE, backend_errors, make_client
 from seasons.errors import BatchRejected
 from seasons.events import validate_batch
 from seasons.keys import Keys
@@ -17,15 +18,26 @@ from seasons.lanes import sync_lane
 from seasons.models import Entry, Event, HistoryPoint, Page, WriteResult
 from seasons.reads import Reader
 from seasons.scripts import Scripts
-from seasons.writes import BatchRejectedByState, apply_batch
+from seasons.writes import (
+    BatchRejectedByState,
+    apply_batch,
+    batch_digest,
+    check_batch_id,
+    new_batch_id,
+)
+
+# A write that meets a connection error or timeout (after redis-py's own retries) is sent
+# again this many times in all, backing off from WRITE_BACKOFF seconds (doubling).
+WRITE_ATTEMPTS = 4
+WRITE_BACKOFF = 0.1
 
 
 class Seasons:
     """Windowed, seasonal leaderboards on Redis.
 
     >>> s = Seasons.from_settings()
-    >>> s.submit("kills", "ann", 3)
-    WriteResult(applied=1, duplicates=0)
+    >>> s.submit("kills", "ann", 3, batch_id="b-1")
+    WriteResult(applied=1, duplicates=0, batch_id='b-1')
     >>> s.top("kills", "day").entries[0].member
     'ann'
     """
@@ -69,8 +81,10 @@ class Seasons:
         ts: str | float | datetime | None = None,
         event_id: str | None = None,
         metadata: Mapping[str, Any] | None = None,
+        batch_id: str | None = None,
     ) -> WriteResult:
-        """Record one score event. Raises :class:`seasons.errors.BatchRejected` if invalid."""
+        """Record one score event (a batch of one, see :meth:`submit_many`). Raises
+        :class:`seasons.errors.BatchRejected` if invalid."""
         event: dict[str, Any] = {"board": board, "member": member, "value": value}
         if ts is not None:
             event["ts"] = ts
@@ -78,25 +92,52 @@ class Seasons:
             event["event_id"] = event_id
         if metadata is not None:
             event["metadata"] = metadata
-        return self.submit_many([event])
+        return self.submit_many([event], batch_id=batch_id)
 
     def submit_many(
-        self, events: Iterable[Mapping[str, Any] | Event], *, backfill: bool = False
+        self,
+        events: Iterable[Mapping[str, Any] | Event],
+        *,
+        batch_id: str | None = None,
+        backfill: bool = False,
     ) -> WriteResult:
-        """Record a batch: validated whole, then applied atomically per board."""
+        """Record a batch: validated whole, then applied atomically per board.
+
+        ``batch_id`` (1-128 bytes; generated when None, returned in the result) makes the
+        batch safe to send again for 48 hours: a resend answers the original result and
+        writes nothing. The same id with other events raises
+        :class:`seasons.errors.BatchIdReused`. A connection error or timeout during the
+        write, which may or may not have run, is retried here with the same id."""
+        batch_id = new_batch_id() if batch_id is None else check_batch_id(batch_id)
+        events = list(events)
         now = self.clock()
         valid = validate_batch(events, self.settings, now, backfill=backfill)
+        timed = {i for i, ev in enumerate(events) if _ts(ev) is not None}
+        digest = batch_digest(valid, timed)
+
+        def write() -> WriteResult:
+            return apply_batch(
+                self.client,
+                self.scripts,
+                valid,
+                self.settings,
+                self.keys,
+                now,
+                batch_id=batch_id,
+                digest=digest,
+                backfill=backfill,
+            )
+
         try:
             with backend_errors():
-                return apply_batch(
-                    self.client,
-                    self.scripts,
-                    valid,
-                    self.settings,
-                    self.keys,
-                    now,
-                    backfill=backfill,
-                )
+                # Each resend carries the same batch id, events and `now`: the script answers
+                # a copy that ran already with its recorded result, so resending is safe.
+                for attempt in range(WRITE_ATTEMPTS - 1):
+                    try:
+                        return write()
+                    except UNAVAILABLE:
+                        time.sleep(WRITE_BACKOFF * 2**attempt)
+                return write()
         except BatchRejectedByState as exc:
             raise BatchRejected(exc.problems) from None
 
@@ -166,3 +207,10 @@ class Seasons:
         """Rank and score of the member in each of the last ``last`` periods, oldest first."""
         with backend_errors():
             return self.reader.history(board, member, window, self.clock(), last=last).history
+
+
+def _ts(event: object) -> Any:
+    """The ``ts`` the caller gave (None if none): it is part of the batch's content."""
+    if isinstance(event, Mapping):
+        return event.get("ts")
+    return getattr(event, "ts", None)

@@ -48,8 +48,11 @@ def make_client(cfg: RedisSettings) -> Any:
     """A client with retries on connection errors and string replies."""
     common: dict[str, Any] = {
         "decode_responses": True,
-        "socket_timeout": 10,
+        "socket_timeout": cfg.socket_timeout,
         "socket_connect_timeout": 5,
+        # Resending a command after a connection error or timeout is safe for Seasons: reads
+        # are read-only, and a write script carries its batch id, so a copy that the server
+        # ran already answers the original result instead of applying the batch again.
         "retry": Retry(ExponentialBackoff(cap=1.0, base=0.05), 3),
         "retry_on_error": [ConnectionError, TimeoutError],
         "health_check_interval": 30,
@@ -74,7 +77,7 @@ def make_async_client(cfg: RedisSettings) -> Any:
 
     common: dict[str, Any] = {
         "decode_responses": True,
-        "socket_timeout": 10,
+        "socket_timeout": cfg.socket_timeout,
         "socket_connect_timeout": 5,
         "retry": AsyncRetry(ExponentialBackoff(cap=1.0, base=0.05), 3),
     }
@@ -95,12 +98,12 @@ def refusal(exc: ResponseError) -> BackendUnavailable | None:
     if isinstance(exc, OutOfMemoryError) or "OOM command not allowed" in text:
         return BackendFull(
             "Redis refused the write: it is at its maxmemory (noeviction). Raise maxmemory or "
-            f"free memory; nothing was written ({text})"
+            f"free memory; resending the same batch (batch id) is safe ({text})"
         )
     if isinstance(exc, ReadOnlyError) or text.startswith("READONLY"):
         return BackendReadOnly(
             "Redis refused the write: the server is a read-only replica. Point redis.url at "
-            f"the master ({text})"
+            f"the master; resending the same batch (batch id) is safe ({text})"
         )
     return None
 

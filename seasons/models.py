@@ -27,8 +27,16 @@ class Event(BaseModel):
 
 
 class WriteResult(BaseModel):
-    applied: int
-    duplicates: int
+    """What a write batch did. A resend of the same batch id answers the original result."""
+
+    applied: int = Field(description="Events this batch applied")
+    duplicates: int = Field(description="Events whose event_id was applied already")
+    # Absent from sums of several batches (an import's total, the demo data set).
+    batch_id: str | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,
+        description="The batch's id (the Idempotency-Key, or generated): resend with it",
+    )
 
 
 class Entry(BaseModel):

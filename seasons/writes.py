@@ -1,16 +1,26 @@
-"""The write path: one Lua call per board per batch (SPEC sections 4 and 6)."""
+"""The write path: one Lua call per board per batch (SPEC sections 4 and 6).
+
+Every batch carries a batch id. The script records each board's result under it for 48
+hours, so that sending the same batch again (after a timeout: it may or may not have run)
+answers the original result instead of applying the batch twice; see docs/writes.md.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import uuid
 from collections import defaultdict
+from collections.abc import Callable, Collection
 from datetime import datetime, timedelta
 from typing import Any
+
+from redis.exceptions import NoScriptError
 
 from config.settings import BoardSettings, Settings
 from seasons import timewindows as tw
 from seasons.connection import is_cluster, on_one_connection
-from seasons.errors import NotReplicated
-from seasons.events import META_MAX_BYTES, META_MAX_FIELDS, ValidEvent
+from seasons.errors import BatchIdReused, InvalidBatchId, NotReplicated
+from seasons.events import META_MAX_BYTES, META_MAX_FIELDS, ValidEvent, check_id
 from seasons.keys import Keys
 from seasons.models import WriteResult
 from seasons.scripts import Scripts
@@ -29,6 +39,38 @@ def _fmt(x: float) -> str:
     return repr(float(x))
 
 
+def new_batch_id() -> str:
+    """A batch id for a caller that gave none (32 hex digits, random)."""
+    return uuid.uuid4().hex
+
+
+def check_batch_id(value: Any, what: str = "batch_id") -> str:
+    """``value`` if it is a valid batch id (1-128 bytes of UTF-8 without control
+    characters, like event ids), else :class:`InvalidBatchId` naming ``what``."""
+    why = check_id(value, what)
+    if why is not None:
+        raise InvalidBatchId(f"{why}; nothing written", {"field": what})
+    return str(value)
+
+
+def batch_digest(events: list[ValidEvent], timed: Collection[int] = ()) -> str:
+    """A digest of the batch's content, recorded with its result: the same batch id sent
+    with other events is refused (:class:`BatchIdReused`), not answered the old result.
+
+    It covers each event's position, board, member, value, event id and metadata, and its
+    time only when the caller gave one (index in ``timed``): an event without ``ts`` takes
+    the time it is received, which a resend changes."""
+    h = hashlib.blake2b(digest_size=16)
+    for ev in events:
+        ts = _fmt(ev.ts.timestamp()) if ev.index in timed else ""
+        fields = (str(ev.index), ev.board, ev.member, _fmt(ev.value), ev.event_id or "", ts)
+        # Lengths first, so that no two different field lists give the same bytes.
+        text = "\0".join(fields) + "\0" + (ev.metadata or "")
+        h.update(f"{len(text)}:".encode())
+        h.update(text.encode("utf-8", "surrogatepass"))
+    return h.hexdigest()
+
+
 def script_args(
     board: str,
     events: list[ValidEvent],
@@ -36,6 +78,8 @@ def script_args(
     keys: Keys,
     now: datetime,
     *,
+    batch_id: str,
+    digest: str,
     backfill: bool = False,
     check_only: bool = False,
 ) -> tuple[list[str], list[str]]:
@@ -44,7 +88,13 @@ def script_args(
     zone = settings.zone
     ws = settings.week_start_index
     state = keys.state(board)
-    script_keys = [state, keys.events(board), keys.meta(board)]
+    script_keys = [
+        state,
+        keys.events(board),
+        keys.meta(board),
+        keys.batches(board),
+        keys.batch_results(board),
+    ]
     days = sorted({ev.day for ev in events})
     stamp = now.timestamp()
     argv: list[str] = [
@@ -59,6 +109,8 @@ def script_args(
         str(META_MAX_FIELDS),
         str(META_MAX_BYTES),
         str(len(days)),
+        batch_id,
+        digest,
     ]
     extra_keys: list[str] = []
     extra_index: dict[str, int] = {}
@@ -69,7 +121,7 @@ def script_args(
         # 1-based position in KEYS of a day key that trimmed boards recompute from.
         if key not in extra_index:
             extra_keys.append(key)
-            extra_index[key] = 3 + 3 * len(days) + len(extra_keys)
+            extra_index[key] = len(script_keys) + 3 * len(days) + len(extra_keys)
         return str(extra_index[key])
 
     today = tw.local_day(now, zone)
@@ -119,8 +171,11 @@ def script_args(
     return script_keys + group_keys + extra_keys, argv + group_argv
 
 
-def parse_reply(reply: list[Any]) -> WriteResult:
-    """Turn the script's reply into a result, or raise :class:`BatchRejectedByState`."""
+def parse_reply(reply: list[Any], batch_id: str | None = None) -> WriteResult:
+    """Turn the script's reply into a result, or raise :class:`BatchRejectedByState` (a
+    closed day or season) or :class:`BatchIdReused`."""
+    if int(reply[0]) == -2:
+        raise BatchIdReused(str(reply[1]), {"batch_id": batch_id})
     if int(reply[0]) == -1:
         items = reply[1:]
         problems = [
@@ -133,7 +188,7 @@ def parse_reply(reply: list[Any]) -> WriteResult:
             for i in range(0, len(items), 3)
         ]
         raise BatchRejectedByState(problems)
-    return WriteResult(applied=int(reply[0]), duplicates=int(reply[1]))
+    return WriteResult(applied=int(reply[0]), duplicates=int(reply[1]), batch_id=batch_id)
 
 
 def apply_batch(
@@ -144,12 +199,18 @@ def apply_batch(
     keys: Keys,
     now: datetime,
     *,
+    batch_id: str,
+    digest: str,
     backfill: bool = False,
 ) -> WriteResult:
-    """Apply validated events. One board: one atomic script call. Several boards: every
-    board is checked first, then applied (one pipeline each; on a cluster one call per
-    board), so a batch that a closed day or season would refuse on one board writes nothing
-    on any board.
+    """Apply validated events as the batch ``batch_id``. One board: one atomic script call.
+    Several boards: every board is checked first, then applied (one pipeline each; on a
+    cluster one call per board), so a batch that a closed day or season would refuse on one
+    board writes nothing on any board.
+
+    A board that applied ``batch_id`` in the last 48 hours answers its recorded result in
+    both passes and writes nothing, so the result of a resend is the sum of the originals.
+    The same id with another ``digest`` raises :class:`BatchIdReused`, nothing written.
 
     With ``redis.wait_replicas`` > 0 the writes are followed by ``WAIT`` on their own
     connection, and a shortfall raises :class:`NotReplicated`."""
@@ -157,12 +218,17 @@ def apply_batch(
     for ev in events:
         by_board[ev.board].append(ev)
     if not by_board:
-        return WriteResult(applied=0, duplicates=0)
+        return WriteResult(applied=0, duplicates=0, batch_id=batch_id)
+    batch = (batch_id, digest)
     if len(by_board) > 1:
-        _run(client, scripts, by_board, settings, keys, now, backfill, check_only=True)
-    results = _run(client, scripts, by_board, settings, keys, now, backfill, check_only=False)
+        _run(client, scripts, by_board, settings, keys, now, backfill, batch, check_only=True)
+    results = _run(
+        client, scripts, by_board, settings, keys, now, backfill, batch, check_only=False
+    )
     return WriteResult(
-        applied=sum(r.applied for r in results), duplicates=sum(r.duplicates for r in results)
+        applied=sum(r.applied for r in results),
+        duplicates=sum(r.duplicates for r in results),
+        batch_id=batch_id,
     )
 
 
@@ -174,11 +240,23 @@ def _run(
     keys: Keys,
     now: datetime,
     backfill: bool,
+    batch: tuple[str, str],
     *,
     check_only: bool,
 ) -> list[WriteResult]:
+    batch_id, digest = batch
     calls = [
-        script_args(b, evs, settings, keys, now, backfill=backfill, check_only=check_only)
+        script_args(
+            b,
+            evs,
+            settings,
+            keys,
+            now,
+            batch_id=batch_id,
+            digest=digest,
+            backfill=backfill,
+            check_only=check_only,
+        )
         for b, evs in by_board.items()
     ]
     replicas = 0 if check_only else settings.redis.wait_replicas
@@ -189,7 +267,7 @@ def _run(
     results = []
     for reply in replies:
         try:
-            results.append(parse_reply(reply))
+            results.append(parse_reply(reply, batch_id))
         except BatchRejectedByState as exc:
             problems += exc.problems
     if problems:
@@ -198,8 +276,8 @@ def _run(
         raise NotReplicated(
             f"the write was applied on the master, but only {min(acked)} of "
             f"{replicas} replicas acknowledged it within {settings.redis.wait_timeout_ms} ms "
-            "(redis.wait_replicas): retry with the same event ids",
-            {"replicas": replicas, "acknowledged": min(acked)},
+            f"(redis.wait_replicas): retry with the same batch id {batch_id!r}",
+            {"replicas": replicas, "acknowledged": min(acked), "batch_id": batch_id},
         )
     return results
 
@@ -223,10 +301,14 @@ def run_write_calls(
     if replicas <= 0:
         if len(calls) == 1 or is_cluster(client):
             return [scripts.write(keys=k, args=a) for k, a in calls], []
-        pipe = client.pipeline(transaction=False)
-        for k, a in calls:
-            scripts.write(keys=k, args=a, client=pipe)
-        return list(pipe.execute()), []
+
+        def run() -> list[Any]:
+            pipe = client.pipeline(transaction=False)
+            for k, a in calls:
+                scripts.write(keys=k, args=a, client=pipe)
+            return list(pipe.execute())
+
+        return _loading_script(client, scripts, run), []
     groups = [[c] for c in calls] if is_cluster(client) else [calls]
     replies: list[Any] = []
     acked: list[int] = []
@@ -237,7 +319,22 @@ def run_write_calls(
                 scripts.write(keys=k, args=a, client=pipe)
             pipe.wait(replicas, timeout_ms)
 
-        *got, count = on_one_connection(client, group[0][0][0], fill)
+        def send(fill: Callable[[Any], None] = fill, key: str = group[0][0][0]) -> list[Any]:
+            return on_one_connection(client, key, fill)
+
+        *got, count = _loading_script(client, scripts, send)
         replies += got
         acked.append(int(count))
     return replies, acked
+
+
+def _loading_script(client: Any, scripts: Scripts, run: Callable[[], list[Any]]) -> list[Any]:
+    """``run()`` a pipeline of write scripts; if Redis lost its scripts under it (a restart
+    while redis-py reconnected and resent the pipeline, which loads scripts only before its
+    first try), load ``write.lua`` and run it once more. NOSCRIPT means no script of the
+    pipeline ran, and each carries its batch id, so the second run cannot apply twice."""
+    try:
+        return run()
+    except NoScriptError:
+        client.script_load(scripts.write.script)
+        return run()

@@ -157,7 +157,8 @@ def test_wait_asks_the_master_of_the_board(
             assert app.submit(b, "bob", 2, event_id="e-b").applied == 1
             with pytest.raises(NotReplicated) as refused:
                 app.submit(a, "ann", 5, event_id="e-a")
-            assert refused.value.details == {"replicas": 1, "acknowledged": 0}
+            details = refused.value.details
+            assert details == {"replicas": 1, "acknowledged": 0, "batch_id": details["batch_id"]}
             with pytest.raises(NotReplicated):  # a batch on both boards: not acknowledged
                 app.submit_many(
                     [{"board": a, "member": "cy", "value": 1}, {"board": b, "member": "cy",

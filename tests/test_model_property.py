@@ -188,7 +188,9 @@ def check_everything(
             assert ttl == model.cal.expire_at(window, pid), (board, window, pid)
         # Exactly these sorted sets exist: nothing left behind, nothing missing.
         stored = names(r, f"{NS}:{{{board}}}:*")
-        boards = {n for n in stored if r.type(n) == b"zset" and not n.endswith(":events")}
+        boards = {
+            n for n in stored if r.type(n) == b"zset" and not n.endswith((":events", ":batches"))
+        }
         assert boards == {key(NS, board, w, p) for w, p in periods}
         meta_key = f"{NS}:{{{board}}}:meta"
         assert r.ttl(meta_key) in (-1, -2)

@@ -44,7 +44,13 @@ from seasons.cli.eventfile import Format, Line, Problem, detect_format, parse_nu
 from seasons.errors import BatchRejected, InvalidInput
 from seasons.events import ValidEvent, validate_batch
 from seasons.models import WriteResult
-from seasons.writes import BatchRejectedByState, parse_reply, run_write_calls, script_args
+from seasons.writes import (
+    BatchRejectedByState,
+    new_batch_id,
+    parse_reply,
+    run_write_calls,
+    script_args,
+)
 
 IMPORT_BATCH = 1000
 MAX_REPORTED = 20  # problems listed on stderr; the rest are counted
@@ -91,6 +97,11 @@ def _meta_value(text: str) -> Any:
 @click.argument("value", type=_Number())
 @click.option("--ts", help="Event time: RFC 3339 with offset, or epoch seconds (default: now).")
 @click.option("--event-id", help="Makes the write idempotent for 48 hours.")
+@click.option(
+    "--batch-id",
+    help="The write's batch id (default: a new one): the same id and event sent again "
+    "within 48 hours answer the first result.",
+)
 @click.option("--meta", multiple=True, metavar="KEY=VALUE", help="Metadata field; repeatable.")
 @json_option
 @pass_state
@@ -101,18 +112,21 @@ def submit(
     value: float,
     ts: str | None,
     event_id: str | None,
+    batch_id: str | None,
     meta: tuple[str, ...],
     as_json: bool,
 ) -> None:
     """Record one score event: VALUE for MEMBER on BOARD."""
     metadata = parse_meta(meta) or None
     try:
-        result = state.app.submit(board, member, value, ts=ts, event_id=event_id, metadata=metadata)
+        result = state.app.submit(
+            board, member, value, ts=ts, event_id=event_id, metadata=metadata, batch_id=batch_id
+        )
     except BatchRejected as exc:
         reasons = "; ".join(p["message"] for p in exc.details)
         raise InvalidInput(f"rejected, nothing written: {reasons}", exc.details) from None
     if as_json:
-        print_json(result)
+        print_json(result.model_dump(exclude={"batch_id"}))  # the output as before batch ids
     elif result.duplicates:
         click.echo(f"duplicate: event {event_id!r} was already applied; nothing changed")
     else:
@@ -199,8 +213,20 @@ def _state_problems(
         by_board[ev.board].append(ev)
     if not by_board:
         return []
+    # A new batch id: nothing is recorded under it, so the script checks every event.
+    batch_id = new_batch_id()
     calls = [
-        script_args(board, evs, app.settings, app.keys, now, backfill=backfill, check_only=True)
+        script_args(
+            board,
+            evs,
+            app.settings,
+            app.keys,
+            now,
+            batch_id=batch_id,
+            digest=batch_id,
+            backfill=backfill,
+            check_only=True,
+        )
         for board, evs in by_board.items()
     ]
     with backend():
@@ -269,6 +295,9 @@ def import_(state: CliState, file: str, backfill: bool, as_json: bool) -> None:
         applied = duplicates = written = 0
         for lines, _ in _batches(stream, fmt, bars.task("writing")):
             try:
+                # Each chunk is a batch with a new id: the facade resends it after a timeout
+                # without applying it twice; running the import again is a new submission,
+                # made idempotent by the file's event ids (reported as duplicates).
                 result = app.submit_many([ln.event for ln in lines], backfill=backfill)
             except BatchRejected as exc:  # the state changed since the check (a close ran)
                 first = lines[exc.details[0]["index"]].line

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Header
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
-from seasons.errors import InvalidInput
+from seasons.errors import InvalidBatchId, InvalidInput
 from seasons.events import MAX_BATCH
 from seasons.http.deps import MetricsDep, SeasonsDep, WriteAccess
 from seasons.http.errors import AUTH_RESPONSES, ERROR_RESPONSES
 from seasons.models import Event, WriteResult
+from seasons.writes import check_batch_id
+
+IDEMPOTENCY_KEY = "Idempotency-Key"
 
 router = APIRouter(prefix="/v1", tags=["scores"], responses={**ERROR_RESPONSES, **AUTH_RESPONSES})
 
@@ -33,12 +36,42 @@ class ScoresIn(BaseModel):
     "/scores", response_model=WriteResult, dependencies=[WriteAccess],
     summary="Record a batch of score events (validated whole, applied atomically per board)",
 )  # fmt: skip
-def post_scores(body: ScoresIn, s: SeasonsDep, metrics: MetricsDep) -> WriteResult:
+def post_scores(
+    body: ScoresIn,
+    s: SeasonsDep,
+    metrics: MetricsDep,
+    idempotency_key: Annotated[
+        str | None,
+        Header(
+            alias=IDEMPOTENCY_KEY,
+            description=(
+                "The batch id (1-128 bytes of UTF-8, no control characters; generated when "
+                "absent and returned as batch_id). Sending the same batch again with it within "
+                "48 hours answers the original result and writes nothing; other events under "
+                "the same key are refused (409 batch_id_reused)."
+            ),
+        ),
+    ] = None,
+) -> WriteResult:
+    batch_id = None if idempotency_key is None else _batch_id(idempotency_key)
     try:
-        result = s.submit_many(body.events)
+        result = s.submit_many(body.events, batch_id=batch_id)
     except InvalidInput:
         metrics.events.labels("rejected").inc(len(body.events))
         raise
     metrics.events.labels("applied").inc(result.applied)
     metrics.events.labels("duplicate").inc(result.duplicates)
     return result
+
+
+def _batch_id(header: str) -> str:
+    """The batch id of an ``Idempotency-Key`` header. Header values reach us decoded as
+    Latin-1 (HTTP's bytes), so they are read back as the UTF-8 that clients send."""
+    try:
+        text = header.encode("latin-1").decode("utf-8")
+    except UnicodeError:
+        raise InvalidBatchId(
+            f"{IDEMPOTENCY_KEY} header is not valid UTF-8; nothing written",
+            {"field": IDEMPOTENCY_KEY},
+        ) from None
+    return check_batch_id(text, f"{IDEMPOTENCY_KEY} header")

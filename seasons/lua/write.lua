@@ -1,11 +1,12 @@
 -- Apply one validated batch of events to ONE board, atomically (SPEC sections 4 and 6).
 --
 -- KEYS[1] state hash   KEYS[2] events zset (idempotency)   KEYS[3] meta hash
--- KEYS[4..] per day group: day key, week key, season key (KEYS[1] when the day has no season);
+-- KEYS[4] batches zset (batch id -> epoch seconds)   KEYS[5] batch results hash
+-- KEYS[6..] per day group: day key, week key, season key (KEYS[1] when the day has no season);
 --           then, when max_entries > 0, the day keys that trimmed boards recompute from.
 -- ARGV: now, aggregate (sum|max|min), order (desc|asc), max_entries, dedupe_cutoff,
 --       events_expireat, backfill (0|1), check_only (0|1), meta_max_fields, meta_max_bytes,
---       group count; then per group:
+--       group count, batch_id, batch digest; then per group:
 --         day_id, season_id ('' = none), week_weight, season_weight,
 --         day_expireat, week_expireat, season_expireat,
 --         [if max_entries > 0: n week days, (key index, weight) * n,
@@ -15,8 +16,10 @@
 --       the member has no metadata yet) or '~' .. JSON (has nulls: always merged)
 -- Events are checked and applied in batch order, whatever their day, so that duplicates
 -- within a batch and metadata merges behave as if submitted one by one.
--- Returns {applied, duplicates} or {-1, index, code, message, index, code, message, ...};
--- on the second form nothing was written.
+-- A batch id applied on this board since dedupe_cutoff answers its recorded result at once
+-- (in check-only mode too) and writes nothing new; with another digest it is refused.
+-- Returns {applied, duplicates}, {-1, index, code, message, index, code, message, ...}
+-- or {-2, message} (batch id reused with other content); on the last two nothing was written.
 
 local now = tonumber(ARGV[1])
 local aggregate = ARGV[2]
@@ -29,15 +32,36 @@ local check_only = ARGV[8] == '1'
 local meta_max_fields = tonumber(ARGV[9])
 local meta_max_bytes = tonumber(ARGV[10])
 local ngroups = tonumber(ARGV[11])
+local batch_id, digest = ARGV[12], ARGV[13]
 
 local state, events, meta = KEYS[1], KEYS[2], KEYS[3]
+local batches, batch_results = KEYS[4], KEYS[5]
+
+-- A resend of a batch already applied (a retry after a timeout, by redis-py or the caller)
+-- answers what the original did, even if the day has closed since. The record is
+-- 'digest applied duplicates'.
+local applied_at = redis.call('ZSCORE', batches, batch_id)
+if applied_at and tonumber(applied_at) >= cutoff then
+  local record = redis.call('HGET', batch_results, batch_id)
+  if record then
+    local was, ap, du = record:match('^(%S+) (%d+) (%d+)$')
+    if was ~= digest then
+      return {-2, 'batch id ' .. batch_id .. ' was already used for other events in the '
+        .. 'last 48 hours: resend exactly the same events, or use a new batch id'}
+    end
+    -- Rewriting the record makes this call a write, so a WAIT after it waits for the
+    -- replicas to hold everything up to now, the original batch included.
+    if not check_only then redis.call('HSET', batch_results, batch_id, record) end
+    return {tonumber(ap), tonumber(du)}
+  end
+end
 
 -- Parse the groups.
 local groups = {}
 local all = {}
-local a = 12
+local a = 14
 for g = 1, ngroups do
-  local k = 4 + (g - 1) * 3
+  local k = 6 + (g - 1) * 3
   local grp = {
     day = KEYS[k], week = KEYS[k + 1], season = KEYS[k + 2],
     day_id = ARGV[a], season_id = ARGV[a + 1],
@@ -290,4 +314,15 @@ if applied > 0 or duplicates > 0 then
   redis.call('ZREMRANGEBYSCORE', events, '-inf', '(' .. cutoff)
   if redis.call('EXISTS', events) == 1 then redis.call('EXPIREAT', events, events_expireat) end
 end
+-- Record the result; drop at most 100 expired batch ids per write (bounded work: each
+-- write adds one, so the backlog shrinks), and keep both keys for 48 hours after the last.
+local expired = redis.call('ZRANGEBYSCORE', batches, '-inf', '(' .. cutoff, 'LIMIT', 0, 100)
+if #expired > 0 then
+  redis.call('ZREM', batches, unpack(expired))
+  redis.call('HDEL', batch_results, unpack(expired))
+end
+redis.call('ZADD', batches, now, batch_id)
+redis.call('HSET', batch_results, batch_id, digest .. ' ' .. applied .. ' ' .. duplicates)
+redis.call('EXPIREAT', batches, events_expireat)
+redis.call('EXPIREAT', batch_results, events_expireat)
 return {applied, duplicates}
