@@ -7,6 +7,9 @@ a member's entry, lookup, history) are awaited on the event loop
 async. Nothing caches a broken connection: when Redis goes away each request fails fast with
 503 ``backend_unavailable``, and the clients and the read lane reconnect by themselves on the
 first request after Redis is back.
+
+In front of the routes, :class:`~seasons.http.guard.Guard` checks limits and access from the
+request line and headers before any body is read (``docs/security.md``).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import gc
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import FastAPI
 
@@ -22,6 +26,7 @@ from seasons.api import Seasons
 from seasons.clock import Clock, system_clock
 from seasons.http import admin, boards, errors, health, jobs, scores, seasons, web
 from seasons.http.deps import AsyncReads, Services
+from seasons.http.guard import Guard, Rules, document
 from seasons.http.jobs import job_stats_reader
 from seasons.http.metrics import Metrics, MetricsMiddleware
 
@@ -44,6 +49,7 @@ def create_app(
     """
     facade = app if app is not None else Seasons(settings, clock=clock)
     metrics = Metrics(job_stats=job_stats_reader(facade))
+    metrics.registry.register(health.RedisHealthCollector(facade))
 
     reads = AsyncReads(settings.redis, facade.scripts)
 
@@ -65,15 +71,33 @@ def create_app(
     )
     api.state.services = Services(settings=settings, seasons=facade, metrics=metrics, reads=reads)
     errors.install(api)
-    api.add_middleware(MetricsMiddleware, metrics=metrics)
     for module in (boards, scores, seasons, admin, jobs, health, web):
         api.include_router(module.router)
+    # From the routes as included: each one's access level, query parameters and body.
+    rules = Rules(api)
+    # The last added is the outermost: the metrics see the guard's answers too.
+    api.add_middleware(Guard, rules=rules, api=settings.api)
+    api.add_middleware(MetricsMiddleware, metrics=metrics)
+    schema = api.openapi
+
+    def openapi() -> dict[str, Any]:
+        if api.openapi_schema is None:
+            api.openapi_schema = document(schema(), rules)
+        return api.openapi_schema
+
+    api.openapi = openapi  # type: ignore[method-assign]
     return api
 
 
 def from_environment() -> FastAPI:
     """App factory for ``uvicorn --factory seasons.http.app:from_environment`` (settings from
-    the environment and TOML like the CLI); used to run several uvicorn worker processes."""
+    the environment and TOML like the CLI); used to run several uvicorn worker processes.
+
+    Run uvicorn with ``--no-proxy-headers``: the app takes the client address from
+    ``api.trusted_proxies`` itself, and uvicorn would otherwise rewrite the peer address from
+    ``X-Forwarded-For`` (for 127.0.0.1 by default, for everyone with
+    ``FORWARDED_ALLOW_IPS=*``). Requests with forwarding headers never get the loopback
+    exemption of empty tokens either way."""
     from config.loading import load_settings
 
     return create_app(load_settings(), freeze_gc=True)

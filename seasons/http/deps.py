@@ -1,7 +1,10 @@
 """Dependencies of the HTTP routes, as ``Annotated`` aliases (one place for all of them).
 
 Everything a route needs was built once by :func:`seasons.http.app.create_app` and sits in
-``app.state.services``; these aliases hand out its parts and check access.
+``app.state.services``; these aliases hand out its parts. ``WriteAccess`` and ``AdminAccess``
+declare a route's access level: :mod:`seasons.http.guard` reads the declaration when the app
+is built and checks the token from the headers before the body is read; the dependencies
+themselves only document the bearer auth in the schema and make sure the guard ran.
 """
 
 from __future__ import annotations
@@ -10,14 +13,15 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Any
 
-from fastapi import Depends, Request
+from fastapi import Depends, Request, Security
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from redis.commands.core import Script
 
 from config.settings import RedisSettings, Settings
 from seasons.api import Seasons
 from seasons.clock import Clock
 from seasons.connection import backend_errors, make_async_client
-from seasons.http.auth import authorize
+from seasons.http.auth import Level
 from seasons.http.metrics import Metrics
 from seasons.lanes import async_lane
 from seasons.reads import PointsCall, RangeCall
@@ -105,16 +109,33 @@ async def _now(services: ServicesDep) -> datetime:
     return services.clock()
 
 
-async def _write_access(
-    request: Request, settings: Annotated[Settings, Depends(_settings)]
-) -> None:
-    authorize(request, settings.api, "write")
+# The scope key where the guard records the access level it checked.
+GUARDED = "seasons.access"
+# Documents "Authorization: Bearer <token>" in the schema; the guard reads the header itself.
+_bearer = HTTPBearer(
+    auto_error=False,
+    description="api.write_token (writes) or api.admin_token (writes and admin calls)",
+)
+Bearer = Annotated[HTTPAuthorizationCredentials | None, Security(_bearer)]
 
 
-async def _admin_access(
-    request: Request, settings: Annotated[Settings, Depends(_settings)]
-) -> None:
-    authorize(request, settings.api, "admin")
+def _checked(request: Request, level: Level) -> None:
+    # Fails closed: a route declaring a level that the guard did not check (a route the
+    # guard's table missed) is a bug, never an open door.
+    if request.scope.get(GUARDED) != level:
+        raise RuntimeError(f"{level} access of {request.url.path} was not checked by the guard")
+
+
+async def _write_access(request: Request, _: Bearer) -> None:
+    _checked(request, "write")
+
+
+async def _admin_access(request: Request, _: Bearer) -> None:
+    _checked(request, "admin")
+
+
+# What the guard looks for among a route's dependencies.
+ACCESS_LEVELS: dict[Any, Level] = {_write_access: "write", _admin_access: "admin"}
 
 
 SeasonsDep = Annotated[Seasons, Depends(_seasons)]

@@ -15,6 +15,11 @@ request validation (invalid_input)     422     FastAPI's own checks, reshaped
 malformed JSON body (invalid_json)     422
 Unauthorized (unauthorized)            401     missing or wrong bearer token
 Forbidden (forbidden)                  403     no token configured and the client is remote
+BodyTooLarge (body_too_large)          413     body over api.max_body_bytes (seasons.http.guard)
+UrlTooLong (url_too_long)              414     path + query over guard.MAX_URL_BYTES
+UnsupportedMediaType                   415     a JSON route's body is not JSON (text/plain, forms)
+  (unsupported_media_type)
+UnknownParameter (unknown_parameter)   422     a query parameter the route does not take
 Conflict, ArchiveError                 409     the request conflicts with stored state
 BackendUnavailable and redis           503     Redis unreachable; retry later
   connection errors (backend_unavailable)
@@ -58,6 +63,30 @@ class Forbidden(errors.SeasonsError):
     code = "forbidden"
 
 
+class BodyTooLarge(errors.SeasonsError):
+    """The request body is over ``api.max_body_bytes`` (by Content-Length or as it streams)."""
+
+    code = "body_too_large"
+
+
+class UrlTooLong(errors.SeasonsError):
+    """The path and query string are longer than the guard accepts."""
+
+    code = "url_too_long"
+
+
+class UnsupportedMediaType(errors.SeasonsError):
+    """A JSON route got a body declared as something else (text/plain, a form...)."""
+
+    code = "unsupported_media_type"
+
+
+class UnknownParameter(errors.InvalidInput):
+    """A query parameter the route does not take (``?token=`` among them)."""
+
+    code = "unknown_parameter"
+
+
 class ErrorBody(BaseModel):
     """The body of every error response."""
 
@@ -73,6 +102,9 @@ STATUS: tuple[tuple[type[errors.SeasonsError], int], ...] = (
     (errors.InvalidInput, 422),
     (Unauthorized, 401),
     (Forbidden, 403),
+    (BodyTooLarge, 413),
+    (UrlTooLong, 414),
+    (UnsupportedMediaType, 415),
     (errors.Conflict, 409),
     (errors.ArchiveError, 409),
     (errors.BackendUnavailable, 503),
@@ -86,8 +118,16 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     for status, text in (
         (404, "Unknown board, or member not ranked"),
         (422, "Invalid input or over a limit"),
-        (503, "Redis is unreachable"),
+        (503, "Redis is unreachable or refuses writes (full, a replica)"),
     )
+}
+# What the guard (seasons.http.guard) may answer before a route runs; it adds these to the
+# schema: 414 and 422 on every operation, 413 and 415 on those that take a body.
+GUARD_RESPONSES: dict[int, str] = {
+    413: "Request body over api.max_body_bytes",
+    414: "Path and query string too long",
+    415: "Content-Type is not JSON",
+    422: "Unknown query parameter",
 }
 AUTH_RESPONSES: dict[int | str, dict[str, Any]] = {
     401: {"model": ErrorBody, "description": "Missing or wrong bearer token"},
@@ -117,10 +157,16 @@ def error_response(
     return _AsciiJSON(body, status_code=status, headers=headers)
 
 
-async def _seasons_error(request: Request, exc: Exception) -> JSONResponse:
-    assert isinstance(exc, errors.SeasonsError)
+def response_of(exc: errors.SeasonsError) -> JSONResponse:
+    """The error response for ``exc``: its status, the one JSON shape, and for a 401 the
+    ``WWW-Authenticate`` challenge."""
     headers = {"WWW-Authenticate": "Bearer"} if isinstance(exc, Unauthorized) else None
     return error_response(status_of(exc), exc.code, exc.message, exc.details, headers)
+
+
+async def _seasons_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, errors.SeasonsError)
+    return response_of(exc)
 
 
 async def _redis_down(request: Request, exc: Exception) -> JSONResponse:
