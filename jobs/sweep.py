@@ -5,7 +5,8 @@ its name implies (a day, week or season key: its period's end + ``retention``, a
 path sets it); then remove the metadata of members that are on none of the board's sorted
 sets, live or archived.
 
-Keys without TTL by design: archives, the ``meta`` and ``state`` hashes and job state.
+Keys without TTL by design: archives, the ``meta`` and ``state`` hashes, job state, the
+namespace marker and safe mode (``jobs.integrity``).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from seasons import timewindows as tw
 from seasons.archives import Archives
 from seasons.connection import scan_keys
 from seasons.errors import SeasonsError
+from seasons.events import member_problem
 from seasons.keys import Keys, ParsedKey
 from seasons.scripts import Scripts
 from seasons.writes import DEDUPE_WINDOW
@@ -29,7 +31,8 @@ log = logging.getLogger(__name__)
 
 SCAN_COUNT = 1000
 META_SLICE = 200
-NO_TTL = {"archive", "meta", "state", "job"}  # kinds that never expire
+# Kinds that never expire.
+NO_TTL = {"archive", "meta", "state", "job", "marker", "safe_mode"}
 TMP_TTL = timedelta(hours=1)
 ZSET_KINDS = ("day", "week", "season", "archive", "tmp")
 
@@ -70,7 +73,7 @@ class Sweeper:
         if kind == "season":
             span = tw.season_by_id(ident, self.settings)
             return tw.expire_at(tw.Period("season", span.id, span.start, span.end), self.settings)
-        if kind == "events":
+        if kind in ("events", "batches", "batch_results"):
             return stamp + int(DEDUPE_WINDOW.total_seconds()) + 1
         if kind == "tmp":
             return stamp + int(TMP_TTL.total_seconds())
@@ -159,7 +162,11 @@ class Sweeper:
     def forget(self, member: str, now: datetime) -> dict[str, Any]:
         """Remove ``member`` everywhere: every live and archived sorted set of every board,
         its metadata, and the archive files of seasons it was on (rewritten from their
-        archive keys, with a new manifest)."""
+        archive keys, with a new manifest). A member Seasons cannot hold raises
+        :class:`seasons.errors.InvalidMember` before any Redis call; one stored before the
+        format-character rule is still erased (:func:`seasons.events.check_stored_member`)."""
+        if (problem := member_problem(member, stored=True)) is not None:
+            raise problem
         report: dict[str, Any] = {"member": member, "boards": {}}
         for board in sorted(self.settings.boards):
             zsets = self.board_zsets(board)
@@ -172,7 +179,7 @@ class Sweeper:
                     continue
                 data, _ = self.archives.paths(board, parsed.ident)
                 if data.exists():
-                    self.archives.write_files(board, parsed.ident, now)
+                    self.archives.write_files(board, parsed.ident, now, replace=True)
                     rewritten.append(str(data))
             if on or int(reply[0]):
                 report["boards"][board] = {

@@ -88,7 +88,8 @@ class BackendUnavailable(SeasonsError):
 class NotReplicated(BackendUnavailable):
     """A write was applied on the master, but fewer replicas than ``redis.wait_replicas``
     acknowledged it within ``redis.wait_timeout_ms``: it is not acknowledged, since a
-    failover now could lose it. Retry with the same event ids (duplicates are not counted)."""
+    failover now could lose it. Resend the same batch (same batch id): it answers the
+    original result and waits for the replicas again."""
 
 
 class BackendFull(BackendUnavailable):
@@ -127,3 +128,33 @@ class DataLoss(SeasonsError):
     worker is in safe mode until an operator restores or acknowledges."""
 
     code = "data_loss"
+
+
+class ArchiveRejected(ArchiveError, InvalidInput):
+    """An archive file given to ``seasons restore`` that does not check out (manifest, lines,
+    season): the operator's input, so a bad-input status; nothing was written.
+
+    ``details`` names the file and, for bad lines, lists ``{"line", "problem"}``."""
+
+    code = "archive_rejected"
+
+
+class InvalidMember(InvalidInput):
+    """A member id given to a read or an erasure breaks the member rule (see
+    :func:`seasons.events.check_member`); ``details`` is ``{"member": ...}``."""
+
+    code = "invalid_member"
+
+
+class InvalidBatchId(InvalidInput):
+    """A batch id (``batch_id=``, the ``Idempotency-Key`` header, ``--batch-id``) that is
+    not 1-128 bytes of UTF-8 without control characters."""
+
+    code = "invalid_batch_id"
+
+
+class BatchIdReused(Conflict):
+    """A batch id that a board applied in the last 48 hours came with other events: the
+    original result would not describe them, so the batch is refused and nothing written."""
+
+    code = "batch_id_reused"

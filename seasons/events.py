@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import date, datetime
@@ -14,7 +15,7 @@ from pydantic import BaseModel
 
 from config.settings import Settings
 from seasons import timewindows as tw
-from seasons.errors import BatchRejected, LimitExceeded
+from seasons.errors import BatchRejected, InvalidMember, LimitExceeded
 
 MAX_EXACT = 2**53
 MAX_ID_BYTES = 128
@@ -47,15 +48,35 @@ class _Problems:
 # Unicode category Cc is exactly U+0000-U+001F and U+007F-U+009F.
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 
+# Refused in member ids on top of the control characters: format characters (Cf: zero-width
+# space and joiners, bidi overrides and isolates, BOM, soft hyphen, ...) and the line and
+# paragraph separators. They are invisible or reorder text, so "ad\u200bmin" or "\u202enimda"
+# would display as another member's id in every table, log and web page.
+_INVISIBLE = frozenset({"Cf", "Zl", "Zp"})
 
-def _check_id(value: Any, what: str) -> str | None:
-    """Why ``value`` is not a valid member / event id, or None."""
+
+def shown(value: Any, limit: int = 80) -> str:
+    """``repr(value)`` cut to about ``limit`` characters, for messages that quote input (a
+    huge integer is described by its size: its digits may be too many to print)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
+        return f"<an integer of {value.bit_length()} bits>"
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[: limit - 5]}...{text[-2:]}"
+
+
+def check_id(value: Any, what: str) -> str | None:
+    """Why ``value`` is not a valid id, or None: 1-128 bytes of UTF-8 without control
+    characters (the rule of event ids and batch ids, which are opaque)."""
     if not isinstance(value, str):
         return f"{what} must be a string, got {type(value).__name__}"
     try:
         size = len(value.encode("utf-8"))
-    except UnicodeEncodeError:
-        return f"{what} is not valid UTF-8"
+    except UnicodeEncodeError as exc:
+        bad = ord(value[exc.start])
+        if 0xDC80 <= bad <= 0xDCFF:  # how Python decodes a byte that is not UTF-8 (argv)
+            byte = bad - 0xDC00
+            return f"{what} is not valid UTF-8 (byte 0x{byte:02X} or lone surrogate U+{bad:04X})"
+        return f"{what} is not valid UTF-8 (lone surrogate U+{bad:04X})"
     if size == 0:
         return f"{what} must not be empty"
     if size > MAX_ID_BYTES:
@@ -67,18 +88,46 @@ def _check_id(value: Any, what: str) -> str | None:
 
 def check_member(value: Any) -> str | None:
     """Why ``value`` is not a valid member id, or None: the rule every interface applies to
-    members (writes, reads, erasure, restored archives)."""
-    return _check_id(value, "member")
+    members (writes, reads, erasure, restored archives). 1-128 bytes of UTF-8 without
+    control characters (Cc), format characters (Cf) or line/paragraph separators (Zl, Zp)."""
+    why = check_id(value, "member")
+    if why is not None or value.isascii():
+        return why
+    for char in value:
+        if char >= "\xad" and unicodedata.category(char) in _INVISIBLE:
+            name = unicodedata.name(char, "unnamed")
+            return f"member contains the invisible format character U+{ord(char):04X} ({name})"
+    return None
+
+
+def check_stored_member(value: Any) -> str | None:
+    """Why ``value`` cannot be a member Seasons holds, or None: the rule before format
+    characters were refused (UTF-8, 1-128 bytes, no control characters). Erasure and restore
+    take it, so that a member stored under it can still be erased, and its archives restored."""
+    return check_id(value, "member")
+
+
+def member_problem(value: Any, *, stored: bool = False) -> InvalidMember | None:
+    """:func:`check_member` (with ``stored``: :func:`check_stored_member`) as the error a
+    read or an erasure raises: it names the member."""
+    why = check_stored_member(value) if stored else check_member(value)
+    if why is None:
+        return None
+    if not isinstance(value, str):
+        return InvalidMember(why, {"member": None})
+    # A member far over the limit is quoted in part only (the message, the details).
+    details = {"member": value if len(value) <= 4 * MAX_ID_BYTES else shown(value)}
+    return InvalidMember(f"{why}: {shown(value)}", details)
 
 
 def check_value(value: Any) -> str | None:
-    """Why ``value`` is not a usable score, or None."""
+    """Why ``value`` is not a usable score, or None: a finite number within ±2^53."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return f"value must be a number, got {type(value).__name__}"
     if isinstance(value, float) and not math.isfinite(value):
         return f"value must be finite, got {value}"
     if abs(value) > MAX_EXACT:
-        return f"value {value} is outside ±2^53 (scores must stay exact in a double)"
+        return f"value {shown(value)} is outside ±2^53 (scores must stay exact in a double)"
     return None
 
 
@@ -113,6 +162,30 @@ def check_metadata(meta: Any) -> tuple[str | None, str | None]:
     if size > META_MAX_BYTES:
         return None, f"metadata is {size} bytes as JSON (at most {META_MAX_BYTES})"
     return text, None
+
+
+# Epoch seconds beyond this are past the years 2 .. 9998 that parse_ts accepts, by far.
+_TS_EPOCH_MAX = 10**12
+_TS_TEXT_MAX = 64
+
+
+def _check_ts(value: Any) -> str | None:
+    """Why ``value`` cannot be an event time at all, or None (then :func:`tw.parse_ts`
+    decides): numbers of any size and texts of any length get a short message."""
+    if isinstance(value, bool):
+        return "ts must be RFC 3339 with an offset or epoch seconds, got a boolean"
+    if isinstance(value, int) and abs(value) > _TS_EPOCH_MAX:  # before float(): it overflows
+        return f"ts epoch seconds {shown(value)} are out of range (years 2 to 9998)"
+    if isinstance(value, float) and not (math.isfinite(value) and abs(value) <= _TS_EPOCH_MAX):
+        return f"ts epoch seconds {value} are out of range (years 2 to 9998)"
+    if isinstance(value, str):
+        if len(value) > _TS_TEXT_MAX:
+            return f"ts is {len(value)} characters long: not RFC 3339 nor epoch seconds"
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return "ts is not valid UTF-8"
+    return None
 
 
 def validate_batch(
@@ -179,7 +252,7 @@ def _validate_one(
     elif why := check_value(ev["value"]):
         problems.add(i, "value", "invalid_value", why)
     event_id = ev.get("event_id")
-    if event_id is not None and (why := _check_id(event_id, "event_id")):
+    if event_id is not None and (why := check_id(event_id, "event_id")):
         problems.add(i, "event_id", "invalid_event_id", why)
     meta_json = None
     meta = ev.get("metadata")
@@ -193,8 +266,12 @@ def _validate_one(
             has_null = any(v is None for v in meta.values())
             meta_json = ("~" if has_null else "=") + text
     now = days.now
+    raw_ts = ev.get("ts")
+    if why := _check_ts(raw_ts):
+        problems.add(i, "ts", "invalid_ts", why)
+        return None
     try:
-        ts = tw.parse_ts(ev.get("ts"), now)
+        ts = tw.parse_ts(raw_ts, now)
     except (ValueError, OverflowError, OSError) as exc:
         problems.add(i, "ts", "invalid_ts", f"ts {exc}")
         return None
@@ -213,8 +290,8 @@ def _validate_one(
         problems.add(i, "ts", "late_event", f"day {day} is past its retention; nothing to backfill")
     if not isinstance(board, str) or board not in settings.boards:
         return None
-    try:
-        value = float(ev["value"])
-    except (KeyError, TypeError, ValueError):
-        return None
-    return ValidEvent(i, board, ev.get("member", ""), value, ts, day, event_id, meta_json)
+    if "value" not in ev or check_value(ev["value"]) is not None:
+        return None  # its problem is listed; float() could overflow on a huge integer
+    return ValidEvent(
+        i, board, ev.get("member", ""), float(ev["value"]), ts, day, event_id, meta_json
+    )

@@ -13,6 +13,7 @@ from redis.commands.core import Script
 from config.settings import Settings
 from seasons import timewindows as tw
 from seasons.errors import BadWindow, LimitExceeded, UnknownBoard
+from seasons.events import member_problem
 from seasons.keys import Keys
 from seasons.lanes import SyncLane
 from seasons.models import Entry, History, HistoryPoint, Page
@@ -29,6 +30,13 @@ def _limit(name: str, value: int, low: int, high: int) -> None:
         raise LimitExceeded(f"{name} must be an integer, got {value!r}", {name: value})
     if not low <= value <= high:
         raise LimitExceeded(f"{name} must be between {low} and {high}, got {value}", {name: value})
+
+
+def _check_member(member: Any) -> None:
+    """The member rule of writes (:func:`seasons.events.check_member`), checked before any
+    Redis call: a member no write can store is refused, not looked up (nor encoded)."""
+    if (problem := member_problem(member)) is not None:
+        raise problem
 
 
 def _check_window(window: str) -> None:
@@ -151,6 +159,7 @@ class Reader:
         self, board: str, window: str, member: str, period: str, now: datetime, *, size: int
     ) -> RangeCall:
         _limit("size", size, 1, MAX_SIZE)
+        _check_member(member)
         return self._range_call(board, window, period, now, "member", member, size)
 
     def _range_call(
@@ -198,6 +207,8 @@ class Reader:
                 f"lookup takes at most {MAX_LOOKUP} members, got {len(members)}",
                 {"limit": MAX_LOOKUP},
             )
+        for member in members:
+            _check_member(member)
         _, live, archive = self.target(board, window, period, now)
         args: list[Any] = [cfg.order, cfg.ties, 1]
         for m in dict.fromkeys(members):
@@ -219,6 +230,7 @@ class Reader:
         cfg = self.board(board)
         _limit("last", last, 1, MAX_LAST)
         _check_window(window)
+        _check_member(member)
         periods = tw.recent_periods(window, last, now, self.settings)  # type: ignore[arg-type]
         keys = [self.keys.meta(board)]
         args: list[Any] = [cfg.order, cfg.ties, 0]

@@ -107,9 +107,12 @@ def names_line(result: Result, line: int) -> bool:
 
 
 def contents(r: redis.Redis) -> dict[bytes, tuple[Any, ...]]:
-    """Every key with its type, its contents read back and its expiry."""
+    """Every key with its type, its contents read back and its expiry; not the batch-id
+    records (keyed by batch ids, which are new for each batch)."""
     out: dict[bytes, tuple[Any, ...]] = {}
     for key in sorted(r.scan_iter()):
+        if key.endswith((b":batches", b":batch_results")):
+            continue
         kind = r.type(key)
         if kind == b"zset":
             value: Any = r.zrange(key, 0, -1, withscores=True)

@@ -14,7 +14,8 @@ from worker_support import Sim, local, season_settings, today
 # Every test here runs on one redis-server and again on a Redis Cluster (tests/conftest.py).
 pytestmark = pytest.mark.both_backends
 
-NO_TTL = {"archive", "meta", "state", "job"}  # SPEC section 5: archives, metadata, job state
+# SPEC section 5: archives, metadata, job state; and the namespace marker and safe mode.
+NO_TTL = {"archive", "meta", "state", "job", "marker", "safe_mode"}
 
 
 def kind_of(key: str) -> tuple[str, str, str]:
@@ -66,7 +67,7 @@ def test_every_key_that_should_expire_has_a_ttl(settings_factory, r, tmp_path: P
         checked += 1
         if kind in ("day", "week", "season"):
             assert expires == cal.expire_at(kind, ident), key
-        elif kind == "events":
+        elif kind in ("events", "batches", "batch_results"):
             assert stamp + 48 * 3600 <= expires <= stamp + 48 * 3600 + 2
         else:  # heartbeat, lock, tmp: short-lived
             assert stamp < expires <= stamp + 3600 + 1, key
@@ -83,7 +84,7 @@ def test_metadata_lives_as_long_as_its_member(settings_factory, r, tmp_path: Pat
     sim.worker.closes.snapshot("S1", sim.clock())  # archive key S1@<ts> holds all three
     sim.clock.advance(timedelta(minutes=5))
     live_keys = [k for k in r.scan_iter(match="seasons:{kills}:*") if b":archive:" not in k]
-    zsets = [k for k in live_keys if r.type(k) == b"zset"]
+    zsets = [k for k in live_keys if r.type(k) == b"zset" and not k.endswith(b":batches")]
     assert len(zsets) == 3  # day, week, season
     for k in zsets:
         r.zrem(k, "archived", "gone")  # as if their days had expired

@@ -189,7 +189,10 @@ def parse_number(text: str) -> int | float | None:
     a float, else None."""
     text = text.strip()
     if _INTEGER.fullmatch(text):
-        return int(text)
+        try:
+            return int(text)
+        except ValueError:  # past Python's int <-> str digit limit: out of range anyway
+            return float(text)
     try:
         return float(text)
     except ValueError:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Path
+from fastapi import APIRouter, Path, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from jobs.reconcile import Outcome
@@ -16,7 +16,7 @@ from jobs.worker import Worker
 from seasons import demo
 from seasons.api import Seasons
 from seasons.connection import backend_errors
-from seasons.errors import InvalidInput
+from seasons.http.boards import path_member
 from seasons.http.deps import AdminAccess, SeasonsDep
 from seasons.http.errors import AUTH_RESPONSES, ERROR_RESPONSES, ErrorBody
 from seasons.http.reset import reset_namespace
@@ -138,10 +138,10 @@ def snapshot(body: SnapshotIn, s: SeasonsDep) -> Snapshots:
     summary="Erase a member everywhere: live and archived boards, metadata, archive files",
 )  # fmt: skip
 def forget_member(
-    s: SeasonsDep, member: Annotated[str, Path(description="Member id")]
+    request: Request, s: SeasonsDep, member: Annotated[str, Path(description="Member id")]
 ) -> Forgotten:
-    if not member:
-        raise InvalidInput("member must not be empty", {"member": member})
+    # The erasure checks the member rule (InvalidMember, 422) before any Redis call.
+    member = path_member(request, member, stored=True)
     with backend_errors():
         report = _jobs(s).sweeper.forget(member, s.clock())
     return Forgotten(member=report["member"], boards=report["boards"])

@@ -8,13 +8,15 @@ same query. Limits are checked by the read path, which names the limit in a 422.
 from __future__ import annotations
 
 from typing import Annotated
+from urllib.parse import unquote_to_bytes
 
-from fastapi import APIRouter, Path, Query, Response
+from fastapi import APIRouter, Path, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from seasons import catalog
 from seasons.api import Seasons
-from seasons.errors import NotRanked
+from seasons.errors import InvalidMember, NotRanked
+from seasons.events import member_problem
 from seasons.http.deps import NowDep, ServicesDep, SettingsDep
 from seasons.http.errors import ERROR_RESPONSES
 from seasons.models import Entry, History, Page
@@ -66,13 +68,13 @@ async def list_boards(settings: SettingsDep, now: NowDep) -> catalog.Boards:
     summary="A member's rank and score in each of the last periods",
 )  # fmt: skip
 async def member_history(
-    services: ServicesDep, board: Board, member: Member, window: WindowQ = "day",
-    last: LastQ = 14,
+    request: Request, services: ServicesDep, board: Board, member: Member,
+    window: WindowQ = "day", last: LastQ = 14,
 ) -> History:  # fmt: skip
     # The facade's history() gives the points only; the reader's History is the whole JSON.
     s = services.seasons
     history: History = await services.reads.points(
-        s.reader.history_call(board, member, window, s.clock(), last=last)
+        s.reader.history_call(board, path_member(request, member), window, s.clock(), last=last)
     )
     return history
 
@@ -82,10 +84,11 @@ async def member_history(
     summary="Entries centred on a member",
 )  # fmt: skip
 async def around_member(
-    services: ServicesDep, board: Board, window: Window, member: Member,
+    request: Request, services: ServicesDep, board: Board, window: Window, member: Member,
     size: SizeQ = 5, period: PeriodQ = "current",
 ) -> Response:  # fmt: skip
     s = services.seasons
+    member = path_member(request, member)
     call = s.reader.around_member_call(board, window, member, period, s.clock(), size=size)
     reply = await services.reads.json(call)
     if RangeCall.empty(reply):
@@ -98,10 +101,11 @@ async def around_member(
     summary="A member's entry (404 not_ranked if absent)",
 )  # fmt: skip
 async def member_entry(
-    services: ServicesDep, board: Board, window: Window, member: Member,
+    request: Request, services: ServicesDep, board: Board, window: Window, member: Member,
     period: PeriodQ = "current",
 ) -> Entry:  # fmt: skip
     s = services.seasons
+    member = path_member(request, member)
     found: list[Entry] = await services.reads.points(
         s.reader.members_call(board, window, [member], period, s.clock())
     )
@@ -163,3 +167,39 @@ def _not_ranked(s: Seasons, board: str, window: str, member: str, period: str) -
         f"{member!r} is not ranked on board {board!r}, {window} {period_id}",
         {"board": board, "window": window, "period": period_id, "member": member},
     )
+
+
+def path_member(request: Request, member: str, *, stored: bool = False) -> str:
+    """``member`` as the route got it from the path, or :class:`InvalidMember` if its bytes
+    are not UTF-8. The ASGI server (uvicorn; httpx's transport in tests) percent-decodes the
+    path with ``errors="replace"``, so ``%FF`` or ``%ED%A0%80`` (a surrogate) reach the route
+    as U+FFFD, a valid character that could even be ranked: only the raw path tells them from
+    a real U+FFFD (``%EF%BF%BD``). The member rule itself is checked by the read path and the
+    erasure, for every interface (``stored``: the erasure's rule, see
+    :func:`seasons.events.check_stored_member`)."""
+    if "\ufffd" not in member:
+        return member
+    raw = request.scope.get("raw_path")
+    if not raw:
+        return member
+    # httpx's ASGI transport puts the query in raw_path; ASGI servers do not.
+    data = unquote_to_bytes(raw.split(b"?", 1)[0])
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        pass
+    else:
+        return member
+    # Match the route once more on the path decoded with surrogateescape: each byte that is
+    # not UTF-8 becomes a lone surrogate, which the member rule refuses and names.
+    text = data.decode("utf-8", "surrogateescape")
+    root = request.scope.get("root_path", "")
+    if root and text.startswith(root):
+        text = text[len(root) :]
+    route = request.scope.get("route")
+    found = route.path_regex.match(text) if route is not None else None
+    raw_member = found.group("member") if found is not None else text
+    problem = member_problem(raw_member, stored=stored) or InvalidMember(
+        f"the path is not valid UTF-8: {text!r}", {"member": None}
+    )
+    raise problem
