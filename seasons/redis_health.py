@@ -51,21 +51,24 @@ class RedisHealth:
     def problems(self) -> dict[str, str]:
         """Why Seasons is not ready on this server: {code: message}; empty when it is."""
         found = {}
-        if self.evicting and not self.eviction_allowed:
-            found["eviction_policy"] = eviction_message(self.policy)
+        if self.read_only:
+            found["backend_read_only"] = (
+                "Redis is a read-only replica: point redis.url at the master"
+            )
         if self.full:
             found["backend_full"] = (
                 f"Redis is at its maxmemory ({self.used_memory} of {self.maxmemory} bytes) and "
                 "refuses writes: raise maxmemory or free memory"
             )
-        if self.read_only:
-            found["backend_read_only"] = (
-                "Redis is a read-only replica: point redis.url at the master"
-            )
+        if self.evicting and not self.eviction_allowed:
+            found["eviction_policy"] = eviction_message(self.policy)
         return found
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "full": self.full, "memory_ratio": self.memory_ratio}
+        return {
+            **asdict(self), "evicting": self.evicting, "full": self.full,
+            "memory_ratio": self.memory_ratio, "problems": self.problems(),
+        }  # fmt: skip
 
 
 def eviction_message(policy: str) -> str:
@@ -86,8 +89,9 @@ def _nodes(client: Any) -> list[Any]:
 def read(client: Any, settings: Settings) -> RedisHealth:
     """The server's eviction policy, memory and role. Raises BackendUnavailable when Redis
     cannot be reached."""
-    policies, ratios, read_only = [], [], False
-    used_worst, max_worst = 0, 0
+    policies: list[str] = []
+    read_only = False
+    worst = (-1.0, 0, 0)  # (used / maxmemory, used, maxmemory) of the fullest master
     with backend_errors():
         for node in _nodes(client):
             memory = node.info("memory")
@@ -97,14 +101,11 @@ def read(client: Any, settings: Settings) -> RedisHealth:
                 memory.get("mem_not_counted_for_evict", 0)
             )
             limit = int(memory.get("maxmemory", 0))
-            ratio = used / limit if limit else 0.0
-            if not ratios or ratio >= max(ratios):
-                used_worst, max_worst = used, limit
-            ratios.append(ratio)
+            worst = max(worst, (used / limit if limit else 0.0, used, limit))
             read_only = read_only or replication.get("role") == "slave"
     bad = [p for p in policies if p != SAFE_POLICY]
     return RedisHealth(
-        policy=bad[0] if bad else SAFE_POLICY, used_memory=used_worst, maxmemory=max_worst,
+        policy=bad[0] if bad else SAFE_POLICY, used_memory=worst[1], maxmemory=worst[2],
         read_only=read_only, eviction_allowed=settings.redis.allow_eviction,
     )  # fmt: skip
 

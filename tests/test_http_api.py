@@ -67,7 +67,10 @@ def make_client(
 
     def make(client: tuple[str, int] = LOOPBACK, **overrides: Any) -> TestClient:
         settings = settings_factory(**{**base, **overrides})
-        tc = TestClient(create_app(settings, clock=clock), client=client)
+        # Host: localhost, as a local client sends it (empty tokens need a local Host).
+        tc = TestClient(
+            create_app(settings, clock=clock), client=client, base_url="http://localhost"
+        )
         tc.__enter__()
         opened.append(tc)
         return tc
@@ -318,9 +321,14 @@ def test_scores_applies_and_dedupes(http: TestClient, app: Seasons) -> None:
     ]  # fmt: skip
     resp = http.post("/v1/scores", json={"events": batch})
     assert resp.status_code == 200
-    assert resp.json() == {"applied": 4, "duplicates": 0}
+    body = resp.json()
+    assert len(body.pop("batch_id")) == 32  # generated (no Idempotency-Key): a uuid4 in hex
+    assert body == {"applied": 4, "duplicates": 0}
     resp = http.post("/v1/scores", json={"events": batch[:2]})
-    assert resp.json() == {"applied": 0, "duplicates": 2}
+    assert {k: v for k, v in resp.json().items() if k != "batch_id"} == {
+        "applied": 0,
+        "duplicates": 2,
+    }
     ann = app.rank("kills", "ann", "day")
     assert ann is not None and ann.score == 7 and ann.metadata == {"team": "red"}
     assert http.get("/v1/boards/kills/day/members/ann").json() == ann.model_dump()
@@ -455,14 +463,16 @@ def test_tokens_required_when_configured(make_client: ClientFactory) -> None:
 
 
 def test_without_tokens_only_loopback_may_write(make_client: ClientFactory) -> None:
-    for host in ("127.0.0.1", "127.8.9.10", "::1"):
+    for host in ("127.0.0.1", "::1", "::ffff:127.0.0.1"):
         c = make_client(client=(host, 4000))
         assert _write(c).status_code == 200, host
         assert _admin(c).status_code == 200, host
-    for host in ("10.1.2.3", "192.168.1.5", "::ffff:10.0.0.1", "testclient"):
+    # Only those three: a reverse proxy may listen on the rest of 127.0.0.0/8.
+    for host in ("10.1.2.3", "192.168.1.5", "::ffff:10.0.0.1", "testclient", "127.8.9.10",
+                 "127.0.0.2", "::ffff:127.0.0.2"):  # fmt: skip
         c = make_client(client=(host, 4000))
         body = assert_error(_write(c), 403, "forbidden")
-        assert body["details"] == {"setting": "api.write_token"}
+        assert body["details"] == {"setting": "api.write_token", "reason": "remote"}
         assert_error(_write(c, "anything"), 403, "forbidden")
         assert_error(_admin(c), 403, "forbidden")
         assert c.get("/v1/boards/kills/day").status_code == 200
@@ -533,10 +543,15 @@ def test_jobs_and_readyz_follow_the_heartbeat(
     assert result.exit_code == 0, result.output
     status = json.loads(result.output)
     assert status.pop("seasons") == http.get("/v1/seasons").json()
-    for report in (status, body):  # the one field that moves with Redis's own clock
+    for report in (status, body):  # the fields that move with Redis's own clock and memory
         assert 0 < report["worker"].pop("expires_in_seconds") <= 30
+        assert report.pop("redis")["policy"] == "noeviction"
     assert status == body
-    assert http.get("/readyz").json() == {"status": "ok", "redis": "ok", "worker": "ok"}
+    ready = http.get("/readyz").json()
+    assert {k: ready[k] for k in ("status", "redis", "worker", "problems", "warnings")} == {
+        "status": "ok", "redis": "ok", "worker": "ok", "problems": {}, "warnings": {},
+    }  # fmt: skip
+    assert ready["memory"]["policy"] == "noeviction"
     assert http.get("/healthz").json() == {"status": "ok"}
     metrics = http.get("/metrics").text
     assert 'seasons_job_last_duration_seconds{job="rollup"} 2.5' in metrics

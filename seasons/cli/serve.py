@@ -2,17 +2,32 @@
 
 from __future__ import annotations
 
+import logging
 import signal
+import socket
 import threading
 from collections.abc import Callable
 from typing import Any
 
 import click
 
-from seasons.cli.common import CliState, cli, json_option, pass_state, print_json
+from config.settings import ApiSettings, Settings
+from seasons import redis_health
+from seasons.cli.common import (
+    EXIT_USAGE,
+    CliState,
+    cli,
+    cli_error,
+    json_option,
+    pass_state,
+    print_json,
+)
 from seasons.connection import when_reachable
+from seasons.errors import BackendUnavailable
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
+LOOPBACK_HOSTS = ("127.0.0.1", "::1", "localhost")
+log = logging.getLogger("seasons.serve")
 
 
 @cli.command()
@@ -29,16 +44,92 @@ def serve(state: CliState, host: str | None, port: int | None, log_level: str) -
     from seasons.http.app import create_app
 
     settings = state.settings
+    host = host or settings.api.host
+    port = settings.api.port if port is None else port
+    refuse_open_bind(host, settings.api)
     app = _app_when_reachable(
         lambda: create_app(settings, clock=state.clock, freeze_gc=True), state
     )
     if app is None:
         return  # stopped while waiting for Redis
-    host = host or settings.api.host
-    port = settings.api.port if port is None else port
+    client = app.state.services.seasons.client
+    redis_health.check_eviction(client, settings, what="serve")  # EvictionPolicy: exit 2
+    check_bindable(host, port)
+    # One process: the app holds one Redis connection pool and one set of metrics. The app
+    # decides itself which peers' forwarding headers to trust (api.trusted_proxies): uvicorn
+    # must not rewrite the client address from them (it would, for FORWARDED_ALLOW_IPS=*).
+    server = uvicorn.Server(uvicorn.Config(
+        app, host=host, port=port, log_level=log_level, server_header=False,
+        proxy_headers=False,
+    ))  # fmt: skip
+    watch = EvictionWatch(client, settings, server)
     click.echo(f"seasons: serving http://{_url_host(host)}:{port}/ (Ctrl-C stops)", err=True)
-    # One process: the app holds one Redis connection pool and one set of metrics.
-    uvicorn.run(app, host=host, port=port, log_level=log_level, server_header=False)
+    threading.Thread(target=watch.run, name="eviction-watch", daemon=True).start()
+    try:
+        server.run()
+    except SystemExit as exc:  # uvicorn exits 1 when it cannot bind after all (a race)
+        raise cli_error(f"cannot listen on {_url_host(host)}:{port}", EXIT_USAGE) from exc
+    finally:
+        watch.stop.set()
+    if watch.refused is not None:
+        raise cli_error(watch.refused, EXIT_USAGE)
+
+
+def refuse_open_bind(host: str, api: ApiSettings) -> None:
+    """Exit 2 before listening on a non-loopback address while a write or admin token is
+    empty, unless ``api.allow_empty_tokens``: such calls are refused to remote clients anyway,
+    but an operator who opens the port to the network most likely meant to set tokens."""
+    empty = [f"api.{n}_token" for n in ("write", "admin") if not getattr(api, f"{n}_token")]
+    if host in LOOPBACK_HOSTS or not empty or api.allow_empty_tokens:
+        return
+    raise cli_error(
+        f"refusing to serve on {host} with {' and '.join(empty)} empty: set "
+        f"{' and '.join(empty)} (SEASONS_API__WRITE_TOKEN, SEASONS_API__ADMIN_TOKEN), or set "
+        "api.allow_empty_tokens = true to serve reads to the network with writes and admin "
+        "calls accepted from 127.0.0.1/::1 only",
+        EXIT_USAGE,
+    )
+
+
+def check_bindable(host: str, port: int) -> None:
+    """Exit 2 with the reason when ``host:port`` cannot be listened on (in use, no such
+    address, no permission), before saying "serving"."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        family, kind, proto, _, address = infos[0]
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does
+            probe.bind(address)
+    except OSError as exc:
+        raise cli_error(
+            f"cannot listen on {_url_host(host)}:{port}: {exc.strerror or exc}", EXIT_USAGE
+        ) from None
+
+
+class EvictionWatch:
+    """Reads Redis's eviction policy every ``worker.heartbeat_interval`` while the server runs;
+    a policy that starts evicting (without ``redis.allow_eviction``) stops the server, which
+    then exits with status 2, as it would have refused to start on it."""
+
+    def __init__(self, client: Any, settings: Settings, server: Any):
+        self.client = client
+        self.settings = settings
+        self.server = server
+        self.stop = threading.Event()
+        self.refused: str | None = None
+
+    def run(self) -> None:
+        interval = self.settings.worker.heartbeat_interval.total_seconds()
+        while not self.stop.wait(interval):
+            try:
+                health = redis_health.read(self.client, self.settings)
+            except BackendUnavailable:
+                continue  # /readyz says so; the policy is read again next time
+            if health.evicting and not self.settings.redis.allow_eviction:
+                self.refused = redis_health.eviction_message(health.policy)
+                log.error("stopping: %s", self.refused)
+                self.server.should_exit = True
+                return
 
 
 def _app_when_reachable(build: Callable[[], Any], state: CliState) -> Any:
