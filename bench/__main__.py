@@ -3,6 +3,10 @@
 Sections: ingest, reads, HTTP, memory, and the rollup of week and season boards at scale.
 ``--only cluster`` (never part of the default run: it starts a local Redis Cluster of its own)
 measures one board's write rate against boards spread over the cluster's masters.
+``--only soak`` (never part of the default run either; ``--seconds N``, default 180) runs
+writers, readers and the worker over HTTP while a fault injector kills and pauses processes,
+then checks every board and archive against a model of the acknowledged events
+(``bench/soak.py``); it starts its own servers and needs none of the shared one.
 
 Starts its own redis-server on a free port (never the shared one on 6379), runs the three
 sections on it side by side with the same data, prints one plain-text report and stops the
@@ -21,7 +25,7 @@ import time
 import hiredis
 import redis
 
-from bench import cluster, http, ingest, memory, reads, rollup
+from bench import cluster, http, ingest, memory, reads, rollup, soak
 from bench.common import FULL, QUICK, Calendar, Section, own_redis
 
 
@@ -30,11 +34,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="smaller sizes: well under 30 s")
     parser.add_argument(
         "--only",
-        choices=["ingest", "reads", "http", "memory", "rollup", "cluster"],
+        choices=["ingest", "reads", "http", "memory", "rollup", "cluster", "soak"],
         action="append",
         help="run only these sections (repeatable)",
     )
+    parser.add_argument(
+        "--seconds", type=float, default=None,
+        help="soak: how long writers run under faults (default 180; 30 with --quick)",
+    )  # fmt: skip
     opts = parser.parse_args(argv)
+    if opts.only and set(opts.only) == {"soak"}:
+        return _soak(opts)
     sizes = QUICK if opts.quick else FULL
     calendar = Calendar.for_today()
     started = time.monotonic()
@@ -66,11 +76,29 @@ def main(argv: list[str] | None = None) -> int:
         if "cluster" in wanted:
             sections.append(cluster.run(cluster.QUICK if opts.quick else cluster.FULL))
             print("\n" + sections[-1].render(), flush=True)
+    if opts.only and "soak" in opts.only:
+        sections.append(_soak_section(opts))
+        print("\n" + sections[-1].render(), flush=True)
     verdicts = ", ".join(
         f"{s.title.lstrip('0123456789. ')} {'PASS' if s.passed else 'MISS'}" for s in sections
     )
     print(f"\nsummary: {verdicts}; {time.monotonic() - started:.0f} s; load average {_load()}")
     return 0 if all(s.correct for s in sections) else 1
+
+
+def _soak_section(opts: argparse.Namespace) -> Section:
+    seconds = opts.seconds if opts.seconds is not None else 30.0 if opts.quick else 180.0
+    return soak.run(soak.Options(seconds=seconds))
+
+
+def _soak(opts: argparse.Namespace) -> int:
+    """``--only soak``: no shared redis-server; exit 1 if anything was lost or doubled."""
+    print(f"Seasons soak -- Python {platform.python_version()}, redis-py {redis.__version__}; "
+          f"load average at start {_load()} ({os.cpu_count()} CPUs)", flush=True)  # fmt: skip
+    section = _soak_section(opts)
+    print("\n" + section.render())
+    print(f"\nsummary: soak {'PASS' if section.correct else 'FAIL'}; load average {_load()}")
+    return 0 if section.correct else 1
 
 
 def _load() -> str:
