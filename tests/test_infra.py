@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
@@ -159,6 +160,19 @@ def test_week_weights_need_seven(load: Callable[..., Settings]) -> None:
     message = refused(load, "[boards.kills]\nweek_weights = [1, 1, 2]\n")
     assert "boards.kills.week_weights" in message
     assert "7" in message
+
+
+@pytest.mark.parametrize("field", ["week_weights", "season_weights"])
+def test_weights_that_could_overflow_a_score_are_refused(
+    load: Callable[..., Settings], field: str
+) -> None:
+    big = "[1, 1, 1, 1, 1, 1, 1e300]" if field == "week_weights" else "[1, 1e300]"
+    message = refused(load, f"[boards.kills]\n{field} = {big}\n")
+    assert f"boards.kills.{field}" in message and "at most" in message
+    # The largest allowed weight times the largest score over the longest season is finite.
+    fine = "[1, 1, 1, 1, 1, 1, 1000000]" if field == "week_weights" else "[1000000]"
+    settings = load(f"[boards.kills]\n{field} = {fine}\n")
+    assert math.isfinite(max(getattr(settings.boards["kills"], field)) * 2**53 * 3660)
 
 
 def test_overlapping_seasons_are_refused(load: Callable[..., Settings]) -> None:

@@ -201,7 +201,10 @@ async def _http_exception(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     if exc.status_code == 400 and "parsing the body" in str(exc.detail):
         # FastAPI's answer to a body that is not UTF-8; reported like any malformed JSON.
-        return error_response(422, "invalid_json", "the request body is not valid JSON (UTF-8)")
+        return error_response(
+            422, "invalid_json",
+            "the request body is not valid JSON (UTF-8, with integers of at most 4300 digits)",
+        )  # fmt: skip
     code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
     return error_response(
         exc.status_code, code, str(exc.detail), None, dict(exc.headers or {}) or None

@@ -11,7 +11,8 @@ status  code                       when
 422     unknown_parameter          a query parameter the route does not take (names it)
 401     unauthorized               token missing or wrong (:class:`~seasons.http.auth.Gate`)
 403     forbidden                  no token configured and the client is not local
-415     unsupported_media_type     a route with a JSON body got another Content-Type
+415     unsupported_media_type     a route with a JSON body got another Content-Type (none
+                                   at all is taken as JSON)
 413     body_too_large             body over ``api.max_body_bytes`` (Content-Length, or
                                    counted while a chunked body streams in)
 ======  =========================  ====================================================
@@ -245,7 +246,11 @@ class Guard:
             scope[GUARDED] = rule.level
         if not rule.body:
             return None
-        if head.content_type and not _is_json(head.content_type):
+        if not head.content_type:
+            # Taken as JSON (curl --data-binary, many HTTP libraries): the route's parser
+            # would otherwise see bytes and answer that the body is not an object.
+            scope["headers"] = [*scope["headers"], (b"content-type", b"application/json")]
+        elif not _is_json(head.content_type):
             media = head.content_type.decode("latin-1")[:100]
             raise UnsupportedMediaType(
                 f"{rule.path} takes a JSON body (Content-Type: application/json), not {media!r}",
