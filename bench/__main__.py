@@ -7,6 +7,8 @@ measures one board's write rate against boards spread over the cluster's masters
 writers, readers and the worker over HTTP while a fault injector kills and pauses processes,
 then checks every board and archive against a model of the acknowledged events
 (``bench/soak.py``); it starts its own servers and needs none of the shared one.
+``--only http-peers`` (alone; never part of the default run) is ``python -m bench.http_peers``:
+``seasons serve`` against a Fastify + ioredis peer under wrk (``bench/http_peers.py``).
 
 Starts its own redis-server on a free port (never the shared one on 6379), runs the three
 sections on it side by side with the same data, prints one plain-text report and stops the
@@ -25,7 +27,7 @@ import time
 import hiredis
 import redis
 
-from bench import cluster, http, ingest, memory, reads, rollup, soak
+from bench import cluster, http, http_peers, ingest, memory, reads, rollup, soak
 from bench.common import FULL, QUICK, Calendar, Section, own_redis
 
 
@@ -34,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="smaller sizes: well under 30 s")
     parser.add_argument(
         "--only",
-        choices=["ingest", "reads", "http", "memory", "rollup", "cluster", "soak"],
+        choices=["ingest", "reads", "http", "memory", "rollup", "cluster", "soak", "http-peers"],
         action="append",
         help="run only these sections (repeatable)",
     )
@@ -43,6 +45,10 @@ def main(argv: list[str] | None = None) -> int:
         help="soak: how long writers run under faults (default 180; 30 with --quick)",
     )  # fmt: skip
     opts = parser.parse_args(argv)
+    if opts.only and "http-peers" in opts.only:
+        if set(opts.only) != {"http-peers"}:
+            parser.error("--only http-peers runs alone")
+        return http_peers.main(["--quick"] if opts.quick else [])
     if opts.only and set(opts.only) == {"soak"}:
         return _soak(opts)
     sizes = QUICK if opts.quick else FULL
