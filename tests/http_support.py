@@ -60,13 +60,16 @@ def seed(app: Seasons, *, days: int = 10, players: int = 40, rng_seed: int = 3) 
 
 
 @contextmanager
-def serving(app: Any, startup_timeout: float = 10.0) -> Iterator[str]:
-    """Serve an ASGI app with uvicorn in a thread on a free port; yields its base URL."""
+def serving(app: Any, startup_timeout: float = 10.0, **options: Any) -> Iterator[str]:
+    """Serve an ASGI app with uvicorn in a thread on a free port (``options`` go to
+    ``uvicorn.Config``: proxy_headers...); yields its base URL."""
     import uvicorn
     from redis_server import free_port
 
     port = free_port()
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, lifespan="on")
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=port, log_config=None, lifespan="on", **options
+    )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

@@ -189,14 +189,19 @@ def test_a_fresh_namespace_gets_a_marker_in_redis_and_on_disk(settings, r) -> No
     app.close()
 
 
-def test_an_upgrade_with_every_archive_key_present_is_not_data_loss(settings, r) -> None:
-    app, check = integrity(settings)
+def manifest_without_file(settings: Settings) -> None:
+    """An archive manifest of season S0 on disk (its data file is not needed here)."""
     folder = settings.archive.dir / NS / "kills"
     folder.mkdir(parents=True)
     (folder / "S0.manifest.json").write_text(json.dumps({
         "board": "kills", "season": "S0", "count": 1, "score_sum": 1.0, "sha256": "x",
         "created_at": "2026-01-01T00:00:00Z",
     }))  # fmt: skip
+
+
+def test_an_upgrade_with_every_archive_key_present_is_not_data_loss(settings, r) -> None:
+    app, check = integrity(settings)
+    manifest_without_file(settings)
     r.zadd(app.keys.archive("kills", "S0"), {"ann": 1})
     assert check.check(datetime.now().astimezone()) is None
     assert r.exists(f"{NS}:marker") and marker_path(settings).exists()
@@ -205,12 +210,7 @@ def test_an_upgrade_with_every_archive_key_present_is_not_data_loss(settings, r)
 
 def test_an_archive_without_its_key_and_no_marker_is_data_loss(settings, r) -> None:
     app, check = integrity(settings)
-    folder = settings.archive.dir / NS / "kills"
-    folder.mkdir(parents=True)
-    (folder / "S0.manifest.json").write_text(json.dumps({
-        "board": "kills", "season": "S0", "count": 1, "score_sum": 1.0, "sha256": "x",
-        "created_at": "2026-01-01T00:00:00Z",
-    }))  # fmt: skip
+    manifest_without_file(settings)
     safe = check.check(datetime.now().astimezone())
     assert safe is not None and safe["reason"] == "data_loss"
     assert "S0.manifest.json" in safe["message"]

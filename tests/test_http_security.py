@@ -26,8 +26,7 @@ from typing import Any
 
 import httpx
 import pytest
-import uvicorn
-from http_support import ADMIN_TOKEN, SETTINGS, START, WRITE_TOKEN
+from http_support import ADMIN_TOKEN, SETTINGS, START, WRITE_TOKEN, serving
 from redis_server import free_port
 
 from config import Settings
@@ -52,27 +51,6 @@ CHANGES: list[tuple[str, str, Any]] = [
     ("DELETE", "/v1/admin/members/p001", None),
     ("POST", "/v1/admin/demo/reset", {"days": 1, "players": 1}),
 ]
-
-
-@contextlib.contextmanager
-def serving(app: Any, **options: Any) -> Iterator[str]:
-    """uvicorn in a thread on a free port with ``options`` (proxy_headers...); its URL."""
-    port = free_port()
-    config = uvicorn.Config(
-        app, host="127.0.0.1", port=port, log_config=None, lifespan="on", **options
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "uvicorn did not start"
-        time.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
 
 
 @pytest.fixture
