@@ -1,7 +1,8 @@
 """Section: HTTP throughput and latency of reads against the same server's ``/healthz``.
 
-The server is ``uvicorn`` with one worker process on 127.0.0.1 (``seasons serve`` runs one;
-the machine has two cores and the load generator needs the other), access log off, serving
+The server is ``uvicorn`` (httptools, uvloop: as ``seasons serve`` runs it) with one worker
+process on 127.0.0.1 (``seasons serve`` runs one by default; the machine has two cores and
+the load generator needs the other), access log off, serving
 ``create_app`` on a day board of ``board_members`` members with metadata. The load comes from
 this (second) process: a small asyncio HTTP/1.1 keep-alive client over raw streams (much
 lighter than an HTTP library, so the client is less of a ceiling), ``CONNECTIONS`` connections
@@ -41,7 +42,8 @@ from seasons.http.app import create_app
 url, ns, today, port = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 calendar = Calendar(date.fromisoformat(today))
 app = create_app(calendar.settings(url, ns), clock=calendar.clock(), freeze_gc=True)
-uvicorn.run(app, host="127.0.0.1", port=port, workers=1, log_level="warning", access_log=False)
+uvicorn.run(app, host="127.0.0.1", port=port, workers=1, log_level="warning", access_log=False,
+            loop="uvloop", http="httptools", server_header=False, proxy_headers=False)
 """
 
 
@@ -195,8 +197,9 @@ def run(url: str, sizes: Sizes, calendar: Calendar | None = None) -> Section:
     rate = {name: n / seconds for name, seconds in best.items()}
     section = Section(
         "HTTP",
-        f"uvicorn, 1 worker, 127.0.0.1; load from a second process over {CONNECTIONS} "
-        f"keep-alive connections; day board of {sizes.board_members:,} members with metadata; "
+        f"uvicorn (httptools, uvloop), 1 worker, 127.0.0.1; load from a second process over "
+        f"{CONNECTIONS} keep-alive connections; day board of {sizes.board_members:,} members "
+        "with metadata; "
         f"{n * sizes.read_rounds:,} requests per kind in {sizes.read_rounds} interleaved "
         "round(s), best round counts; latency over every request",
         "requests/s",

@@ -150,6 +150,10 @@ class ApiSettings(_Section):
     # `seasons serve` on a non-loopback address with an empty write or admin token refuses to
     # start unless this is true (reads for everyone; writes/admin still from loopback only).
     allow_empty_tokens: bool = False
+    # One line per request on the "uvicorn.access" logger (off: it costs CPU on every request).
+    access_log: bool = False
+    # Server processes of `seasons serve` sharing one port (--workers overrides).
+    workers: int = Field(default=1, ge=1, le=64)
 
     @field_validator("trusted_proxies")
     @classmethod

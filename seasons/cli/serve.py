@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import logging
+import os
+import shutil
 import signal
 import socket
+import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import click
@@ -26,6 +31,9 @@ from seasons.connection import when_reachable
 from seasons.errors import BackendUnavailable
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
+# prometheus_client's multiprocess directory (seasons.http.metrics.MULTIPROC_ENV; not
+# imported from there: prometheus_client must not be imported before it is set).
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 LOOPBACK_HOSTS = ("127.0.0.1", "::1", "localhost")
 log = logging.getLogger("seasons.serve")
 
@@ -34,19 +42,28 @@ log = logging.getLogger("seasons.serve")
 @click.option("--host", default=None, help="Address to listen on (default: api.host, 127.0.0.1).")
 @click.option("--port", type=click.IntRange(0, 65535), default=None,
               help="Port (default: api.port, 8080).")  # fmt: skip
+@click.option("--workers", type=click.IntRange(1, 64), default=None,
+              help="Server processes sharing the port (default: api.workers, 1).")  # fmt: skip
 @click.option("--log-level", default="info", show_default=True,
               type=click.Choice(["critical", "error", "warning", "info", "debug"]))  # fmt: skip
 @pass_state
-def serve(state: CliState, host: str | None, port: int | None, log_level: str) -> None:
+def serve(
+    state: CliState, host: str | None, port: int | None, workers: int | None, log_level: str
+) -> None:
     """Serve the HTTP API (/v1/..., /docs) and the web page (/) until interrupted."""
+    settings = state.settings
+    host = host or settings.api.host
+    port = settings.api.port if port is None else port
+    workers = settings.api.workers if workers is None else workers
+    refuse_open_bind(host, settings.api)
+    if workers > 1:
+        _serve_workers(state, host, port, workers, log_level)
+        return
+
     import uvicorn
 
     from seasons.http.app import create_app
 
-    settings = state.settings
-    host = host or settings.api.host
-    port = settings.api.port if port is None else port
-    refuse_open_bind(host, settings.api)
     app = _app_when_reachable(
         lambda: create_app(settings, clock=state.clock, freeze_gc=True), state
     )
@@ -55,14 +72,14 @@ def serve(state: CliState, host: str | None, port: int | None, log_level: str) -
     client = app.state.services.seasons.client
     redis_health.check_eviction(client, settings, what="serve")  # EvictionPolicy: exit 2
     check_bindable(host, port)
-    # One process: the app holds one Redis connection pool and one set of metrics. The app
-    # decides itself which peers' forwarding headers to trust (api.trusted_proxies): uvicorn
-    # must not rewrite the client address from them (it would, for FORWARDED_ALLOW_IPS=*).
-    server = uvicorn.Server(uvicorn.Config(
-        app, host=host, port=port, log_level=log_level, server_header=False,
-        proxy_headers=False,
-    ))  # fmt: skip
-    watch = EvictionWatch(client, settings, server)
+    # One process: the app holds one Redis connection pool and one set of metrics.
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, **_server_options(
+        settings, log_level)))  # fmt: skip
+
+    def stop() -> None:
+        server.should_exit = True
+
+    watch = EvictionWatch(client, settings, stop)
     click.echo(f"seasons: serving http://{_url_host(host)}:{port}/ (Ctrl-C stops)", err=True)
     threading.Thread(target=watch.run, name="eviction-watch", daemon=True).start()
     try:
@@ -73,6 +90,88 @@ def serve(state: CliState, host: str | None, port: int | None, log_level: str) -
         watch.stop.set()
     if watch.refused is not None:
         raise cli_error(watch.refused, EXIT_USAGE)
+
+
+def _server_options(settings: Settings, log_level: str) -> dict[str, Any]:
+    """uvicorn's options, the same for one process and for workers. httptools and uvloop:
+    uvicorn's pure-Python parser and asyncio's loop cost about twice the CPU per request
+    (docs/http-performance.md). The app decides itself which peers' forwarding headers to
+    trust (api.trusted_proxies): uvicorn must not rewrite the client address from them (it
+    would, for FORWARDED_ALLOW_IPS=*)."""
+    return {
+        "loop": "uvloop", "http": "httptools", "log_level": log_level,
+        "access_log": settings.api.access_log, "server_header": False,
+        "proxy_headers": False,
+    }  # fmt: skip
+
+
+def _serve_workers(state: CliState, host: str, port: int, workers: int, log_level: str) -> None:
+    """``workers`` uvicorn processes on one listening socket (uvicorn's supervisor). Each
+    builds its app from the environment and the config file, as this command read them
+    (:func:`seasons.http.app.from_environment`); request metrics are kept in a directory
+    shared by the workers (prometheus_client's multiprocess mode), so any worker's
+    /metrics shows the sum. SIGTERM or SIGINT stops every worker, then the supervisor."""
+    import uvicorn
+    from uvicorn.supervisors import Multiprocess
+
+    from seasons.api import Seasons
+
+    settings = state.settings
+    facade = _app_when_reachable(lambda: Seasons(settings), state)
+    if facade is None:
+        return
+    try:
+        redis_health.check_eviction(facade.client, settings, what="serve")
+        check_bindable(host, port)
+        if state.config_file is not None:  # the workers read the same file
+            os.environ["SEASONS_CONFIG"] = str(state.config_file)
+        with metrics_dir():
+            config = uvicorn.Config(
+                "seasons.http.app:from_environment", factory=True, host=host, port=port,
+                workers=workers, **_server_options(settings, log_level),
+            )  # fmt: skip
+            try:
+                sock = config.bind_socket()
+            except SystemExit as exc:
+                raise cli_error(f"cannot listen on {_url_host(host)}:{port}", EXIT_USAGE) from exc
+            supervisor = Multiprocess(config, sockets=[sock])
+            watch = EvictionWatch(facade.client, settings, supervisor.should_exit.set)
+            click.echo(
+                f"seasons: serving http://{_url_host(host)}:{port}/ with {workers} workers "
+                "(Ctrl-C stops)", err=True,
+            )  # fmt: skip
+            threading.Thread(target=watch.run, name="eviction-watch", daemon=True).start()
+            try:
+                supervisor.run()
+            finally:
+                watch.stop.set()
+                sock.close()
+    finally:
+        facade.close()
+    if watch.refused is not None:
+        raise cli_error(watch.refused, EXIT_USAGE)
+
+
+@contextmanager
+def metrics_dir() -> Iterator[Path]:
+    """The directory of prometheus_client's multiprocess mode for the workers: the one in
+    ``PROMETHEUS_MULTIPROC_DIR`` if set (its value files emptied first: values left from an
+    earlier run would be added to this one's), else a new one, removed at the end."""
+    given = os.environ.get(MULTIPROC_ENV)
+    if given:
+        path = Path(given)
+        path.mkdir(parents=True, exist_ok=True)
+        for stale in path.glob("*.db"):
+            stale.unlink()
+        yield path
+        return
+    path = Path(tempfile.mkdtemp(prefix="seasons-metrics-"))
+    os.environ[MULTIPROC_ENV] = str(path)
+    try:
+        yield path
+    finally:
+        os.environ.pop(MULTIPROC_ENV, None)
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def refuse_open_bind(host: str, api: ApiSettings) -> None:
@@ -111,10 +210,10 @@ class EvictionWatch:
     a policy that starts evicting (without ``redis.allow_eviction``) stops the server, which
     then exits with status 2, as it would have refused to start on it."""
 
-    def __init__(self, client: Any, settings: Settings, server: Any):
+    def __init__(self, client: Any, settings: Settings, stop_server: Callable[[], None]):
         self.client = client
         self.settings = settings
-        self.server = server
+        self.stop_server = stop_server
         self.stop = threading.Event()
         self.refused: str | None = None
 
@@ -128,7 +227,7 @@ class EvictionWatch:
             if health.evicting and not self.settings.redis.allow_eviction:
                 self.refused = redis_health.eviction_message(health.policy)
                 log.error("stopping: %s", self.refused)
-                self.server.should_exit = True
+                self.stop_server()
                 return
 
 

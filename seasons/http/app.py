@@ -26,6 +26,7 @@ from seasons.api import Seasons
 from seasons.clock import Clock, system_clock
 from seasons.http import admin, boards, errors, health, jobs, scores, seasons, web
 from seasons.http.deps import AsyncReads, Services
+from seasons.http.fast import FastReads
 from seasons.http.guard import Guard, Rules, document
 from seasons.http.jobs import job_stats_reader
 from seasons.http.metrics import Metrics, MetricsMiddleware
@@ -49,7 +50,7 @@ def create_app(
     """
     facade = app if app is not None else Seasons(settings, clock=clock)
     metrics = Metrics(job_stats=job_stats_reader(facade))
-    metrics.registry.register(health.RedisHealthCollector(facade))
+    metrics.add_collector(health.RedisHealthCollector(facade))
 
     reads = AsyncReads(settings.redis, facade.scripts)
 
@@ -75,7 +76,9 @@ def create_app(
         api.include_router(module.router)
     # From the routes as included: each one's access level, query parameters and body.
     rules = Rules(api)
-    # The last added is the outermost: the metrics see the guard's answers too.
+    # The last added is the outermost: the metrics see the guard's answers too, and the fast
+    # reads come after the guard's checks.
+    api.add_middleware(FastReads, services=api.state.services, rules=rules)
     api.add_middleware(Guard, rules=rules, api=settings.api)
     api.add_middleware(MetricsMiddleware, metrics=metrics)
     schema = api.openapi

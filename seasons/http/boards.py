@@ -17,7 +17,7 @@ from seasons import catalog
 from seasons.api import Seasons
 from seasons.errors import InvalidMember, NotRanked
 from seasons.events import member_problem
-from seasons.http.deps import NowDep, ServicesDep, SettingsDep
+from seasons.http.deps import NowDep, Services, ServicesDep, SettingsDep
 from seasons.http.errors import ERROR_RESPONSES
 from seasons.models import Entry, History, Page
 from seasons.reads import MAX_LAST, MAX_LIMIT, MAX_LOOKUP, MAX_SIZE, RangeCall
@@ -61,7 +61,7 @@ async def list_boards(settings: SettingsDep, now: NowDep) -> catalog.Boards:
     return catalog.boards(settings, now)
 
 
-# Registered before the member routes: "/members/{member}" takes slashes (member ids may have
+# Registered before the member routes: "/members/{member:path}" takes slashes (member ids may have
 # them) and would otherwise swallow ".../history" and ".../around".
 @router.get(
     "/{board}/members/{member:path}/history", response_model=History,
@@ -71,12 +71,7 @@ async def member_history(
     request: Request, services: ServicesDep, board: Board, member: Member,
     window: WindowQ = "day", last: LastQ = 14,
 ) -> History:  # fmt: skip
-    # The facade's history() gives the points only; the reader's History is the whole JSON.
-    s = services.seasons
-    history: History = await services.reads.points(
-        s.reader.history_call(board, path_member(request, member), window, s.clock(), last=last)
-    )
-    return history
+    return await read_history(services, board, path_member(request, member), window, last)
 
 
 @router.get(
@@ -87,13 +82,8 @@ async def around_member(
     request: Request, services: ServicesDep, board: Board, window: Window, member: Member,
     size: SizeQ = 5, period: PeriodQ = "current",
 ) -> Response:  # fmt: skip
-    s = services.seasons
     member = path_member(request, member)
-    call = s.reader.around_member_call(board, window, member, period, s.clock(), size=size)
-    reply = await services.reads.json(call)
-    if RangeCall.empty(reply):
-        raise _not_ranked(s, board, window, member, period)
-    return _json(reply)
+    return _json(await read_around_member(services, board, window, member, size, period))
 
 
 @router.get(
@@ -104,14 +94,7 @@ async def member_entry(
     request: Request, services: ServicesDep, board: Board, window: Window, member: Member,
     period: PeriodQ = "current",
 ) -> Entry:  # fmt: skip
-    s = services.seasons
-    member = path_member(request, member)
-    found: list[Entry] = await services.reads.points(
-        s.reader.members_call(board, window, [member], period, s.clock())
-    )
-    if not found:
-        raise _not_ranked(s, board, window, member, period)
-    return found[0]
+    return await read_entry(services, board, window, path_member(request, member), period)
 
 
 @router.get(
@@ -123,9 +106,7 @@ async def around_rank(
     rank: Annotated[int, Path(description="1-based rank", json_schema_extra={"minimum": 1})],
     size: SizeQ = 5, period: PeriodQ = "current",
 ) -> Response:  # fmt: skip
-    s = services.seasons
-    call = s.reader.around_rank_call(board, window, rank, period, s.clock(), size=size)
-    return _json(await services.reads.json(call))
+    return _json(await read_around_rank(services, board, window, rank, size, period))
 
 
 @router.post(
@@ -148,9 +129,66 @@ async def page(
     services: ServicesDep, board: Board, window: Window,
     period: PeriodQ = "current", limit: LimitQ = 10, offset: OffsetQ = 0,
 ) -> Response:  # fmt: skip
+    return _json(await read_page(services, board, window, period, limit, offset))
+
+
+# --- the reads themselves: the routes above and the fast path (seasons.http.fast) both call
+# these, with the arguments already parsed, so the two cannot answer differently.
+
+
+async def read_page(
+    services: Services, board: str, window: str, period: str, limit: int, offset: int
+) -> bytes:
+    """The JSON of a page (a :class:`~seasons.models.Page`), as the script wrote it."""
     s = services.seasons
     call = s.reader.page_call(board, window, period, s.clock(), limit=limit, offset=offset)
-    return _json(await services.reads.json(call))
+    return await services.reads.json(call)
+
+
+async def read_around_rank(
+    services: Services, board: str, window: str, rank: int, size: int, period: str
+) -> bytes:
+    """The JSON of the page centred on ``rank``."""
+    s = services.seasons
+    call = s.reader.around_rank_call(board, window, rank, period, s.clock(), size=size)
+    return await services.reads.json(call)
+
+
+async def read_around_member(
+    services: Services, board: str, window: str, member: str, size: int, period: str
+) -> bytes:
+    """The JSON of the page centred on ``member``; :class:`NotRanked` if it is not ranked."""
+    s = services.seasons
+    call = s.reader.around_member_call(board, window, member, period, s.clock(), size=size)
+    reply = await services.reads.json(call)
+    if RangeCall.empty(reply):
+        raise _not_ranked(s, board, window, member, period)
+    return reply
+
+
+async def read_entry(
+    services: Services, board: str, window: str, member: str, period: str
+) -> Entry:
+    """``member``'s entry; :class:`NotRanked` if it is not ranked."""
+    s = services.seasons
+    found: list[Entry] = await services.reads.points(
+        s.reader.members_call(board, window, [member], period, s.clock())
+    )
+    if not found:
+        raise _not_ranked(s, board, window, member, period)
+    return found[0]
+
+
+async def read_history(
+    services: Services, board: str, member: str, window: str, last: int
+) -> History:
+    """``member``'s rank and score in each of the last ``last`` periods of ``window``."""
+    # The facade's history() gives the points only; the reader's History is the whole JSON.
+    s = services.seasons
+    history: History = await services.reads.points(
+        s.reader.history_call(board, member, window, s.clock(), last=last)
+    )
+    return history
 
 
 # The hot reads (page, around) take one dependency and answer with a plain Response holding

@@ -9,6 +9,7 @@ read from the job state it keeps in Redis at scrape time by :class:`JobsCollecto
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime
@@ -17,10 +18,15 @@ from typing import Any
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import generate_latest
+from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 log = logging.getLogger("seasons.http")
+
+# Where prometheus_client keeps each process's values in multiprocess mode. Read by
+# prometheus_client when it is imported: set it before (``seasons serve`` does, for workers).
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
 LATENCY_BUCKETS = (
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
@@ -49,10 +55,26 @@ class Metrics:
         )  # fmt: skip
         for outcome in ("applied", "duplicate", "rejected"):
             self.events.labels(outcome)
+        # Read at scrape time (from Redis): never summed over processes.
+        self._collectors: list[Collector] = []
         if job_stats is not None:
-            self.registry.register(JobsCollector(job_stats))
+            self.add_collector(JobsCollector(job_stats))
+
+    def add_collector(self, collector: Collector) -> None:
+        """A collector read at scrape time by whichever process answers /metrics."""
+        self.registry.register(collector)
+        self._collectors.append(collector)
 
     def render(self) -> tuple[bytes, str]:
+        """The exposition. With ``PROMETHEUS_MULTIPROC_DIR`` set (``seasons serve --workers
+        N`` sets it), request and event metrics are the sum over every worker process (their
+        values live in files there); the scrape-time collectors are read once."""
+        if os.environ.get(MULTIPROC_ENV):
+            registry = CollectorRegistry()
+            MultiProcessCollector(registry)
+            for collector in self._collectors:
+                registry.register(collector)
+            return generate_latest(registry), CONTENT_TYPE_LATEST
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
 
 

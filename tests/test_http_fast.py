@@ -1,0 +1,162 @@
+"""The fast read path (seasons.http.fast): each read answers as the Python API does, and as
+the FastAPI route does for the same query (a percent-encoded query value sends the request
+to the route instead), errors included; request metrics count its answers."""
+
+from __future__ import annotations
+
+import re
+import warnings
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+from http_support import SETTINGS, START
+
+from config import Settings
+from seasons import Seasons
+from seasons.clock import ManualClock
+from seasons.http.app import create_app
+from seasons.http.fast import parse_query
+
+pytestmark = pytest.mark.both_backends
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    from starlette.testclient import TestClient
+
+MEMBERS = ['quo"te', "back\\slash", "a/b", "ü ñ 🎮", "</script>", "x" * 128]
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock(START)
+
+
+@pytest.fixture
+def settings(settings_factory: Callable[..., Settings], tmp_path: Path) -> Settings:
+    return settings_factory(**{**SETTINGS, "archive": {"dir": str(tmp_path / "archive")}})
+
+
+@pytest.fixture
+def app(settings: Settings, clock: ManualClock) -> Iterator[Seasons]:
+    with Seasons(settings, clock=clock) as s:
+        for n, member in enumerate(MEMBERS):
+            s.submit(
+                "kills", member, n + 0.25, ts=clock(),
+                metadata={"name": member, "n": 2**53 - n, "f": 1 / 3, "ok": True, "no": None},
+            )  # fmt: skip
+        yield s
+
+
+@pytest.fixture
+def http(settings: Settings, clock: ManualClock, app: Seasons) -> Iterator[TestClient]:
+    with TestClient(
+        create_app(settings, clock=clock), client=("127.0.0.1", 5000), base_url="http://localhost"
+    ) as tc:
+        yield tc
+
+
+def _routed(query: str) -> str:
+    """The same query with its first value's first character percent-encoded: the fast path
+    leaves such a request to the FastAPI route, which decodes it to the same value."""
+    name, _, value = query.partition("=")
+    return f"{name}=%{ord(value[0]):02X}{value[1:]}"
+
+
+def _both(http: TestClient, path: str, query: str) -> Any:
+    """The fast answer and the FastAPI route's for one query: the same status and JSON."""
+    fast, routed = http.get(f"{path}?{query}"), http.get(f"{path}?{_routed(query)}")
+    assert (fast.status_code, fast.json()) == (routed.status_code, routed.json()), path
+    return fast
+
+
+def test_every_fast_read_equals_the_python_api_and_the_route(
+    http: TestClient, app: Seasons
+) -> None:
+    resp = _both(http, "/v1/boards/kills/day", "limit=20")
+    assert resp.json() == app.top("kills", "day", limit=20).model_dump()
+    resp = _both(http, "/v1/boards/kills/day", "offset=2&limit=3")
+    assert resp.json() == app.top("kills", "day", limit=3, offset=2).model_dump()
+    resp = _both(http, "/v1/boards/kills/week/ranks/3/around", "size=3")
+    assert resp.json() == app.around_rank("kills", 3, "week", size=3).model_dump()
+    for member in MEMBERS:
+        path = f"/v1/boards/kills/day/members/{quote(member, safe='')}"
+        resp = _both(http, f"{path}/around", "size=3")
+        expected = app.around("kills", member, "day", size=3)
+        assert expected is not None and resp.json() == expected.model_dump()
+        resp = _both(http, path, "period=current")
+        assert resp.json() == app.rank("kills", member, "day").model_dump()  # type: ignore[union-attr]
+        history = f"/v1/boards/kills/members/{quote(member, safe='')}/history"
+        resp = _both(http, history, "last=3")
+        expected_history = app.history("kills", member, "day", last=3)
+        assert resp.json()["history"] == [p.model_dump() for p in expected_history]
+        assert resp.json()["member"] == member
+
+
+@pytest.mark.parametrize(
+    ("path", "query", "status", "code"),
+    [
+        ("/v1/boards/nope/day", "limit=5", 404, "unknown_board"),
+        ("/v1/boards/kills/month", "limit=5", 422, "bad_window"),
+        ("/v1/boards/kills/day", "limit=1001", 422, "limit_exceeded"),
+        ("/v1/boards/kills/day", "limit=0", 422, "limit_exceeded"),
+        ("/v1/boards/kills/day", "period=someday", 422, "bad_period"),
+        ("/v1/boards/kills/day/ranks/0/around", "size=3", 422, "limit_exceeded"),
+        ("/v1/boards/kills/day/members/nobody/around", "size=3", 404, "not_ranked"),
+        ("/v1/boards/kills/day/members/nobody", "period=current", 404, "not_ranked"),
+        ("/v1/boards/kills/members/nobody/history", "window=month", 422, "bad_window"),
+        ("/v1/boards/kills/day/members/%01bad", "period=current", 422, "invalid_member"),
+    ],
+)
+def test_fast_errors_equal_the_routes(
+    http: TestClient, path: str, query: str, status: int, code: str
+) -> None:
+    resp = _both(http, path, query)
+    assert resp.status_code == status and resp.json()["error"] == code, resp.text
+
+
+def test_unusual_queries_go_to_the_route(http: TestClient) -> None:
+    """What the fast path does not read itself still gets the route's answer."""
+    for query in ("limit=abc", "limit=-1", "limit=", "limit", "limit=5&limit=6", "limit=+5"):
+        resp = http.get(f"/v1/boards/kills/day?{query}")
+        assert resp.status_code in (200, 422), (query, resp.text)
+        assert resp.json().get("error") in (None, "invalid_input", "limit_exceeded"), query
+    assert http.get("/v1/boards/kills/day?token=x").json()["error"] == "unknown_parameter"
+    assert parse_query(b"limit=5&offset=2", frozenset({"limit", "offset"})) == {
+        "limit": "5", "offset": "2"
+    }  # fmt: skip
+    assert parse_query(b"limit=5&limit=6", frozenset({"limit"})) is None
+    assert parse_query(b"limit=%35", frozenset({"limit"})) is None
+
+
+def test_healthz_is_answered_as_the_route_answers(http: TestClient) -> None:
+    resp = http.get("/healthz")
+    assert resp.status_code == 200 and resp.json() == {"status": "ok"}
+    assert resp.headers["content-type"] == "application/json"
+    assert int(resp.headers["content-length"]) == len(resp.content)
+
+
+def _sample(text: str, name: str, labels: str) -> float:
+    found = re.search(rf"^{re.escape(name + '{' + labels + '}')} (\S+)$", text, re.M)
+    return float(found.group(1)) if found else 0.0
+
+
+def test_fast_answers_are_counted_by_route_template_and_status(http: TestClient) -> None:
+    page = 'method="GET",route="/v1/boards/{board}/{window}"'
+    before = http.get("/metrics").text
+    for _ in range(7):
+        assert http.get("/v1/boards/kills/day?limit=2").status_code == 200
+    for _ in range(3):
+        assert http.get("/v1/boards/nope/day?limit=2").status_code == 404
+        assert http.get("/healthz").status_code == 200
+    after = http.get("/metrics").text
+    for status, n in (("200", 7), ("404", 3)):
+        name, labels = "seasons_http_requests_total", f'{page},status="{status}"'
+        assert _sample(after, name, labels) - _sample(before, name, labels) == n
+    health = 'method="GET",route="/healthz",status="200"'
+    name = "seasons_http_requests_total"
+    assert _sample(after, name, health) - _sample(before, name, health) == 3
+    name = "seasons_http_request_duration_seconds_count"
+    assert _sample(after, name, page) - _sample(before, name, page) == 10
