@@ -247,11 +247,12 @@ def test_serve_refuses_an_evicting_policy_at_start(tmp_path: Path) -> None:
             assert proc.proc.poll() is None
 
 
-def test_serve_stops_with_status_2_when_the_policy_starts_evicting(tmp_path: Path) -> None:
-    with (
-        RedisServer() as server,
-        serve(config_file(tmp_path, server), "--port", str(free_port())) as proc,
-    ):
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_serve_stops_with_status_2_when_the_policy_starts_evicting(
+    tmp_path: Path, workers: str
+) -> None:
+    args = ("--port", str(free_port()), "--workers", workers)
+    with RedisServer() as server, serve(config_file(tmp_path, server), *args) as proc:
         proc.wait_for("serving")
         client = server.client()
         client.config_set("maxmemory-policy", "volatile-lru")

@@ -102,19 +102,6 @@ def test_two_workers_on_one_port_add_up_their_metrics_and_stop_on_sigterm(
                     time.sleep(0.05)
 
 
-def test_workers_stop_with_status_2_when_the_policy_starts_evicting(tmp_path: Path) -> None:
-    with (
-        RedisServer() as server,
-        serve(config_file(tmp_path, server), "--port", str(free_port()), "--workers", "2") as proc,
-    ):
-        proc.wait_for("serving")
-        client = server.client()
-        client.config_set("maxmemory-policy", "allkeys-lru")
-        client.close()
-        assert proc.exit_status() == 2, proc.output
-        assert "allkeys-lru" in proc.output
-
-
 def test_workers_exit_2_on_a_port_they_cannot_bind(tmp_path: Path) -> None:
     with RedisServer() as server, socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
