@@ -226,7 +226,7 @@ def run(url: str, sizes: Sizes, calendar: Calendar | None = None) -> Section:
         "server is CPU-bound: the ratios are about its CPU per request (the column's note)"
     )
     section.notes.append(
-        "pages and around run on the event loop down one pipelined connection (seasons.lanes) "
+        "pages and around run on the event loop down one pipelined connection (seasons.executor) "
         "and answer the script's JSON as is; the server freezes its startup objects out of "
         "the garbage collector (gc.freeze) -- see README 'HTTP performance'"
     )

@@ -8,7 +8,7 @@ EVALSHA: ZREVRANK, ZRANGE, HMGET) against a bare ``ZREVRANK``. The raw commands 
 metadata, and a raw around needs two more round trips (ZRANGE, HMGET) to equal Seasons' answer.
 
 The raw commands go through redis-py's client, as an app would send them; Seasons sends its
-EVALSHA on its read lane (``seasons.lanes``: a connection of its own, without the client's
+EVALSHA on its executor (``seasons.executor``: a connection of its own, without the client's
 pool, retry wrapper and observability hooks). The info rows show both sides on a bare
 connection too, so the part of the ratio that is the client layer can be read off.
 """
@@ -106,7 +106,7 @@ def read_differences(s: Seasons, key: str, sample: list[str]) -> list[str]:
 
 def bare(conn: Any, *args: Any) -> Any:
     """One command on a redis-py Connection, without the client's pool, retry wrapper and
-    observability hooks: what Seasons' read lane does for its EVALSHA."""
+    observability hooks: what Seasons' executor does for its EVALSHA."""
     conn.send_packed_command(conn.pack_command(*args), check_health=False)
     return conn.read_response()
 
@@ -157,9 +157,8 @@ def run(url: str, sizes: Sizes, calendar: Calendar | None = None) -> Section:
         client = s.client
         meta = s.keys.meta(BOARD)
         total = client.zcard(key)
-        script = s.scripts.read_range
-        lane = s.lane
-        assert lane is not None, "the reads bench runs on a single server"
+        top_call = s.reads.page(BOARD, "day", "current", limit=TOP, offset=0).call
+        executor = s.executor
         pool = client.connection_pool
         conn = pool.connection_class(**pool.connection_kwargs)
         s.top(BOARD, "day")  # loads the script
@@ -169,14 +168,12 @@ def run(url: str, sizes: Sizes, calendar: Calendar | None = None) -> Section:
             "raw_top": lambda i: raw_top(client, key),
             "seasons_around": lambda i: s.around(BOARD, targets[i], "day", size=AROUND),
             "raw_around": lambda i: raw_around_rank(client, key, targets[i]),
-            # Information: the script alone on Seasons' read lane (no models built) ...
-            "script_top": lambda i: lane.run(
-                script, [key, key, meta], ["desc", "member", "page", 0, TOP]
+            # Information: the script alone on Seasons' executor (no models built) ...
+            "script_top": lambda i: executor.run(top_call),
+            "script_around": lambda i: executor.run(
+                s.reads.around_member(BOARD, "day", targets[i], "current", size=AROUND).call
             ),
-            "script_around": lambda i: lane.run(
-                script, [key, key, meta], ["desc", "member", "member", targets[i], AROUND]
-            ),
-            # ... the raw commands on a bare connection, as the lane sends its EVALSHA ...
+            # ... the raw commands on a bare connection, as the executor sends its EVALSHA ...
             "bare_top": lambda i: bare(conn, "ZRANGE", key, 0, TOP - 1, "REV", "WITHSCORES"),
             "bare_around": lambda i: bare(conn, "ZREVRANK", key, targets[i]),
             # ... and the same answers (entries with metadata) from raw commands.
@@ -209,11 +206,11 @@ def run(url: str, sizes: Sizes, calendar: Calendar | None = None) -> Section:
     section.row(
         "  info: EVALSHA read_range alone, top 10",
         rate["script_top"],
-        "on the read lane; no models built",
+        "on the executor; no models built",
     )
     section.row("  info: EVALSHA read_range alone, around", rate["script_around"], "")
     section.row(
-        "  info: ZRANGE on a bare connection", rate["bare_top"], "no client layer (as the lane)"
+        "  info: ZRANGE on a bare connection", rate["bare_top"], "no client layer (as the executor)"
     )
     section.row("  info: ZREVRANK on a bare connection", rate["bare_around"], "")
     section.row(

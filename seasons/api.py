@@ -13,10 +13,10 @@ from seasons.clock import Clock, system_clock
 from seasons.connection import UNAVAILABLE, backend_errors, make_client
 from seasons.errors import BatchRejected
 from seasons.events import validate_batch
+from seasons.executor import sync_executor
 from seasons.keys import Keys
-from seasons.lanes import sync_lane
 from seasons.models import Entry, Event, HistoryPoint, Page, WriteResult
-from seasons.reads import Reader
+from seasons.reads import Read, Reads, T
 from seasons.scripts import Scripts
 from seasons.writes import (
     BatchRejectedByState,
@@ -48,9 +48,10 @@ class Seasons:
         self.keys = Keys(settings.namespace)
         self.client = client if client is not None else make_client(settings.redis)
         self.scripts = Scripts(self.client)
-        # The reads go down a lane of their own on a single server (see seasons.lanes).
-        self.lane = sync_lane(self.client)
-        self.reader = Reader(self.client, self.scripts, settings, self.keys, self.lane)
+        # Every read is prepared by `reads` and run by `executor` (seasons.executor); the HTTP
+        # server runs the same prepared reads on its asyncio executor.
+        self.reads = Reads(settings, self.keys, clock)
+        self.executor = sync_executor(self.client)
 
     @classmethod
     def from_settings(
@@ -60,8 +61,7 @@ class Seasons:
         return cls(settings if settings is not None else load_settings(), clock=clock, **kwargs)
 
     def close(self) -> None:
-        if self.lane is not None:
-            self.lane.close()
+        self.executor.close()
         self.client.close()
 
     def __enter__(self) -> Seasons:
@@ -143,6 +143,12 @@ class Seasons:
 
     # --- reads ----------------------------------------------------------------------------
 
+    def run(self, read: Read[T]) -> T | None:
+        """Run a prepared read (:attr:`reads`): its result, None where the member it asks
+        for is not on the board."""
+        with backend_errors():
+            return read.result(self.executor.run(read.call))
+
     def top(
         self,
         board: str,
@@ -153,15 +159,15 @@ class Seasons:
         offset: int = 0,
     ) -> Page:
         """A page of the board, best first, with ``total`` members in all."""
-        with backend_errors():
-            return self.reader.page(board, window, period, self.clock(), limit=limit, offset=offset)
+        page = self.run(self.reads.page(board, window, period, limit=limit, offset=offset))
+        assert page is not None  # a page read always answers a page
+        return page
 
     def rank(
         self, board: str, member: str, window: str = "season", *, period: str = "current"
     ) -> Entry | None:
         """The member's entry, or None if it is not on the board."""
-        found = self.lookup(board, [member], window, period=period)
-        return found[0] if found else None
+        return self.run(self.reads.entry(board, window, member, period))
 
     def around(
         self,
@@ -173,8 +179,7 @@ class Seasons:
         period: str = "current",
     ) -> Page | None:
         """``size`` entries centred on the member (shifted at the ends); None if not ranked."""
-        with backend_errors():
-            return self.reader.around_member(board, window, member, period, self.clock(), size=size)
+        return self.run(self.reads.around_member(board, window, member, period, size=size))
 
     def around_rank(
         self,
@@ -186,8 +191,9 @@ class Seasons:
         period: str = "current",
     ) -> Page:
         """``size`` entries centred on ``rank`` (shifted at the ends)."""
-        with backend_errors():
-            return self.reader.around_rank(board, window, rank, period, self.clock(), size=size)
+        page = self.run(self.reads.around_rank(board, window, rank, period, size=size))
+        assert page is not None
+        return page
 
     def lookup(
         self,
@@ -198,15 +204,17 @@ class Seasons:
         period: str = "current",
     ) -> list[Entry]:
         """The ranked ones among ``members`` (a friends board), best first."""
-        with backend_errors():
-            return self.reader.members(board, window, list(members), period, self.clock())
+        found = self.run(self.reads.lookup(board, window, list(members), period))
+        assert found is not None
+        return found
 
     def history(
         self, board: str, member: str, window: str = "day", *, last: int = 14
     ) -> list[HistoryPoint]:
         """Rank and score of the member in each of the last ``last`` periods, oldest first."""
-        with backend_errors():
-            return self.reader.history(board, member, window, self.clock(), last=last).history
+        found = self.run(self.reads.history(board, member, window, last=last))
+        assert found is not None
+        return found.history
 
 
 def _ts(event: object) -> Any:

@@ -36,7 +36,7 @@ from config.settings import Settings
 from seasons.catalog import archive_dir
 from seasons.errors import ArchiveError, ArchiveExists
 from seasons.keys import Keys
-from seasons.reads import Reader
+from seasons.reads import Reads
 from seasons.scripts import Scripts
 
 CHUNK = 1000
@@ -406,8 +406,7 @@ class Archives:
 
         The board is copied to a scratch key first, so the export is one consistent view.
         """
-        reader = Reader(self.client, self.scripts, self.settings, self.keys)
-        _, live, archive = reader.target(board, window, period, now)
+        _, live, archive = Reads(self.settings, self.keys).target(board, window, period, now)
         source = archive if self.client.exists(archive) else live
         tmp = self.keys.tmp(board, f"export:{secrets.token_hex(6)}")
         pipe = self.client.pipeline(transaction=True)

@@ -44,6 +44,16 @@ T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 
+def retry_policy(*, asynchronous: bool = False) -> Any:
+    """How every Seasons client and executor retries a command after a connection error or
+    timeout (redis-py's :class:`Retry`): 3 more tries, backing off from 50 ms up to 1 s."""
+    if asynchronous:
+        from redis.asyncio.retry import Retry as AsyncRetry
+
+        return AsyncRetry(ExponentialBackoff(cap=1.0, base=0.05), 3)
+    return Retry(ExponentialBackoff(cap=1.0, base=0.05), 3)
+
+
 def make_client(cfg: RedisSettings) -> Any:
     """A client with retries on connection errors and string replies."""
     common: dict[str, Any] = {
@@ -53,7 +63,7 @@ def make_client(cfg: RedisSettings) -> Any:
         # Resending a command after a connection error or timeout is safe for Seasons: reads
         # are read-only, and a write script carries its batch id, so a copy that the server
         # ran already answers the original result instead of applying the batch again.
-        "retry": Retry(ExponentialBackoff(cap=1.0, base=0.05), 3),
+        "retry": retry_policy(),
         "retry_on_error": [ConnectionError, TimeoutError],
         "health_check_interval": 30,
     }
@@ -69,17 +79,16 @@ def make_client(cfg: RedisSettings) -> Any:
 
 
 def make_async_client(cfg: RedisSettings) -> Any:
-    """The asyncio twin of :func:`make_client`, for the HTTP server's hot reads: they then
-    wait for Redis on the event loop instead of a threadpool thread."""
+    """The asyncio twin of :func:`make_client`, for the HTTP server's reads on a cluster or
+    over TLS (:func:`seasons.executor.async_executor`)."""
     from redis.asyncio import Redis as AsyncRedis
     from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
-    from redis.asyncio.retry import Retry as AsyncRetry
 
     common: dict[str, Any] = {
         "decode_responses": True,
         "socket_timeout": cfg.socket_timeout,
         "socket_connect_timeout": 5,
-        "retry": AsyncRetry(ExponentialBackoff(cap=1.0, base=0.05), 3),
+        "retry": retry_policy(asynchronous=True),
     }
     if cfg.password:
         common["password"] = cfg.password

@@ -1,23 +1,29 @@
-"""The read path: each read is one Lua call, metadata included (SPEC sections 4, 9, 11)."""
+"""The reads, prepared: each read is one Lua call, metadata included (SPEC sections 4, 9, 11).
+
+:class:`Reads` turns a query (board, window, period, member...) into a :class:`Read`: the
+script call (:class:`seasons.executor.Call`) and what its reply is. Every read script answers
+the JSON of its result, which the HTTP server sends as it is and the Python API validates into
+its model, or nil where the member asked for is not on the board; the Read names the
+:class:`~seasons.errors.NotRanked` error that nil stands for. Limits and the member rule are
+checked here, before any Redis call, for every interface alike.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from pydantic import TypeAdapter
-from redis.commands.core import Script
 
 from config.settings import Settings
 from seasons import timewindows as tw
-from seasons.errors import BadWindow, LimitExceeded, UnknownBoard
+from seasons.clock import Clock, system_clock
+from seasons.errors import BadWindow, LimitExceeded, NotRanked, UnknownBoard
 from seasons.events import member_problem
+from seasons.executor import Call, Reply, script
 from seasons.keys import Keys
-from seasons.lanes import SyncLane
-from seasons.models import Entry, History, HistoryPoint, Page
-from seasons.scripts import Scripts
+from seasons.models import Entry, History, Page
 
 MAX_LIMIT = 1000
 MAX_SIZE = 101
@@ -39,65 +45,57 @@ def _check_member(member: Any) -> None:
         raise problem
 
 
+def _not_ranked(board: str, window: str, member: str, period_id: str) -> NotRanked:
+    return NotRanked(
+        f"{member!r} is not ranked on board {board!r}, {window} {period_id}",
+        {"board": board, "window": window, "period": period_id, "member": member},
+    )
+
+
 def _check_window(window: str) -> None:
     if window not in tw.WINDOWS:
         raise BadWindow(f"unknown window {window!r}: use day, week or season", {"window": window})
 
 
-# read_points.lua answers a JSON array of entries, null where the member is not ranked.
-_POINTS = TypeAdapter(list[Entry | None])
+T = TypeVar("T")
+
+_RANGE, _POINTS = script("read_range"), script("read_points")
+_PAGE, _ENTRY, _ENTRIES, _HISTORY = (
+    TypeAdapter(Page), TypeAdapter(Entry), TypeAdapter(list[Entry]), TypeAdapter(History)
+)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
-class RangeCall:
-    """A prepared ``read_range.lua`` call: the script's KEYS and ARGV. Prepared apart from
-    running it so that the HTTP server can run the same read on its asyncio client."""
+class Read(Generic[T]):
+    """A prepared read: the call, the model its JSON reply is, and for a read of one member
+    the :class:`NotRanked` error that a nil reply (the member is not on the board) stands for."""
 
-    keys: list[str]
-    args: list[Any]
+    call: Call
+    model: TypeAdapter[T]
+    absent: NotRanked | None = None
 
-    @staticmethod
-    def page(reply: str | bytes) -> Page:
-        # The script replies with the page's JSON: one parse and validation in pydantic-core.
-        return Page.model_validate_json(reply)
+    def result(self, reply: Reply) -> T | None:
+        """The model of the reply; None when the member is not on the board."""
+        if reply is None:
+            if self.absent is None:
+                raise TypeError(f"{self.call.script.name} answered nil to a read of a board")
+            return None
+        return self.model.validate_json(reply)
 
-    @staticmethod
-    def empty(reply: bytes) -> bool:
-        """Whether the script's reply holds no entries (the member is not on the board):
-        read_range.lua ends every reply with its entries, ``"entries":[]}`` when none."""
-        return reply.endswith(b'"entries":[]}')
-
-
-@dataclass(frozen=True, slots=True)
-class PointsCall:
-    """A prepared ``read_points.lua`` call (rank, lookup, history), and ``finish``, which
-    turns the script's reply (None if the call asks for no point at all) into the result."""
-
-    keys: list[str]
-    args: list[Any]
-    finish: Callable[[str | bytes | None], Any]
-
-    @property
-    def asks(self) -> bool:
-        return len(self.args) > 3  # ARGV[4..]: the points; ARGV[1..3]: order, ties, metadata
+    def body(self, reply: Reply) -> bytes:
+        """The reply as an HTTP body: the result's JSON, or :class:`NotRanked`."""
+        if reply is None:
+            raise self.absent or TypeError(f"{self.call.script.name} answered nil")
+        return reply if isinstance(reply, bytes) else reply.encode()
 
 
-class Reader:
-    """Reads of one namespace's boards."""
+class Reads:
+    """The reads of one namespace's boards, prepared (see the module's doc)."""
 
-    def __init__(
-        self,
-        client: Any,
-        scripts: Scripts,
-        settings: Settings,
-        keys: Keys,
-        lane: SyncLane | None = None,
-    ):
-        self.client = client
-        self.lane = lane
-        self.scripts = scripts
+    def __init__(self, settings: Settings, keys: Keys, clock: Clock = system_clock):
         self.settings = settings
         self.keys = keys
+        self.clock = clock
         # (window, "current" | "previous") -> (valid from, valid until, period): see _resolve.
         self._relative: dict[tuple[str, str], tuple[datetime, datetime, tw.Period]] = {}
 
@@ -109,7 +107,9 @@ class Reader:
             raise UnknownBoard(board, list(self.settings.boards))
         return cfg
 
-    def target(self, board: str, window: str, period: str, now: datetime) -> tuple[str, str, str]:
+    def target(
+        self, board: str, window: str, period: str, now: datetime | None = None
+    ) -> tuple[str, str, str]:
         """(period id, live key, archive key) of a read. Seasons read their archive once it
         exists; a snapshot id ``S@<timestamp>`` exists only as an archive."""
         self.board(board)
@@ -119,7 +119,7 @@ class Reader:
             tw.season_by_id(base, self.settings)  # the season part must name a season
             key = self.keys.archive(board, period)
             return period, key, key
-        p = self._resolve(window, period, now)
+        p = self._resolve(window, period, self.clock() if now is None else now)
         live = self.keys.window(board, p.window, p.id)
         archive = self.keys.archive(board, p.id) if window == "season" else live
         return p.id, live, archive
@@ -139,68 +139,54 @@ class Reader:
         self._relative[(window, period)] = (*valid, found)
         return found
 
-    # --- reads --------------------------------------------------------------------------
+    def not_ranked(self, board: str, window: str, member: str, period: str) -> NotRanked:
+        """The error of every interface for a member that is not on the board (the CLI's
+        exit status 3, HTTP's 404 not_ranked); ``period`` as asked (``current``...)."""
+        return _not_ranked(board, window, member, self.target(board, window, period)[0])
 
-    def page_call(
-        self, board: str, window: str, period: str, now: datetime, *, limit: int, offset: int
-    ) -> RangeCall:
+    # --- the reads ------------------------------------------------------------------------
+
+    def page(self, board: str, window: str, period: str, *, limit: int, offset: int) -> Read[Page]:
+        """A page of the board, best first."""
         _limit("limit", limit, 1, MAX_LIMIT)
         _limit("offset", offset, 0, 10**9)
-        return self._range_call(board, window, period, now, "page", offset, limit)
-
-    def around_rank_call(
-        self, board: str, window: str, rank: int, period: str, now: datetime, *, size: int
-    ) -> RangeCall:
-        _limit("size", size, 1, MAX_SIZE)
-        _limit("rank", rank, 1, 10**9)
-        return self._range_call(board, window, period, now, "rank", rank, size)
-
-    def around_member_call(
-        self, board: str, window: str, member: str, period: str, now: datetime, *, size: int
-    ) -> RangeCall:
-        _limit("size", size, 1, MAX_SIZE)
-        _check_member(member)
-        return self._range_call(board, window, period, now, "member", member, size)
-
-    def _range_call(
-        self, board: str, window: str, period: str, now: datetime, mode: str, a: Any, b: int
-    ) -> RangeCall:
-        cfg = self.board(board)
-        pid, live, archive = self.target(board, window, period, now)
-        return RangeCall(
-            keys=[live, archive, self.keys.meta(board)],
-            args=[cfg.order, cfg.ties, mode, a, b, board, window, pid],
-        )
-
-    def run(self, call: RangeCall) -> Page:
-        """Run a prepared range read (one script call)."""
-        return call.page(self._eval(self.scripts.read_range, call.keys, call.args))
-
-    def _eval(self, script: Script, keys: list[str], args: list[Any]) -> Any:
-        if self.lane is not None:
-            return self.lane.run(script, keys, args)
-        return script(keys=keys, args=args)
-
-    def page(
-        self, board: str, window: str, period: str, now: datetime, *, limit: int, offset: int
-    ) -> Page:
-        return self.run(self.page_call(board, window, period, now, limit=limit, offset=offset))
+        return self._range(board, window, period, "page", offset, limit)
 
     def around_rank(
-        self, board: str, window: str, rank: int, period: str, now: datetime, *, size: int
-    ) -> Page:
-        return self.run(self.around_rank_call(board, window, rank, period, now, size=size))
+        self, board: str, window: str, rank: int, period: str, *, size: int
+    ) -> Read[Page]:
+        """``size`` entries centred on ``rank`` (shifted at the ends)."""
+        _limit("size", size, 1, MAX_SIZE)
+        _limit("rank", rank, 1, 10**9)
+        return self._range(board, window, period, "rank", rank, size)
 
     def around_member(
-        self, board: str, window: str, member: str, period: str, now: datetime, *, size: int
-    ) -> Page | None:
-        page = self.run(self.around_member_call(board, window, member, period, now, size=size))
-        return page if page.entries else None
+        self, board: str, window: str, member: str, period: str, *, size: int
+    ) -> Read[Page]:
+        """``size`` entries centred on ``member``; nil if it is not ranked."""
+        _limit("size", size, 1, MAX_SIZE)
+        _check_member(member)
+        return self._range(board, window, period, "member", member, size)
 
-    def members_call(
-        self, board: str, window: str, members: list[str], period: str, now: datetime
-    ) -> PointsCall:
-        """The given members that are ranked, best first (a friends board, a member's entry)."""
+    def _range(self, board: str, window: str, period: str, mode: str, a: Any, b: int) -> Read[Page]:
+        cfg = self.board(board)
+        pid, live, archive = self.target(board, window, period)
+        keys = [live, archive, self.keys.meta(board)]
+        args = [cfg.order, cfg.ties, mode, a, b, board, window, pid]
+        absent = _not_ranked(board, window, a, pid) if mode == "member" else None
+        return Read(Call(_RANGE, keys, args), _PAGE, absent)
+
+    def entry(self, board: str, window: str, member: str, period: str) -> Read[Entry]:
+        """``member``'s entry; nil if it is not ranked."""
+        cfg = self.board(board)
+        _check_member(member)
+        pid, live, archive = self.target(board, window, period)
+        args = [cfg.order, cfg.ties, "entry", member]
+        call = Call(_POINTS, [self.keys.meta(board), live, archive], args)
+        return Read(call, _ENTRY, _not_ranked(board, window, member, pid))
+
+    def lookup(self, board: str, window: str, members: list[str], period: str) -> Read[list[Entry]]:
+        """The ranked ones among ``members`` (a friends board), best first."""
         cfg = self.board(board)
         if len(members) > MAX_LOOKUP:
             raise LimitExceeded(
@@ -209,59 +195,21 @@ class Reader:
             )
         for member in members:
             _check_member(member)
-        _, live, archive = self.target(board, window, period, now)
-        args: list[Any] = [cfg.order, cfg.ties, 1]
-        for m in dict.fromkeys(members):
-            args += [1, m]
+        _, live, archive = self.target(board, window, period)
+        args = [cfg.order, cfg.ties, "entries", *dict.fromkeys(members)]
+        return Read(Call(_POINTS, [self.keys.meta(board), live, archive], args), _ENTRIES)
 
-        def finish(reply: str | bytes | None) -> list[Entry]:
-            if reply is None:
-                return []
-            out = [e for e in _POINTS.validate_json(reply) if e is not None]
-            out.sort(key=lambda e: e.rank)
-            return out
-
-        return PointsCall([self.keys.meta(board), live, archive], args, finish)
-
-    def history_call(
-        self, board: str, member: str, window: str, now: datetime, *, last: int
-    ) -> PointsCall:
+    def history(self, board: str, member: str, window: str, *, last: int) -> Read[History]:
         """Rank and score of ``member`` in each of the last ``last`` periods, oldest first."""
         cfg = self.board(board)
         _limit("last", last, 1, MAX_LAST)
         _check_window(window)
         _check_member(member)
-        periods = tw.recent_periods(window, last, now, self.settings)  # type: ignore[arg-type]
+        periods = tw.recent_periods(window, last, self.clock(), self.settings)  # type: ignore[arg-type]
         keys = [self.keys.meta(board)]
-        args: list[Any] = [cfg.order, cfg.ties, 0]
-        for n, p in enumerate(periods, start=1):
+        args: list[Any] = [cfg.order, cfg.ties, "history", board, window, member]
+        for p in periods:
             live = self.keys.window(board, p.window, p.id)
             keys += [live, self.keys.archive(board, p.id) if window == "season" else live]
-            args += [n, member]
-
-        def finish(reply: str | bytes | None) -> History:
-            found = _POINTS.validate_json(reply) if reply is not None else []
-            points = [
-                HistoryPoint(period=p.id, rank=e.rank if e else None, score=e.score if e else None)
-                for p, e in zip(periods, found, strict=True)
-            ]
-            return History(board=board, window=window, member=member, history=points)
-
-        return PointsCall(keys, args, finish)
-
-    def run_points(self, call: PointsCall) -> Any:
-        """Run a prepared points read (one script call, none when it asks for nothing)."""
-        reply = self._eval(self.scripts.read_points, call.keys, call.args) if call.asks else None
-        return call.finish(reply)
-
-    def members(
-        self, board: str, window: str, members: list[str], period: str, now: datetime
-    ) -> list[Entry]:
-        result: list[Entry] = self.run_points(
-            self.members_call(board, window, members, period, now)
-        )
-        return result
-
-    def history(self, board: str, member: str, window: str, now: datetime, *, last: int) -> History:
-        result: History = self.run_points(self.history_call(board, member, window, now, last=last))
-        return result
+            args.append(p.id)
+        return Read(Call(_POINTS, keys, args), _HISTORY)

@@ -27,15 +27,11 @@ from seasons.models import Entry, Page
 
 def _period_id(state: CliState, board: str, window: str, period: str) -> str:
     """The id that ``current``/``previous`` stand for (pure: no Redis)."""
-    return state.app.reader.target(board, window, period, state.clock())[0]
+    return state.app.reads.target(board, window, period)[0]
 
 
 def _not_ranked(state: CliState, board: str, member: str, window: str, period: str) -> NotRanked:
-    period_id = _period_id(state, board, window, period)
-    return NotRanked(
-        f"{member!r} is not ranked on board {board!r}, {window} {period_id}",
-        {"board": board, "window": window, "period": period_id, "member": member},
-    )
+    return state.app.reads.not_ranked(board, window, member, period)
 
 
 def _entries_table(title: str, entries: list[Entry], highlight: str | None = None) -> Table:
@@ -126,7 +122,8 @@ def history(
     """MEMBER's rank and score on BOARD in each of the last LAST periods, oldest first."""
     app = state.app
     with backend():
-        result = app.reader.history(board, member, window, state.clock(), last=last)
+        result = app.run(app.reads.history(board, member, window, last=last))
+    assert result is not None
     if as_json:
         print_json(result)
         return

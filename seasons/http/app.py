@@ -1,11 +1,11 @@
 """The HTTP application (SPEC section 9): ``create_app(settings)`` builds it, ready to serve.
 
 One FastAPI app per process, built from settings at the edge. The board reads (pages, around,
-a member's entry, lookup, history) are awaited on the event loop
-(:class:`~seasons.http.deps.AsyncReads`); other routes that call Redis are sync functions
+a member's entry, lookup, history) are the facade's prepared reads, awaited on the event loop
+(:func:`seasons.executor.async_executor`); other routes that call Redis are sync functions
 (FastAPI runs them in its threadpool; redis-py's pool is thread-safe); routes without I/O are
 async. Nothing caches a broken connection: when Redis goes away each request fails fast with
-503 ``backend_unavailable``, and the clients and the read lane reconnect by themselves on the
+503 ``backend_unavailable``, and the clients and the executor reconnect by themselves on the
 first request after Redis is back.
 
 In front of the routes, :class:`~seasons.http.guard.Guard` checks limits and access from the
@@ -24,8 +24,9 @@ from fastapi import FastAPI
 from config.settings import Settings
 from seasons.api import Seasons
 from seasons.clock import Clock, system_clock
+from seasons.executor import async_executor
 from seasons.http import admin, boards, errors, health, jobs, scores, seasons, web
-from seasons.http.deps import AsyncReads, Services
+from seasons.http.deps import Services
 from seasons.http.fast import FastReads
 from seasons.http.guard import Guard, Rules, document
 from seasons.http.jobs import job_stats_reader
@@ -52,7 +53,7 @@ def create_app(
     metrics = Metrics(job_stats=job_stats_reader(facade))
     metrics.add_collector(health.RedisHealthCollector(facade))
 
-    reads = AsyncReads(settings.redis, facade.scripts)
+    executor = async_executor(facade.client, settings.redis)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -60,7 +61,7 @@ def create_app(
             gc.collect()
             gc.freeze()
         yield
-        await reads.close()
+        await executor.close()
         if app is None:
             facade.close()
 
@@ -70,7 +71,9 @@ def create_app(
         version="1",
         lifespan=lifespan,
     )
-    api.state.services = Services(settings=settings, seasons=facade, metrics=metrics, reads=reads)
+    api.state.services = Services(
+        settings=settings, seasons=facade, metrics=metrics, executor=executor
+    )
     errors.install(api)
     for module in (boards, scores, seasons, admin, jobs, health, web):
         api.include_router(module.router)

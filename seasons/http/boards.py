@@ -1,26 +1,27 @@
 """Reads of boards: pages, members, around, friends lookup and history (SPEC section 9).
 
-Every route calls the Python API (:class:`seasons.Seasons`) and returns its model, so each
-JSON body is the ``model_dump()`` of what the Python API and the CLI's ``--json`` give for the
-same query. Limits are checked by the read path, which names the limit in a 422.
+Every route runs the facade's prepared read (:attr:`seasons.Seasons.reads`) on the event loop
+and sends the script's JSON, the same JSON the Python API validates into its model: each body
+is the ``model_dump()`` of what the Python API and the CLI's ``--json`` give for the same query
+(scores as Redis prints them: ``3`` for ``3.0``). Limits are checked when the read is prepared,
+which names the limit in a 422.
 """
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 from urllib.parse import unquote_to_bytes
 
 from fastapi import APIRouter, Path, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from seasons import catalog
-from seasons.api import Seasons
-from seasons.errors import InvalidMember, NotRanked
+from seasons.errors import InvalidMember
 from seasons.events import member_problem
 from seasons.http.deps import NowDep, Services, ServicesDep, SettingsDep
 from seasons.http.errors import ERROR_RESPONSES
 from seasons.models import Entry, History, Page
-from seasons.reads import MAX_LAST, MAX_LIMIT, MAX_LOOKUP, MAX_SIZE, RangeCall
+from seasons.reads import MAX_LAST, MAX_LIMIT, MAX_LOOKUP, MAX_SIZE, Read
 
 router = APIRouter(prefix="/v1/boards", tags=["boards"], responses=ERROR_RESPONSES)
 
@@ -61,150 +62,121 @@ async def list_boards(settings: SettingsDep, now: NowDep) -> catalog.Boards:
     return catalog.boards(settings, now)
 
 
+def _answers(model: Any) -> dict[int | str, dict[str, Any]]:
+    """The documented 200 of a read route: ``model``'s schema. The route sends the read
+    script's JSON of that model as it is (:meth:`seasons.reads.Read.body`), so FastAPI does
+    not serialise it again (``response_model=None``)."""
+    return {200: {"model": model, "description": "Successful Response"}, **ERROR_RESPONSES}
+
+
 # Registered before the member routes: "/members/{member:path}" takes slashes (member ids may have
 # them) and would otherwise swallow ".../history" and ".../around".
 @router.get(
-    "/{board}/members/{member:path}/history", response_model=History,
+    "/{board}/members/{member:path}/history", response_model=None, responses=_answers(History),
     summary="A member's rank and score in each of the last periods",
 )  # fmt: skip
 async def member_history(
     request: Request, services: ServicesDep, board: Board, member: Member,
     window: WindowQ = "day", last: LastQ = 14,
-) -> History:  # fmt: skip
-    return await read_history(services, board, path_member(request, member), window, last)
+) -> JsonBody:  # fmt: skip
+    read = history(services, board, path_member(request, member), window, last)
+    return JsonBody(await services.body(read))
 
 
 @router.get(
-    "/{board}/{window}/members/{member:path}/around", response_model=Page,
-    summary="Entries centred on a member",
+    "/{board}/{window}/members/{member:path}/around", response_model=None,
+    responses=_answers(Page), summary="Entries centred on a member",
 )  # fmt: skip
 async def around_member(
     request: Request, services: ServicesDep, board: Board, window: Window, member: Member,
     size: SizeQ = 5, period: PeriodQ = "current",
-) -> Response:  # fmt: skip
-    member = path_member(request, member)
-    return _json(await read_around_member(services, board, window, member, size, period))
+) -> JsonBody:  # fmt: skip
+    read = around(services, board, window, path_member(request, member), size, period)
+    return JsonBody(await services.body(read))
 
 
 @router.get(
-    "/{board}/{window}/members/{member:path}", response_model=Entry,
+    "/{board}/{window}/members/{member:path}", response_model=None, responses=_answers(Entry),
     summary="A member's entry (404 not_ranked if absent)",
 )  # fmt: skip
 async def member_entry(
     request: Request, services: ServicesDep, board: Board, window: Window, member: Member,
     period: PeriodQ = "current",
-) -> Entry:  # fmt: skip
-    return await read_entry(services, board, window, path_member(request, member), period)
+) -> JsonBody:  # fmt: skip
+    read = entry(services, board, window, path_member(request, member), period)
+    return JsonBody(await services.body(read))
 
 
 @router.get(
-    "/{board}/{window}/ranks/{rank}/around", response_model=Page,
+    "/{board}/{window}/ranks/{rank}/around", response_model=None, responses=_answers(Page),
     summary="Entries centred on a rank",
 )  # fmt: skip
 async def around_rank(
     services: ServicesDep, board: Board, window: Window,
     rank: Annotated[int, Path(description="1-based rank", json_schema_extra={"minimum": 1})],
     size: SizeQ = 5, period: PeriodQ = "current",
-) -> Response:  # fmt: skip
-    return _json(await read_around_rank(services, board, window, rank, size, period))
+) -> JsonBody:  # fmt: skip
+    return JsonBody(await services.body(ranked(services, board, window, rank, size, period)))
 
 
 @router.post(
-    "/{board}/{window}/lookup", response_model=list[Entry],
+    "/{board}/{window}/lookup", response_model=None, responses=_answers(list[Entry]),
     summary="The ranked ones among the given members (a friends board), best first",
 )  # fmt: skip
 async def lookup(
     services: ServicesDep, board: Board, window: Window, body: LookupIn,
     period: PeriodQ = "current",
-) -> list[Entry]:  # fmt: skip
-    s = services.seasons
-    found: list[Entry] = await services.reads.points(
-        s.reader.members_call(board, window, body.members, period, s.clock())
-    )
-    return found
+) -> JsonBody:  # fmt: skip
+    read = services.seasons.reads.lookup(board, window, body.members, period)
+    return JsonBody(await services.body(read))
 
 
-@router.get("/{board}/{window}", response_model=Page, summary="A page of the board, best first")
+@router.get(
+    "/{board}/{window}", response_model=None, responses=_answers(Page),
+    summary="A page of the board, best first",
+)  # fmt: skip
 async def page(
     services: ServicesDep, board: Board, window: Window,
     period: PeriodQ = "current", limit: LimitQ = 10, offset: OffsetQ = 0,
-) -> Response:  # fmt: skip
-    return _json(await read_page(services, board, window, period, limit, offset))
+) -> JsonBody:  # fmt: skip
+    return JsonBody(await services.body(top(services, board, window, period, limit, offset)))
 
 
-# --- the reads themselves: the routes above and the fast path (seasons.http.fast) both call
-# these, with the arguments already parsed, so the two cannot answer differently.
+# --- the reads themselves, prepared by the facade: the routes above and the fast path
+# (seasons.http.fast) both call these, with the arguments already parsed, so the two cannot
+# answer differently.
 
 
-async def read_page(
+def top(
     services: Services, board: str, window: str, period: str, limit: int, offset: int
-) -> bytes:
-    """The JSON of a page (a :class:`~seasons.models.Page`), as the script wrote it."""
-    s = services.seasons
-    call = s.reader.page_call(board, window, period, s.clock(), limit=limit, offset=offset)
-    return await services.reads.json(call)
+) -> Read[Page]:
+    return services.seasons.reads.page(board, window, period, limit=limit, offset=offset)
 
 
-async def read_around_rank(
+def ranked(
     services: Services, board: str, window: str, rank: int, size: int, period: str
-) -> bytes:
-    """The JSON of the page centred on ``rank``."""
-    s = services.seasons
-    call = s.reader.around_rank_call(board, window, rank, period, s.clock(), size=size)
-    return await services.reads.json(call)
+) -> Read[Page]:
+    return services.seasons.reads.around_rank(board, window, rank, period, size=size)
 
 
-async def read_around_member(
+def around(
     services: Services, board: str, window: str, member: str, size: int, period: str
-) -> bytes:
-    """The JSON of the page centred on ``member``; :class:`NotRanked` if it is not ranked."""
-    s = services.seasons
-    call = s.reader.around_member_call(board, window, member, period, s.clock(), size=size)
-    reply = await services.reads.json(call)
-    if RangeCall.empty(reply):
-        raise _not_ranked(s, board, window, member, period)
-    return reply
+) -> Read[Page]:
+    return services.seasons.reads.around_member(board, window, member, period, size=size)
 
 
-async def read_entry(
-    services: Services, board: str, window: str, member: str, period: str
-) -> Entry:
-    """``member``'s entry; :class:`NotRanked` if it is not ranked."""
-    s = services.seasons
-    found: list[Entry] = await services.reads.points(
-        s.reader.members_call(board, window, [member], period, s.clock())
-    )
-    if not found:
-        raise _not_ranked(s, board, window, member, period)
-    return found[0]
+def entry(services: Services, board: str, window: str, member: str, period: str) -> Read[Entry]:
+    return services.seasons.reads.entry(board, window, member, period)
 
 
-async def read_history(
-    services: Services, board: str, member: str, window: str, last: int
-) -> History:
-    """``member``'s rank and score in each of the last ``last`` periods of ``window``."""
-    # The facade's history() gives the points only; the reader's History is the whole JSON.
-    s = services.seasons
-    history: History = await services.reads.points(
-        s.reader.history_call(board, member, window, s.clock(), last=last)
-    )
-    return history
+def history(services: Services, board: str, member: str, window: str, last: int) -> Read[History]:
+    return services.seasons.reads.history(board, member, window, last=last)
 
 
-# The hot reads (page, around) take one dependency and answer with a plain Response holding
-# the script's JSON: each FastAPI dependency, validation and serialisation costs CPU per
-# request (python -m bench, HTTP). The JSON is a Page's (tests/test_http_*.py check it).
-def _json(reply: bytes) -> Response:
-    return Response(reply, media_type="application/json")
+class JsonBody(Response):
+    """A body that is JSON already (a read script's reply)."""
 
-
-def _not_ranked(s: Seasons, board: str, window: str, member: str, period: str) -> NotRanked:
-    """The same error as the CLI's ``rank``/``around`` give (exit status 3 there)."""
-    period_id = s.reader.target(board, window, period, s.clock())[0]
-    return NotRanked(
-        f"{member!r} is not ranked on board {board!r}, {window} {period_id}",
-        {"board": board, "window": window, "period": period_id, "member": member},
-    )
+    media_type = "application/json"
 
 
 def path_member(request: Request, member: str, *, stored: bool = False) -> str:

@@ -15,69 +15,34 @@ from typing import Annotated, Any
 
 from fastapi import Depends, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from redis.commands.core import Script
 
-from config.settings import RedisSettings, Settings
+from config.settings import Settings
 from seasons.api import Seasons
 from seasons.clock import Clock
-from seasons.connection import backend_errors, make_async_client
+from seasons.connection import backend_errors
+from seasons.executor import AsyncExecutor
 from seasons.http.auth import Level
 from seasons.http.metrics import Metrics
-from seasons.lanes import async_lane
-from seasons.reads import PointsCall, RangeCall
-from seasons.scripts import Scripts
-
-
-class AsyncReads:
-    """The reads on the event loop: the same prepared calls as the Python API's
-    (:class:`~seasons.reads.RangeCall` for pages and around, :class:`~seasons.reads.PointsCall`
-    for a member's entry, lookup and history), awaited, so a read costs no threadpool hop and
-    a slow Redis never blocks the loop. On a single server they go down an
-    :class:`~seasons.lanes.AsyncLane` (one pipelined connection); on a cluster through
-    redis-py's asyncio cluster client."""
-
-    def __init__(self, cfg: RedisSettings, scripts: Scripts):
-        self._range, self._points = scripts.read_range, scripts.read_points
-        self._lane = async_lane(cfg)
-        self._client = make_async_client(cfg) if self._lane is None else None
-        # On the asyncio client: the same scripts, registered with it (EVALSHA, NOSCRIPT).
-        self._registered = (
-            {s: self._client.register_script(s.script) for s in (self._range, self._points)}
-            if self._client is not None
-            else {}
-        )
-
-    async def _run(self, script: Script, keys: list[str], args: list[Any]) -> Any:
-        with backend_errors():
-            if self._lane is not None:
-                return await self._lane.run(script, keys, args)
-            return await self._registered[script](keys=keys, args=args)
-
-    async def json(self, call: RangeCall) -> bytes:
-        """The page's JSON as the script wrote it (see :meth:`RangeCall.page`)."""
-        reply = await self._run(self._range, call.keys, call.args)
-        return reply if isinstance(reply, bytes) else reply.encode()
-
-    async def points(self, call: PointsCall) -> Any:
-        """The result of a points read (no call when it asks for nothing)."""
-        reply = await self._run(self._points, call.keys, call.args) if call.asks else None
-        return call.finish(reply)
-
-    async def close(self) -> None:
-        if self._lane is not None:
-            await self._lane.close()
-        if self._client is not None:
-            await self._client.aclose()
+from seasons.reads import Read
 
 
 @dataclass(frozen=True)
 class Services:
-    """What one app serves from: settings, the facade (its Redis client and clock), metrics."""
+    """What one app serves from: settings, the facade (its Redis client, clock and prepared
+    reads), metrics, and the executor that runs the facade's reads on the event loop."""
 
     settings: Settings
     seasons: Seasons
     metrics: Metrics
-    reads: AsyncReads
+    executor: AsyncExecutor
+
+    async def body(self, read: Read[Any]) -> bytes:
+        """The JSON body of a prepared read (:class:`~seasons.errors.NotRanked` where the
+        member is not on the board): awaited, so a read costs no threadpool hop and a slow
+        Redis never blocks the loop."""
+        with backend_errors():
+            reply = await self.executor.run(read.call)
+        return read.body(reply)
 
     @property
     def clock(self) -> Clock:

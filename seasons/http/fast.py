@@ -4,23 +4,25 @@ FastAPI's routing, dependency resolution and validation cost more CPU per reques
 read itself (``docs/http-performance.md``). This layer sits inside the metrics middleware and
 the guard (so limits, access and request metrics are exactly as for any request) and in
 front of the FastAPI app. For a ``GET`` of a page, around a rank, around a member, a member's
-entry or history (and ``/healthz``) it finds the route the router would find (the guard's
-:class:`Rules`, the router's own patterns in its order), reads the query itself and calls
-the same read function as the FastAPI route (:mod:`seasons.http.boards`), then sends the
-JSON.
+entry or history, a ``POST`` of a lookup (and ``/healthz``) it finds the route the router
+would find (the guard's :class:`Rules`, the router's own patterns in its order), reads the
+query (and the lookup's body) itself, prepares the same read as the FastAPI route
+(:mod:`seasons.http.boards`) and sends the script's JSON.
 
 Anything it does not take in plainly -- a query value that is not plain digits where a
 number goes, a percent-encoded or repeated parameter, a member id that came with bytes that
-are not UTF-8, a ``root_path`` -- goes to the FastAPI app untouched, so every error body and
+are not UTF-8, a lookup body that is not ``{"members": [...]}``, a ``root_path`` -- goes to
+the FastAPI app untouched (the body it read handed on as it came), so every error body and
 status stays the one FastAPI gives. Errors of the read itself (unknown board, limits, not
 ranked, Redis away) are answered with the same response as the app's handlers give.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
+from pydantic import ValidationError
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from seasons.errors import SeasonsError
@@ -28,9 +30,11 @@ from seasons.http import boards, health
 from seasons.http.deps import Services
 from seasons.http.errors import response_of
 from seasons.http.guard import Rules
-from seasons.models import Entry, History
+from seasons.http.guard import replay as _replay
+from seasons.reads import Read
 
 _PREFIX = "/v1/boards/"
+_METHODS = ("GET", "POST")
 _HEALTHZ = "/healthz"
 _JSON = (b"content-type", b"application/json")
 # Longest run of digits taken as a number here; longer ones go to FastAPI's validation.
@@ -38,8 +42,9 @@ _DIGITS = 18
 
 Params = dict[str, str]
 Query = dict[str, str]
-# A fast read: path parameters and query -> the body, or None to hand the request to FastAPI.
-Read = Callable[[Services, Params, Query], Awaitable[bytes | None]]
+# A fast read: path parameters, query and request body -> the prepared read (or a body that
+# needs no read), or None to hand the request to FastAPI.
+Prepare = Callable[[Services, Params, Query, bytes], Read[Any] | bytes | None]
 
 
 def _int(query: Query, name: str, default: int) -> int | None:
@@ -57,67 +62,67 @@ def _member(params: Params) -> str | None:
     return None if "\ufffd" in member else member
 
 
-async def _page(services: Services, params: Params, query: Query) -> bytes | None:
+def _page(services: Services, params: Params, query: Query, body: bytes) -> Read[Any] | None:
     limit, offset = _int(query, "limit", 10), _int(query, "offset", 0)
     if limit is None or offset is None:
         return None
     period = query.get("period", "current")
-    return await boards.read_page(
-        services, params["board"], params["window"], period, limit, offset
-    )
+    return boards.top(services, params["board"], params["window"], period, limit, offset)
 
 
-async def _around_rank(services: Services, params: Params, query: Query) -> bytes | None:
+def _around_rank(services: Services, params: Params, query: Query, body: bytes) -> Read[Any] | None:
     rank, size = _int(params, "rank", 0), _int(query, "size", 5)
     if rank is None or size is None:
         return None
     period = query.get("period", "current")
-    return await boards.read_around_rank(
-        services, params["board"], params["window"], rank, size, period
-    )
+    return boards.ranked(services, params["board"], params["window"], rank, size, period)
 
 
-async def _around_member(services: Services, params: Params, query: Query) -> bytes | None:
+def _around_member(
+    services: Services, params: Params, query: Query, body: bytes
+) -> Read[Any] | None:
     member, size = _member(params), _int(query, "size", 5)
     if member is None or size is None:
         return None
     period = query.get("period", "current")
-    return await boards.read_around_member(
-        services, params["board"], params["window"], member, size, period
-    )
+    return boards.around(services, params["board"], params["window"], member, size, period)
 
 
-_ENTRY = Entry.__pydantic_serializer__
-_HISTORY = History.__pydantic_serializer__
-
-
-async def _entry(services: Services, params: Params, query: Query) -> bytes | None:
+def _entry(services: Services, params: Params, query: Query, body: bytes) -> Read[Any] | None:
     member = _member(params)
     if member is None:
         return None
     period = query.get("period", "current")
-    found = await boards.read_entry(services, params["board"], params["window"], member, period)
-    return _ENTRY.to_json(found)
+    return boards.entry(services, params["board"], params["window"], member, period)
 
 
-async def _history(services: Services, params: Params, query: Query) -> bytes | None:
+def _history(services: Services, params: Params, query: Query, body: bytes) -> Read[Any] | None:
     member, last = _member(params), _int(query, "last", 14)
     if member is None or last is None:
         return None
     window = query.get("window", "day")
-    found = await boards.read_history(services, params["board"], member, window, last)
-    return _HISTORY.to_json(found)
+    return boards.history(services, params["board"], member, window, last)
+
+
+def _lookup(services: Services, params: Params, query: Query, body: bytes) -> Read[Any] | None:
+    try:
+        members = boards.LookupIn.model_validate_json(body).members
+    except ValidationError:
+        return None  # FastAPI's 422, with its own wording
+    period = query.get("period", "current")
+    return services.seasons.reads.lookup(params["board"], params["window"], members, period)
 
 
 _HEALTHY = health.Health.__pydantic_serializer__.to_json(health.Health(status="ok"))
 
 
-async def _healthz(services: Services, params: Params, query: Query) -> bytes | None:
+def _healthz(services: Services, params: Params, query: Query, body: bytes) -> bytes:
     return _HEALTHY  # what the route answers, without the route (load balancers poll it)
 
 
 # The FastAPI route each fast read stands in for, and the query parameters it takes.
-FAST_READS: dict[Callable[..., Any], tuple[Read, frozenset[str]]] = {
+FAST_READS: dict[Callable[..., Any], tuple[Prepare, frozenset[str]]] = {
+    boards.lookup: (_lookup, frozenset({"period"})),
     boards.page: (_page, frozenset({"period", "limit", "offset"})),
     boards.around_rank: (_around_rank, frozenset({"size", "period"})),
     boards.around_member: (_around_member, frozenset({"size", "period"})),
@@ -156,45 +161,62 @@ class FastReads:
         self._reads = {
             id(rule.route): FAST_READS[rule.route.endpoint]
             for rule in rules.all
-            if getattr(rule.route, "endpoint", None) in FAST_READS and "GET" in rule.methods
+            if getattr(rule.route, "endpoint", None) in FAST_READS
         }
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if (
             scope["type"] != "http"
-            or scope["method"] != "GET"
+            or scope["method"] not in _METHODS
             or not (scope["path"].startswith(_PREFIX) or scope["path"] == _HEALTHZ)
             or scope.get("root_path")
         ):
             await self.app(scope, receive, send)
             return
         path: str = scope["path"]
-        rule = self.rules.find("GET", path)
+        rule = self.rules.find(scope["method"], path)
         fast = self._reads.get(id(rule.route)) if rule is not None else None
         if rule is None or fast is None:
             await self.app(scope, receive, send)
             return
-        read, names = fast
+        prepare, names = fast
         query = parse_query(scope["query_string"], names)
         found = rule.regex.match(path)
         if query is None or found is None:
             await self.app(scope, receive, send)
             return
+        body = await _body(receive) if rule.body else b""
+        if body is None:
+            return  # the client went away
         try:
-            body = await read(self.services, found.groupdict(), query)
+            read = prepare(self.services, found.groupdict(), query, body)
+            if read is None:
+                await self.app(scope, _replay(body, receive) if rule.body else receive, send)
+                return
+            answer = read if isinstance(read, bytes) else await self.services.body(read)
         except SeasonsError as exc:
             scope["route"] = rule.route  # the metrics' label
             await response_of(exc)(scope, receive, send)
-            return
-        if body is None:
-            await self.app(scope, receive, send)
             return
         scope["route"] = rule.route
         await send(
             {
                 "type": "http.response.start",
                 "status": 200,
-                "headers": [(b"content-length", str(len(body)).encode()), _JSON],
+                "headers": [(b"content-length", str(len(answer)).encode()), _JSON],
             }
         )
-        await send({"type": "http.response.body", "body": body})
+        await send({"type": "http.response.body", "body": answer})
+
+
+async def _body(receive: Receive) -> bytes | None:
+    """The request body (the guard has checked its size and type), or None if the client
+    went away."""
+    chunks = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return None
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            return b"".join(chunks)

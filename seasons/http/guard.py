@@ -220,7 +220,7 @@ class Guard:
         if body is None:
             await self.app(scope, receive, send)
             return
-        await self.app(scope, _replay(body, receive), send)
+        await self.app(scope, replay(body, receive), send)
 
     async def _check(self, rule: Rule, scope: Scope, receive: Receive) -> bytes | None:
         """Raise the first problem of the request; the body if it had to be read here."""
@@ -292,7 +292,7 @@ class Guard:
         await response_of(exc)(scope, receive, send)
 
 
-def _replay(body: bytes, receive: Receive) -> Receive:
+def replay(body: bytes, receive: Receive) -> Receive:
     """``receive`` for the route: the body read by the guard, then the client's messages."""
     sent = False
 

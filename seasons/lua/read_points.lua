@@ -1,48 +1,86 @@
 #!lua flags=no-writes
--- Rank, score and metadata of members on boards, in one call: a member's rank, a friends
--- lookup (many members, one board), a member's history (one member, many periods).
+-- Members' places on boards, in one call, answered as the JSON of the result:
+--   entry    one member on one board: {"rank","member","score","metadata"}, or nil (a nil
+--            reply) when the member is not on the board;
+--   entries  many members on one board (a friends lookup): a JSON array of the entries of
+--            the ranked ones, best first (ties in the order asked);
+--   history  one member on many boards (its last periods):
+--            {"board","window","member","history":[{"period","rank","score"}]}, rank and score
+--            null in a period where it is not ranked.
 --
 -- KEYS[1] meta hash
 -- KEYS[2..] pairs of (live sorted set, archive sorted set); the archive is read when it exists
--- ARGV[1] order (desc|asc)  ARGV[2] ties (member|shared)  ARGV[3] with metadata (1|0)
--- ARGV[4..] pairs of (1-based pair number in KEYS, member)
--- Returns a JSON array with one item per requested point: {"rank","member","score","metadata"}
--- (metadata {} when not asked for), or null where the member is not on that board.
+-- ARGV[1] order (desc|asc)  ARGV[2] ties (member|shared)  ARGV[3] shape (entry|entries|history)
+-- entry, entries: ARGV[4..] the members, on the board of the first pair
+-- history: ARGV[4] board  ARGV[5] window  ARGV[6] member  ARGV[7..] the period id of each pair
 
 local desc = ARGV[1] == 'desc'
 local shared = ARGV[2] == 'shared'
-local with_meta = ARGV[3] == '1'
-local boards = {}
-for i = 2, #KEYS, 2 do
-  local key = KEYS[i]
-  if KEYS[i + 1] ~= key and redis.call('EXISTS', KEYS[i + 1]) == 1 then key = KEYS[i + 1] end
-  boards[#boards + 1] = key
+local shape = ARGV[3]
+local encode = cjson.encode
+
+local function board(pair)
+  local live, archive = KEYS[2 * pair], KEYS[2 * pair + 1]
+  if archive ~= live and redis.call('EXISTS', archive) == 1 then return archive end
+  return live
 end
 
-local out = {}
-for i = 4, #ARGV, 2 do
-  local key = boards[tonumber(ARGV[i])]
-  local m = ARGV[i + 1]
+-- The 1-based rank and the score of `m` on `key`, or nil when it is not there.
+local function place(key, m)
   local score = redis.call('ZSCORE', key, m)
-  if score then
-    local rank
-    if shared then
-      -- Standard competition ranking: 1 + members with a strictly better score.
-      if desc then
-        rank = 1 + redis.call('ZCOUNT', key, '(' .. score, '+inf')
-      else
-        rank = 1 + redis.call('ZCOUNT', key, '-inf', '(' .. score)
-      end
-    elseif desc then
-      rank = 1 + redis.call('ZREVRANK', key, m)
+  if not score then return nil end
+  local rank
+  if shared then
+    -- Standard competition ranking: 1 + members with a strictly better score.
+    if desc then
+      rank = 1 + redis.call('ZCOUNT', key, '(' .. score, '+inf')
     else
-      rank = 1 + redis.call('ZRANK', key, m)
+      rank = 1 + redis.call('ZCOUNT', key, '-inf', '(' .. score)
     end
-    local meta = with_meta and redis.call('HGET', KEYS[1], m) or false
-    out[#out + 1] = '{"rank":' .. rank .. ',"member":' .. cjson.encode(m) .. ',"score":'
-      .. score .. ',"metadata":' .. (meta or '{}') .. '}'
+  elseif desc then
+    rank = 1 + redis.call('ZREVRANK', key, m)
   else
-    out[#out + 1] = 'null'
+    rank = 1 + redis.call('ZRANK', key, m)
+  end
+  return rank, score
+end
+
+local function entry(rank, m, score)
+  return '{"rank":' .. rank .. ',"member":' .. encode(m) .. ',"score":' .. score
+    .. ',"metadata":' .. (redis.call('HGET', KEYS[1], m) or '{}') .. '}'
+end
+
+if shape == 'entry' then
+  local rank, score = place(board(1), ARGV[4])
+  if not rank then return false end
+  return entry(rank, ARGV[4], score)
+end
+
+if shape == 'entries' then
+  local key, found = board(1), {}
+  for i = 4, #ARGV do
+    local rank, score = place(key, ARGV[i])
+    if rank then found[#found + 1] = {rank, i, ARGV[i], score} end
+  end
+  table.sort(found, function(a, b)
+    if a[1] ~= b[1] then return a[1] < b[1] end
+    return a[2] < b[2]
+  end)
+  local out = {}
+  for i = 1, #found do out[i] = entry(found[i][1], found[i][3], found[i][4]) end
+  return '[' .. table.concat(out, ',') .. ']'
+end
+
+-- history
+local m, out = ARGV[6], {}
+for i = 7, #ARGV do
+  local rank, score = place(board(i - 6), m)
+  if rank then
+    out[#out + 1] = '{"period":' .. encode(ARGV[i]) .. ',"rank":' .. rank .. ',"score":'
+      .. score .. '}'
+  else
+    out[#out + 1] = '{"period":' .. encode(ARGV[i]) .. ',"rank":null,"score":null}'
   end
 end
-return '[' .. table.concat(out, ',') .. ']'
+return '{"board":' .. encode(ARGV[4]) .. ',"window":' .. encode(ARGV[5]) .. ',"member":'
+  .. encode(m) .. ',"history":[' .. table.concat(out, ',') .. ']}'

@@ -9,7 +9,7 @@
 -- ARGV[5] page: limit; rank and member: size
 -- ARGV[6] board  ARGV[7] window  ARGV[8] period id (copied into the reply)
 -- Returns {"board","window","period","total","entries":[{"rank","member","score","metadata"}]};
--- in mode member, "entries" is empty when the member is not on the board.
+-- in mode member, nil (a nil reply) when the member is not on the board.
 
 local key = KEYS[1]
 if KEYS[2] ~= KEYS[1] and redis.call('EXISTS', KEYS[2]) == 1 then key = KEYS[2] end
@@ -42,7 +42,7 @@ else
   else
     centre = redis.call('ZRANK', key, ARGV[4])
   end
-  if not centre then return reply() end
+  if not centre then return false end
   -- Centred on the rank, shifted at either end so that it still holds `size` entries.
   start = math.max(0, math.min(centre - math.floor(size / 2), total - size))
   count = size

@@ -1,0 +1,426 @@
+"""The read executor: every read script call of every interface goes through here.
+
+A read is prepared once as a :class:`Call` (a script, its KEYS and ARGV; see
+:mod:`seasons.reads`) and run by an executor: :class:`SyncExecutor` for the Python API and the
+CLI, :class:`AsyncExecutor` for the HTTP server. Both speak the same small protocol, written
+once in their ``run``:
+
+- send ``EVALSHA``; if Redis has lost the script (a restart, ``SCRIPT FLUSH``, a failover to a
+  node that never saw it) it answers NOSCRIPT, and the call is sent once as ``EVAL`` with the
+  source, which also caches the script on that server again;
+- an error reply is raised as redis-py's own exception for it (its parser's table): LOADING is
+  a :class:`~redis.exceptions.BusyLoadingError`, OOM and READONLY the errors that
+  :func:`seasons.connection.backend_errors` turns into 503s;
+- a broken connection, a timeout or LOADING are retried with redis-py's :class:`Retry` and the
+  backoff of every Seasons client (:func:`seasons.connection.retry_policy`), then raised; the
+  read scripts write nothing, so a resend is harmless.
+
+They differ only in how a command reaches Redis (the transport):
+
+- on a single server reached by ``redis://`` or ``unix://``, on connections of their own
+  (:class:`Endpoint`: host or socket, AUTH, db and timeouts taken from the Seasons client, so
+  both executors talk to the same server as it does). redis-py's client layer (pool, retry
+  wrapper, hooks) costs more CPU per call than the read script itself; the sync executor
+  keeps one blocking socket per thread, the async one a single pipelined connection per event
+  loop whose replies come back in order, both parsed by hiredis;
+- on Redis Cluster, and over TLS (``rediss://``), through redis-py's clients, which route each
+  call to its slot's master, follow MOVED/ASK and re-read the slot map after a failover (the
+  cluster client), or own the TLS setup, and retry with the same policy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import socket
+import threading
+import weakref
+from collections import deque
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+import hiredis
+import redis
+from redis._parsers.base import BaseParser  # redis-py's table of error replies -> exceptions
+from redis.connection import Connection, UnixDomainSocketConnection
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import NoScriptError, ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from config.settings import RedisSettings
+from seasons.connection import make_async_client, retry_policy
+from seasons.scripts import sources
+
+# What a script answers: JSON (bytes on Seasons' own connections, str through a redis-py
+# client, which decodes replies), or None (nil) where a read found nothing to answer.
+Reply = bytes | str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Script:
+    """A Lua script shipped in the package, by name, with the SHA1 that EVALSHA names."""
+
+    name: str
+    source: str
+    sha: str
+
+
+@cache
+def script(name: str) -> Script:
+    source = sources()[name]
+    return Script(name, source, hashlib.sha1(source.encode()).hexdigest())
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One call of a read script."""
+
+    script: Script
+    keys: Sequence[str]
+    args: Sequence[Any]
+
+    def evalsha(self) -> tuple[Any, ...]:
+        return ("EVALSHA", self.script.sha, len(self.keys), *self.keys, *self.args)
+
+    def eval(self) -> tuple[Any, ...]:
+        return ("EVAL", self.script.source, len(self.keys), *self.keys, *self.args)
+
+
+def _checked(reply: Any) -> Any:
+    """The reply, or the exception redis-py raises for that error reply."""
+    if isinstance(reply, ResponseError):
+        raise BaseParser.parse_error(str(reply))
+    return reply
+
+
+# --- the protocol -------------------------------------------------------------------------
+
+
+class SyncExecutor:
+    """Runs read calls, blocking (see the module's doc)."""
+
+    def __init__(self, send: Callable[[tuple[Any, ...]], Any], close: Callable[[], None]):
+        self._send = send
+        self.close = close
+
+    def run(self, call: Call) -> Reply:
+        try:
+            return self._send(call.evalsha())
+        except NoScriptError:
+            return self._send(call.eval())
+
+
+class AsyncExecutor:
+    """Runs read calls on the event loop (see the module's doc)."""
+
+    def __init__(
+        self,
+        send: Callable[[tuple[Any, ...]], Awaitable[Any]],
+        close: Callable[[], Awaitable[None]],
+    ):
+        self._send = send
+        self.close = close
+
+    async def run(self, call: Call) -> Reply:
+        try:
+            return await self._send(call.evalsha())
+        except NoScriptError:
+            return await self._send(call.eval())
+
+
+def sync_executor(client: Any) -> SyncExecutor:
+    """The executor for ``client``'s server: own connections where :class:`Endpoint` can
+    reach it, else the client itself."""
+    endpoint = Endpoint.of(client)
+    if endpoint is None:
+        return SyncExecutor(lambda command: client.execute_command(*command), lambda: None)
+    sockets = _ThreadSockets(endpoint)
+    retry = retry_policy()
+
+    def send(command: tuple[Any, ...]) -> Any:
+        conn = sockets.get()
+        return retry.call_with_retry(lambda: _checked(conn.request(command)), conn.failed)
+
+    return SyncExecutor(send, sockets.close)
+
+
+def async_executor(client: Any, cfg: RedisSettings) -> AsyncExecutor:
+    """The asyncio executor for the server of ``client`` (the Seasons sync client); on a
+    cluster or TLS, redis-py's asyncio client for ``cfg``."""
+    endpoint = Endpoint.of(client)
+    if endpoint is None:
+        aclient = make_async_client(cfg)
+
+        async def client_send(command: tuple[Any, ...]) -> Any:
+            return await aclient.execute_command(*command)
+
+        return AsyncExecutor(client_send, aclient.aclose)
+    pipelined = _Pipelined(endpoint)
+    retry = retry_policy(asynchronous=True)
+
+    async def send(command: tuple[Any, ...]) -> Any:
+        return await retry.call_with_retry(lambda: pipelined.request(command), pipelined.failed)
+
+    return AsyncExecutor(send, pipelined.close)
+
+
+# --- connections of our own ---------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """Where and how to connect: from the Seasons client's own connection settings."""
+
+    host: str
+    port: int
+    path: str | None
+    db: int
+    username: str | None
+    password: str | None
+    timeout: float | None
+    connect_timeout: float | None
+
+    @classmethod
+    def of(cls, client: Any) -> Endpoint | None:
+        """The endpoint of a single-server client on plain TCP or a unix socket; None for a
+        cluster, TLS, a credential provider or RESP3, which its own connections handle."""
+        if not isinstance(client, redis.Redis):
+            return None
+        pool = client.connection_pool
+        kw = pool.connection_kwargs
+        plain = pool.connection_class in (Connection, UnixDomainSocketConnection)
+        if not plain or kw.get("credential_provider") or kw.get("protocol") in (3, "3"):
+            return None
+        return cls(
+            host=kw.get("host", "localhost"),
+            port=int(kw.get("port", 6379)),
+            path=kw.get("path"),
+            db=int(kw.get("db") or 0),
+            username=kw.get("username"),
+            password=kw.get("password"),
+            timeout=kw.get("socket_timeout"),
+            connect_timeout=kw.get("socket_connect_timeout"),
+        )
+
+    def setup(self) -> list[tuple[Any, ...]]:
+        """The commands that start each connection."""
+        out: list[tuple[Any, ...]] = []
+        if self.password:
+            auth = (self.username, self.password) if self.username else (self.password,)
+            out.append(("AUTH", *auth))
+        if self.db:
+            out.append(("SELECT", self.db))
+        return out
+
+    def where(self) -> str:
+        return self.path or f"{self.host}:{self.port}"
+
+
+class _Socket:
+    """One blocking connection: a request, then its reply."""
+
+    def __init__(self, endpoint: Endpoint):
+        self.endpoint = endpoint
+        self.sock: socket.socket | None = None
+        self.reader = hiredis.Reader(replyError=ResponseError)
+
+    def request(self, command: tuple[Any, ...]) -> Any:
+        if self.sock is None:
+            self._connect()
+        return self._roundtrip(command)
+
+    def _connect(self) -> None:
+        ep = self.endpoint
+        try:
+            if ep.path:
+                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                sock.settimeout(ep.connect_timeout)
+                sock.connect(ep.path)
+            else:
+                sock = socket.create_connection((ep.host, ep.port), ep.connect_timeout)
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except OSError as exc:
+            raise RedisConnectionError(f"cannot connect to Redis at {ep.where()}: {exc}") from exc
+        sock.settimeout(ep.timeout)
+        self.sock, self.reader = sock, hiredis.Reader(replyError=ResponseError)
+        for command in ep.setup():
+            _checked(self._roundtrip(command))
+
+    def _roundtrip(self, command: tuple[Any, ...]) -> Any:
+        assert self.sock is not None
+        try:
+            self.sock.sendall(hiredis.pack_command(command))
+            while (reply := self.reader.gets()) is False:
+                data = self.sock.recv(65536)
+                if not data:
+                    raise RedisConnectionError("Redis closed the connection")
+                self.reader.feed(data)
+        except TimeoutError as exc:  # socket.timeout
+            self.failed()  # a late reply must not be read as the next request's
+            raise RedisTimeoutError(
+                f"Redis did not answer within {self.endpoint.timeout}s"
+            ) from exc
+        except (OSError, RedisConnectionError, hiredis.ProtocolError) as exc:
+            self.failed()
+            if isinstance(exc, RedisConnectionError):
+                raise
+            raise RedisConnectionError(f"connection to Redis lost: {exc}") from exc
+        return reply
+
+    def failed(self, *_: object) -> None:
+        sock, self.sock = self.sock, None
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.close()
+
+    def __del__(self) -> None:  # the thread that held it has ended
+        self.failed()
+
+
+class _ThreadSockets:
+    """A :class:`_Socket` per thread, closed when its thread ends or on :meth:`close`."""
+
+    def __init__(self, endpoint: Endpoint):
+        self.endpoint = endpoint
+        self._local = threading.local()
+        self._all: weakref.WeakSet[_Socket] = weakref.WeakSet()
+        self._lock = threading.Lock()
+
+    def get(self) -> _Socket:
+        conn: _Socket | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._local.conn = _Socket(self.endpoint)
+            with self._lock:
+                self._all.add(conn)
+        return conn
+
+    def close(self) -> None:
+        with self._lock:
+            conns, self._all = list(self._all), weakref.WeakSet()
+        for conn in conns:
+            conn.failed()
+
+
+class _Protocol(asyncio.Protocol):
+    """One connection on the event loop: requests written as they come, replies matched to
+    them in order."""
+
+    def __init__(self) -> None:
+        self.reader = hiredis.Reader(replyError=ResponseError)
+        self.pending: deque[asyncio.Future[Any]] = deque()
+        self.transport: asyncio.Transport | None = None
+        self.lost = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        self.reader.feed(data)
+        try:
+            while (reply := self.reader.gets()) is not False:
+                waiter = self.pending.popleft()
+                if not waiter.done():  # its caller may have given up (timeout, cancel)
+                    waiter.set_result(reply)
+        except (hiredis.ProtocolError, IndexError) as exc:
+            self.close(RedisConnectionError(f"unreadable reply from Redis: {exc}"))
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._fail(RedisConnectionError(f"Redis closed the connection{f': {exc}' if exc else ''}"))
+
+    def send(self, command: tuple[Any, ...]) -> asyncio.Future[Any]:
+        assert self.transport is not None
+        waiter = asyncio.get_running_loop().create_future()
+        self.transport.write(hiredis.pack_command(command))
+        self.pending.append(waiter)
+        return waiter
+
+    def close(self, error: Exception) -> None:
+        if self.transport is not None:
+            self.transport.abort()
+        self._fail(error)
+
+    def _fail(self, error: Exception) -> None:
+        self.lost = True
+        while self.pending:
+            waiter = self.pending.popleft()
+            if not waiter.done():
+                waiter.set_exception(error)
+
+
+class _Pipelined:
+    """The pipelined connection of the current event loop (one at a time: an app served
+    again, or a test client without its lifespan, runs on another loop)."""
+
+    def __init__(self, endpoint: Endpoint):
+        self.endpoint = endpoint
+        self._proto: _Protocol | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._connecting: asyncio.Lock | None = None
+
+    async def request(self, command: tuple[Any, ...]) -> Any:
+        proto = await self._connected()
+        try:
+            async with asyncio.timeout(self.endpoint.timeout):
+                reply = await proto.send(command)
+        except TimeoutError as exc:  # asyncio.timeout's (the builtin)
+            proto.close(RedisTimeoutError("an earlier request on the connection timed out"))
+            raise RedisTimeoutError(
+                f"Redis did not answer within {self.endpoint.timeout}s"
+            ) from exc
+        return _checked(reply)
+
+    async def _connected(self) -> _Protocol:
+        loop = asyncio.get_running_loop()
+        proto = self._proto
+        if loop is self._loop and proto is not None and not proto.lost:
+            return proto
+        if loop is not self._loop:
+            # A connection and a lock belong to the loop that made them.
+            self._drop(RedisConnectionError("the event loop changed"))
+            self._loop, self._connecting = loop, asyncio.Lock()
+        assert self._connecting is not None
+        async with self._connecting:  # one connect for all the reads that wait for it
+            if self._proto is None or self._proto.lost:
+                self._proto = await self._connect()
+            return self._proto
+
+    async def _connect(self) -> _Protocol:
+        loop, ep = asyncio.get_running_loop(), self.endpoint
+        try:
+            async with asyncio.timeout(ep.connect_timeout):
+                if ep.path:
+                    _, proto = await loop.create_unix_connection(_Protocol, ep.path)
+                else:
+                    _, proto = await loop.create_connection(_Protocol, ep.host, ep.port)
+                setup = ep.setup()
+                replies = await asyncio.gather(*(proto.send(command) for command in setup))
+        except TimeoutError as exc:  # asyncio.timeout's (the builtin)
+            raise RedisTimeoutError(
+                f"no connection to Redis at {ep.where()} within {ep.connect_timeout}s"
+            ) from exc
+        except OSError as exc:
+            raise RedisConnectionError(f"cannot connect to Redis at {ep.where()}: {exc}") from exc
+        try:
+            for reply in replies:
+                _checked(reply)
+        except Exception:
+            proto.close(RedisConnectionError("connection setup refused"))
+            raise
+        return proto
+
+    async def failed(self, error: Exception) -> None:
+        """Nothing to do: the connection that failed is marked lost (closed by Redis, or by
+        :meth:`request` on a timeout), and the next request connects again. Another request
+        may have connected meanwhile; that connection is not touched."""
+
+    def _drop(self, error: Exception) -> None:
+        proto, self._proto = self._proto, None
+        if proto is not None:
+            with contextlib.suppress(Exception):  # its loop may be closed already
+                proto.close(error)
+
+    async def close(self) -> None:
+        self._drop(RedisConnectionError("executor closed"))
