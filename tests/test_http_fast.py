@@ -4,6 +4,7 @@ to the route instead), errors included; request metrics count its answers."""
 
 from __future__ import annotations
 
+import json
 import re
 import warnings
 from collections.abc import Callable, Iterator
@@ -160,3 +161,34 @@ def test_fast_answers_are_counted_by_route_template_and_status(http: TestClient)
     assert _sample(after, name, health) - _sample(before, name, health) == 3
     name = "seasons_http_request_duration_seconds_count"
     assert _sample(after, name, page) - _sample(before, name, page) == 10
+
+
+def _both_post(http: TestClient, path: str, query: str, body: bytes) -> Any:
+    """As :func:`_both`, for a POST with a body."""
+    headers = {"content-type": "application/json"}
+    fast = http.post(f"{path}?{query}", content=body, headers=headers)
+    routed = http.post(f"{path}?{_routed(query)}", content=body, headers=headers)
+    assert (fast.status_code, fast.json()) == (routed.status_code, routed.json()), body
+    return fast
+
+
+def test_lookup_on_the_fast_path_equals_the_python_api_and_the_route(
+    http: TestClient, app: Seasons
+) -> None:
+    path = "/v1/boards/kills/day/lookup"
+    asked = [*MEMBERS[::-1], "nobody", MEMBERS[0]]
+    resp = _both_post(http, path, "period=current", json.dumps({"members": asked}).encode())
+    assert resp.status_code == 200
+    assert resp.json() == [e.model_dump() for e in app.lookup("kills", asked, "day")]
+    # Independent of both: the ranked ones, best first (higher score first), once each.
+    assert [e["member"] for e in resp.json()] == MEMBERS[::-1]
+    assert _both_post(http, path, "period=current", b'{"members": []}').json() == []
+    # Bodies the fast path does not take: FastAPI's own 422 (the body was handed on).
+    for body in (b'{"members": "ann"}', b'{"members": [], "x": 1}', b"{nope", b"[]", b""):
+        resp = _both_post(http, path, "period=current", body)
+        assert resp.status_code == 422, body
+    # Errors of the read itself, as the route answers them.
+    many = json.dumps({"members": [f"m{i}" for i in range(1001)]}).encode()
+    assert _both_post(http, path, "period=current", many).json()["error"] == "limit_exceeded"
+    bad = json.dumps({"members": ["ok", "\u0001"]}).encode()
+    assert _both_post(http, path, "period=current", bad).json()["error"] == "invalid_member"
