@@ -706,3 +706,38 @@ def test_metadata_of_new_members_within_one_batch(make: Make, r: redis.Redis) ->
         assert json.loads(r.hget(meta_key, "cid")) == {"kept": True}  # type: ignore[arg-type]
         assert r.hexists(meta_key, "dan") is False
         assert s.rank("kills", "ann", "day").metadata == want  # type: ignore[union-attr]
+
+
+def test_metadata_sent_again_changes_nothing_and_still_merges_in_order(
+    make: Make, r: redis.Redis
+) -> None:
+    """The metadata a member has, sent again with each score (what games do), writes nothing
+    new; in a batch it is still one step of the merge in batch order, like any other."""
+    settings = make()
+    meta_key = Keys(NS).meta("kills")
+    first = {"name": "Ann", "level": 3, "url": "https://x.y/z"}
+    with Seasons(settings, clock=ManualClock(START)) as s:
+        s.submit("kills", "ann", 1, metadata=first)
+        stored = r.hget(meta_key, "ann")
+        s.submit_many([ev("kills", "ann", 1, metadata=first) for _ in range(3)])
+        assert r.hget(meta_key, "ann") == stored  # byte for byte
+        # same, changed, same again: the last one sets level back, as one by one would
+        s.submit_many(
+            [
+                ev("kills", "ann", 1, metadata=first),
+                ev("kills", "ann", 1, metadata={"level": 4, "clan": "red"}),
+                ev("kills", "ann", 1, metadata=first),
+            ]
+        )
+        want = {**first, "clan": "red"}
+        assert json.loads(r.hget(meta_key, "ann")) == want  # type: ignore[arg-type]
+        # a new member: given, then given again in the same batch
+        s.submit_many(
+            [ev("kills", "bob", 1, metadata={"b": 1}), ev("kills", "bob", 2, metadata={"b": 1})]
+        )
+        assert json.loads(r.hget(meta_key, "bob")) == {"b": 1}  # type: ignore[arg-type]
+        # metadata with a null is always merged: it deletes the field even when the rest
+        # equals what is stored
+        s.submit("kills", "ann", 1, metadata={**want, "clan": None})
+        assert json.loads(r.hget(meta_key, "ann")) == first  # type: ignore[arg-type]
+        assert s.rank("kills", "ann", "day").metadata == first  # type: ignore[union-attr]

@@ -164,9 +164,16 @@ for _, ev in ipairs(all) do
   if ev.meta ~= '' and not ev.duplicate then
     local given = ev.meta:sub(2)
     local current = merged_meta[ev.member]
+    local same = false
     if current == nil then
       local stored = redis.call('HGET', meta, ev.member)
-      if stored then
+      -- The metadata the member has already, sent again (games send it with every score):
+      -- merging it changes nothing, and both texts are the same canonical JSON (sorted
+      -- keys, compact, as seasons/events.py and encode_flat write it), so compare texts.
+      if stored and stored == given and ev.meta:sub(1, 1) == '=' then
+        merged_meta[ev.member] = stored
+        same = true
+      elseif stored then
         current = cjson.decode(stored)
       elseif ev.meta:sub(1, 1) == '=' then
         current = false  -- nothing stored, nothing to delete: the given JSON as it is
@@ -174,9 +181,15 @@ for _, ev in ipairs(all) do
         current = {}
       end
     elseif type(current) == 'string' then
-      current = cjson.decode(current)  -- stored as given earlier in this batch
+      if current == given and ev.meta:sub(1, 1) == '=' then
+        same = true  -- as given (or stored) earlier in this batch, given again
+      else
+        current = cjson.decode(current)  -- stored as given earlier in this batch
+      end
     end
-    if current == false then
+    if same then
+      ev.meta_text = nil  -- nothing to write
+    elseif current == false then
       -- seasons/events.py checked the field count and size of exactly this JSON.
       merged_meta[ev.member] = given
       ev.meta_text = given
