@@ -194,6 +194,9 @@ class Endpoint:
         plain = pool.connection_class in (Connection, UnixDomainSocketConnection)
         if not plain or kw.get("credential_provider") or kw.get("protocol") in (3, "3"):
             return None
+        # A connection object of the client's own (not connected) tells the timeouts it
+        # would use, redis-py's defaults included.
+        like = pool.connection_class(**kw)
         return cls(
             host=kw.get("host", "localhost"),
             port=int(kw.get("port", 6379)),
@@ -201,8 +204,8 @@ class Endpoint:
             db=int(kw.get("db") or 0),
             username=kw.get("username"),
             password=kw.get("password"),
-            timeout=kw.get("socket_timeout"),
-            connect_timeout=kw.get("socket_connect_timeout"),
+            timeout=like.socket_timeout,
+            connect_timeout=like.socket_connect_timeout,
         )
 
     def setup(self) -> list[tuple[Any, ...]]:
@@ -246,8 +249,12 @@ class _Socket:
             raise RedisConnectionError(f"cannot connect to Redis at {ep.where()}: {exc}") from exc
         sock.settimeout(ep.timeout)
         self.sock, self.reader = sock, hiredis.Reader(replyError=ResponseError)
-        for command in ep.setup():
-            _checked(self._roundtrip(command))
+        try:
+            for command in ep.setup():
+                _checked(self._roundtrip(command))
+        except Exception:
+            self.failed()  # e.g. a wrong password: the next try starts from a new connection
+            raise
 
     def _roundtrip(self, command: tuple[Any, ...]) -> Any:
         assert self.sock is not None
@@ -312,6 +319,7 @@ class _Protocol(asyncio.Protocol):
         self.reader = hiredis.Reader(replyError=ResponseError)
         self.pending: deque[asyncio.Future[Any]] = deque()
         self.transport: asyncio.Transport | None = None
+        self.sock: socket.socket | None = None  # ours: closed here if its loop is gone
         self.lost = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -339,7 +347,11 @@ class _Protocol(asyncio.Protocol):
 
     def close(self, error: Exception) -> None:
         if self.transport is not None:
-            self.transport.abort()
+            try:
+                self.transport.abort()
+            except RuntimeError:  # its event loop is closed: it can no longer close it
+                if self.sock is not None:
+                    self.sock.close()
         self._fail(error)
 
     def _fail(self, error: Exception) -> None:
@@ -348,6 +360,33 @@ class _Protocol(asyncio.Protocol):
             waiter = self.pending.popleft()
             if not waiter.done():
                 waiter.set_exception(error)
+
+
+async def _open_socket(loop: asyncio.AbstractEventLoop, ep: Endpoint) -> socket.socket:
+    """A connected non-blocking socket to ``ep`` (each address of the host in turn), opened
+    here rather than by the event loop so that it can be closed after its loop is."""
+    if ep.path:
+        targets: list[tuple[int, Any]] = [(socket.AF_UNIX, ep.path)]
+    else:
+        found = await loop.getaddrinfo(ep.host, ep.port, type=socket.SOCK_STREAM)
+        targets = [(family, address) for family, _, _, _, address in found]
+    error: OSError = OSError(f"no address for {ep.where()}")
+    for family, address in targets:
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setblocking(False)
+        try:
+            await loop.sock_connect(sock, address)
+        except OSError as exc:
+            sock.close()
+            error = exc
+            continue
+        except BaseException:  # cancelled, or the connect timeout
+            sock.close()
+            raise
+        if family != socket.AF_UNIX:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return sock
+    raise error
 
 
 class _Pipelined:
@@ -391,10 +430,12 @@ class _Pipelined:
         loop, ep = asyncio.get_running_loop(), self.endpoint
         try:
             async with asyncio.timeout(ep.connect_timeout):
+                sock = await _open_socket(loop, ep)
                 if ep.path:
-                    _, proto = await loop.create_unix_connection(_Protocol, ep.path)
+                    _, proto = await loop.create_unix_connection(_Protocol, sock=sock)
                 else:
-                    _, proto = await loop.create_connection(_Protocol, ep.host, ep.port)
+                    _, proto = await loop.create_connection(_Protocol, sock=sock)
+                proto.sock = sock
                 setup = ep.setup()
                 replies = await asyncio.gather(*(proto.send(command) for command in setup))
         except TimeoutError as exc:  # asyncio.timeout's (the builtin)
@@ -419,8 +460,7 @@ class _Pipelined:
     def _drop(self, error: Exception) -> None:
         proto, self._proto = self._proto, None
         if proto is not None:
-            with contextlib.suppress(Exception):  # its loop may be closed already
-                proto.close(error)
+            proto.close(error)
 
     async def close(self) -> None:
         self._drop(RedisConnectionError("executor closed"))
