@@ -5,16 +5,25 @@ Both servers run side by side on one machine, one process each, on the same Redi
 named by ``SEASONS_CONFIG``), and ``node bench/peers/fastify_peer.mjs`` (Fastify 5 + ioredis 5,
 installed by npm into the git-ignored ``bench/peers/scratch/fastify``, never vendored), which
 reads what Seasons wrote and answers the same JSON. Per size, the day board of the ``sum``
-board ``kills`` gets N members with metadata, written by Seasons itself. Before any timing the
-bench fetches the same requests from both and compares the parsed JSON (and the top 10 with a
-plain-Python sort of the events; the writes with the scores a plain-Python model expects).
+board ``kills`` gets N members with metadata, and twelve of the thirteen days before it a
+board of some of them (for the history), all written by Seasons itself.
+
+Every read is measured: a page (the top 10), around a member, around a rank, a member's entry,
+a lookup of 20 members (a friends board, two of them absent) and a member's 14-day history;
+and ``/healthz`` and ``POST /v1/scores`` (100 events). Before any timing the bench sends the
+same requests of every kind to both and compares the parsed JSON (numbers as numbers), and
+checks Seasons against plain Python: the top 10, ranks, around a rank, a lookup and histories
+against a sort of the events, the writes against the scores a plain-Python model expects.
 
 The load comes from ``wrk -t1 -c32`` in another process (the Debian package; installed with
-apt-get when missing and we are root), a small Lua script choosing random members (and, for
-``POST /v1/scores``, building 100 events with fresh event ids per request). Per request kind
-the rounds alternate Seasons, peer, Seasons, peer, ... after a discarded warm-up round each;
-the median round's requests/s counts, with that round's p50 and p99. Exit status 1 only if
-the answers differ (or a server fails); a missed target is reported, not an error.
+apt-get when missing and we are root), a small Lua script choosing random members or ranks
+per request (and, for ``POST /v1/scores``, building 100 events with fresh event ids per
+request). Per request kind the rounds alternate Seasons, peer, Seasons, peer, ... after a
+discarded warm-up round each; the median round's requests/s counts, with that round's p50 and
+p99 and what each request cost: Redis's time in commands (``INFO commandstats``, see
+:func:`command_usec`) and the CPU time of the server process and of redis-server (Linux
+``/proc``), per request wrk counted. Exit status 1 only if the answers differ (or a server
+fails); a missed target is reported, not an error.
 """
 
 from __future__ import annotations
@@ -34,7 +43,8 @@ import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import UTC, date, datetime, timedelta
+from datetime import time as dtime
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -46,6 +56,8 @@ from bench.peers.inprocess import DayPlan
 from config import Settings, load_settings
 from config.settings import WEEKDAYS
 from seasons import Seasons
+from seasons.clock import ManualClock
+from seasons.keys import Keys
 
 HERE = Path(__file__).resolve().parent
 PEER = HERE / "peers" / "fastify_peer.mjs"
@@ -59,6 +71,12 @@ CONNECTIONS = 32
 TOP = 10
 AROUND = 10
 EVENTS_PER_POST = 100
+LOOKUP = 20  # members per lookup ...
+LOOKUP_ABSENT = 2  # ... of which this many are on no board
+HISTORY = 14  # days of a history
+PAST_DAYS = 13  # days before today with a board, but for EMPTY_DAY
+EMPTY_DAY = 4  # days before today: no board at all (nobody played)
+PAST_POOL = 30_000  # members (besides the load's targets) that may play on a past day
 TARGETS = 20_000  # random members the load scripts choose from
 CHECKS = 12  # random members whose answers are compared before timing
 READ_TARGET = 1.2  # Seasons / peer requests/s, every read
@@ -68,7 +86,10 @@ CONTENDERS = ("Seasons", "peer")
 KINDS = {
     "top": f"GET /v1/boards/{BOARD}/day (top {TOP})",
     "around": f"GET .../members/{{m}}/around?size={AROUND}",
+    "around_rank": f"GET .../ranks/{{r}}/around?size={AROUND}",
     "entry": "GET .../members/{m}",
+    "lookup": f"POST .../lookup ({LOOKUP} members)",
+    "history": f"GET /v1/boards/{BOARD}/members/{{m}}/history?last={HISTORY}",
     "healthz": "GET /healthz",
     "post": f"POST /v1/scores ({EVENTS_PER_POST} events)",
 }
@@ -178,13 +199,50 @@ def populate(s: Seasons, members: int, *, seed: int = 7, batch: int = 5_000) -> 
     return values
 
 
-def cpu_seconds(pid: int | None) -> float:
-    """User + system CPU time of a process so far (Linux /proc); 0.0 where unavailable."""
+Days = dict[str, dict[str, int]]  # day id (YYYY-MM-DD) -> member -> its score that day
+
+
+def populate_past(
+    s: Seasons, clock: ManualClock, today: date, pool: list[str], *, seed: int = 9,
+    batch: int = 5_000,
+) -> Days:  # fmt: skip
+    """The boards of the days before ``today``, for the history: on each of the
+    :data:`PAST_DAYS` days but :data:`EMPTY_DAY`, one event for each of a random half of
+    ``pool``, written by Seasons with its clock at noon of that day."""
+    rnd = random.Random(seed)
+    days: Days = {}
+    back_then = clock()
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
+        for back in range(1, PAST_DAYS + 1):
+            if back == EMPTY_DAY:
+                continue
+            day = today - timedelta(days=back)
+            scores = {m: rnd.randint(1, 10_000_000) for m in pool if rnd.random() < 0.5}
+            clock.set(datetime.combine(day, dtime(12), tzinfo=UTC))
+            events = [{"board": BOARD, "member": m, "value": v} for m, v in scores.items()]
+            for start in range(0, len(events), batch):
+                s.submit_many(events[start : start + batch])
+            days[day.isoformat()] = scores
+    finally:
+        clock.set(back_then)
+    return days
+
+
+def cpu_seconds(pid: int | None) -> float:
+    """User + system CPU time of a process and its children so far (Linux /proc): with
+    ``--serve-arg=--workers`` the work is done in uvicorn's worker processes. 0.0 where
+    unavailable."""
+    if pid is None:
         return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    total, todo = 0.0, [pid]
+    while todo:
+        one = todo.pop()
+        with suppress(OSError, IndexError, ValueError):
+            fields = Path(f"/proc/{one}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            for task in Path(f"/proc/{one}/task").iterdir():
+                todo += [int(x) for x in (task / "children").read_text().split()]
+    return total
 
 
 @dataclass
@@ -252,53 +310,137 @@ def fetch(url: str, body: bytes | None = None, token: str | None = None) -> tupl
         return exc.code, json.loads(exc.read() or b"null")
 
 
-# --- the checks before timing -----------------------------------------------------------------
+# --- the requests ------------------------------------------------------------------------------
+
+DAY_BOARD = f"/v1/boards/{BOARD}/day"
+TOP_PATH = f"{DAY_BOARD}?limit={TOP}"
+LOOKUP_PATH = f"{DAY_BOARD}/lookup"
+
+
+def entry_path(member: str) -> str:
+    return f"{DAY_BOARD}/members/{quote(member, safe='')}"
+
+
+def around_path(member: str) -> str:
+    return entry_path(member) + f"/around?size={AROUND}"
+
+
+def rank_path(rank: int) -> str:
+    return f"{DAY_BOARD}/ranks/{rank}/around?size={AROUND}"
+
+
+def history_path(member: str) -> str:
+    return f"/v1/boards/{BOARD}/members/{quote(member, safe='')}/history?window=day&last={HISTORY}"
 
 
 def post_body(events: list[dict[str, Any]]) -> bytes:
     return json.dumps({"events": events}).encode()
 
 
+def lookup_body(members: list[str]) -> bytes:
+    return json.dumps({"members": members}).encode()
+
+
+# --- the checks before timing -----------------------------------------------------------------
+
+
 def check_answers(
-    servers: dict[str, Server], values: dict[str, int], plan: DayPlan, client: Any
-) -> list[str]:
-    """Where the two servers' answers differ from each other or from plain Python; []: nowhere."""
+    servers: dict[str, Server], days: Days, today: date, targets: list[str], plan: DayPlan,
+    client: Any,
+) -> list[str]:  # fmt: skip
+    """Where the two servers' answers differ from each other or from plain Python; []: nowhere.
+    ``days``: the scores written per day, today's included."""
     problems: list[str] = []
     rnd = random.Random(11)
+    values = days[today.isoformat()]
     names = list(values)
     index = {m: i for i, m in enumerate(names)}
     # Plain Python: highest value first, equal values by member descending (Redis's REV order).
     order = sorted(names, key=lambda m: (values[m], m), reverse=True)
-    top = [
-        {"rank": r, "member": m, "score": values[m], "metadata": metadata(index[m], m)}
-        for r, m in enumerate(order[:TOP], start=1)
-    ]
+    total = len(order)
+
+    def entry(position: int) -> dict[str, Any]:
+        """The entry at a 0-based position of today's board, as plain Python has it."""
+        m = order[position]
+        return {"rank": position + 1, "member": m, "score": values[m],
+                "metadata": metadata(index[m], m)}  # fmt: skip
+
     sample = rnd.sample(names, min(CHECKS, len(names))) + [order[0], order[-1], order[1]]
-    requests = [f"/v1/boards/{BOARD}/day?limit={TOP}", "/healthz"]
-    for m in sample:
-        path = f"/v1/boards/{BOARD}/day/members/{quote(m, safe='')}"
-        requests += [path, path + f"/around?size={AROUND}"]
-    for m in ("nobody:here", "user:x"):  # not on the board: 404 not_ranked from both
-        requests.append(f"/v1/boards/{BOARD}/day/members/{quote(m, safe='')}")
-    for path in requests:
-        got = {name: fetch(server.base + path) for name, server in servers.items()}
+    absent = ["nobody:here", "user:x"]  # on no board: 404 not_ranked, null, left out
+    ranks = sorted(
+        {1, 2, AROUND // 2 + 1, total // 2, total - AROUND // 2, total, total + 3}
+        | {rnd.randint(1, total) for _ in range(CHECKS)}
+    )
+    lookups = [
+        rnd.sample(names, min(LOOKUP - LOOKUP_ABSENT, total)) + absent,
+        [order[3 % total], order[0], order[3 % total], sample[0]],  # a repeat; best not first
+        absent,
+        [],
+    ]
+    # Members that played on past days (the load's targets) and some that may not have.
+    historied = list(dict.fromkeys(targets[: CHECKS // 2] + sample[:3] + absent[:1]))
+    requests: list[tuple[str, bytes | None]] = [(TOP_PATH, None), ("/healthz", None)]
+    for m in sample + absent:
+        requests += [(entry_path(m), None), (around_path(m), None)]
+    requests += [(rank_path(r), None) for r in [*ranks, 0]]  # 0: 422 limit_exceeded
+    requests += [(LOOKUP_PATH, lookup_body(members)) for members in lookups]
+    requests += [(history_path(m), None) for m in historied]
+    for path, body in requests:
+        label = f"{'GET' if body is None else 'POST'} {path}"
+        got = {name: fetch(server.base + path, body) for name, server in servers.items()}
         seasons, peer = got["Seasons"], got["peer"]
         if seasons[0] != peer[0]:
-            problems.append(f"GET {path}: status {seasons[0]} (Seasons) vs {peer[0]} (peer)")
+            problems.append(f"{label}: status {seasons[0]} (Seasons) vs {peer[0]} (peer)")
         elif seasons[0] != 200:
             if (seasons[1] or {}).get("error") != (peer[1] or {}).get("error"):
-                problems.append(f"GET {path}: error {seasons[1]} vs {peer[1]}")
-        elif seasons[1] != peer[1]:
-            problems.append(f"GET {path}: {_short(seasons[1])} (Seasons) vs {_short(peer[1])}")
-    status, page = fetch(servers["Seasons"].base + requests[0])
-    if status != 200 or page.get("entries") != top or page.get("total") != len(values):
+                problems.append(f"{label}: error {seasons[1]} vs {peer[1]}")
+        elif seasons[1] != peer[1]:  # parsed JSON: 3 == 3.0
+            problems.append(f"{label}: {_short(seasons[1])} (Seasons) vs {_short(peer[1])}")
+
+    def ask(path: str, body: bytes | None = None) -> Any:
+        status, answer = fetch(servers["Seasons"].base + path, body)
+        return answer if status == 200 else {"status": status, "answer": answer}
+
+    page = ask(TOP_PATH)
+    if (
+        page.get("entries") != [entry(i) for i in range(min(TOP, total))]
+        or page.get("total") != total
+    ):
         problems.append(f"top {TOP} differs from a plain-Python sort of the events")
+    position = {m: order.index(m) for m in dict.fromkeys(sample[:3] + lookups[0] + historied)
+                if m in values}  # fmt: skip
     for m in sample[:3]:
-        status, entry = fetch(
-            servers["Seasons"].base + f"/v1/boards/{BOARD}/day/members/{quote(m, safe='')}"
-        )
-        if status != 200 or entry.get("rank") != order.index(m) + 1:
-            problems.append(f"rank of {m}: {entry} vs {order.index(m) + 1} (plain Python)")
+        got = ask(entry_path(m))
+        if got.get("rank") != position[m] + 1:
+            problems.append(f"rank of {m}: {_short(got)} vs {position[m] + 1} (plain Python)")
+    # Around a rank: centred on it, shifted at either end so that it holds AROUND entries.
+    for r in (ranks[0], ranks[len(ranks) // 2], ranks[-1]):
+        start = max(0, min(r - 1 - AROUND // 2, total - AROUND))
+        want = [entry(i) for i in range(start, min(total, start + AROUND))]
+        got = ask(rank_path(r))
+        if got.get("entries") != want or got.get("total") != total:
+            problems.append(f"around rank {r}: {_short(got)} is not plain Python's")
+    # A lookup: the ranked ones among the members, best first.
+    want_lookup = [entry(i) for i in sorted({position[m] for m in lookups[0] if m in values})]
+    if ask(LOOKUP_PATH, lookup_body(lookups[0])) != want_lookup:
+        problems.append("lookup differs from plain Python's ranked ones, best first")
+    # History: the last HISTORY days, oldest first; rank and score null where not on the board.
+    past_ranks = {
+        day: {m: i + 1 for i, m in enumerate(sorted(scores, key=lambda m: (scores[m], m),
+                                                     reverse=True))}
+        for day, scores in days.items() if day != today.isoformat()
+    }  # fmt: skip
+    for m in historied:
+        want_days = []
+        for back in range(HISTORY - 1, -1, -1):
+            day = (today - timedelta(days=back)).isoformat()
+            scores = days.get(day, {})
+            rank = position[m] + 1 if back == 0 and m in values else past_ranks.get(day, {}).get(m)
+            want_days.append({"period": day, "rank": rank, "score": scores.get(m)})
+        want_history = {"board": BOARD, "window": "day", "member": m, "history": want_days}
+        got = ask(history_path(m))
+        if got != want_history:
+            problems.append(f"history of {m}: {_short(got)} is not plain Python's")
     # Writes: the same events (fresh ids) through each; the board deltas a model expects.
     keys = (plan.day_key, plan.week_key, plan.season_key)
     weights = (1.0, plan.week_weight, plan.season_weight)
@@ -318,8 +460,8 @@ def check_answers(
         if not ok:
             problems.append(f"POST /v1/scores to {name}: {status} {_short(answer)}")
         for key, weight, b, a in zip(keys, weights, before, after, strict=True):
-            want = [(x or 0) + e["value"] * weight for x, e in zip(b, events, strict=True)]
-            if a != want:
+            want_scores = [(x or 0) + e["value"] * weight for x, e in zip(b, events, strict=True)]
+            if a != want_scores:
                 problems.append(f"POST /v1/scores to {name}: {key} scores are not the model's")
     return problems
 
@@ -379,6 +521,24 @@ request = function()
 end
 """
 
+# LOOKUP members per request: random ones of the board and LOOKUP_ABSENT on no board. Member
+# ids here are plain ("user:0001234"): nothing to escape in the JSON.
+LUA_LOOKUP = """
+local members = {}
+for line in io.lines(%(file)s) do members[#members + 1] = line end
+local n = #members
+local headers = {["Content-Type"] = "application/json"}
+request = function()
+  local parts = {}
+  for j = 1, %(present)d do parts[j] = '"' .. members[math.random(n)] .. '"' end
+  for j = %(present)d + 1, %(lookup)d do
+    parts[j] = '"absent:' .. math.random(1000000000) .. '"'
+  end
+  local body = '{"members":[' .. table.concat(parts, ",") .. ']}'
+  return wrk.format("POST", "%(path)s", headers, body)
+end
+"""
+
 
 @dataclass(frozen=True)
 class Round:
@@ -391,6 +551,7 @@ class Round:
     errors: int  # non-2xx answers, socket errors and timeouts
     cpu_us: float  # the server's CPU per request
     redis_cpu_us: float  # redis-server's CPU per request
+    redis_cmd_us: float  # Redis's time in commands per request (command_usec)
 
     @property
     def rate(self) -> float:
@@ -398,15 +559,15 @@ class Round:
 
 
 def write_scripts(tmp: Path, targets: list[str], values: dict[str, int]) -> dict[str, Path]:
-    """One wrk Lua script per request kind, with its list of random members."""
+    """One wrk Lua script per request kind, with its list of random members (or ranks)."""
     index = {m: i for i, m in enumerate(values)}
+    rnd = random.Random(17)
     files = {
-        "top": [f"/v1/boards/{BOARD}/day?limit={TOP}"],
-        "around": [
-            f"/v1/boards/{BOARD}/day/members/{quote(m, safe='')}/around?size={AROUND}"
-            for m in targets
-        ],  # fmt: skip
-        "entry": [f"/v1/boards/{BOARD}/day/members/{quote(m, safe='')}" for m in targets],
+        "top": [TOP_PATH],
+        "around": [around_path(m) for m in targets],
+        "around_rank": [rank_path(rnd.randint(1, len(values))) for _ in targets],
+        "entry": [entry_path(m) for m in targets],
+        "history": [history_path(m) for m in targets],
         "healthz": ["/healthz"],
     }
     scripts: dict[str, Path] = {}
@@ -415,6 +576,13 @@ def write_scripts(tmp: Path, targets: list[str], values: dict[str, int]) -> dict
         data.write_text("\n".join(lines) + "\n")
         scripts[kind] = tmp / f"{kind}.lua"
         scripts[kind].write_text(LUA_GET % {"file": json.dumps(str(data))} + LUA_COMMON)
+    data = tmp / "lookup.txt"
+    data.write_text("".join(f"{m}\n" for m in targets))
+    scripts["lookup"] = tmp / "lookup.lua"
+    scripts["lookup"].write_text(
+        LUA_LOOKUP % {"file": json.dumps(str(data)), "present": LOOKUP - LOOKUP_ABSENT,
+                      "lookup": LOOKUP, "path": LOOKUP_PATH} + LUA_COMMON
+    )  # fmt: skip
     data = tmp / "post.txt"
     data.write_text("".join(f"{m}\t{json.dumps(metadata(index[m], m))}\n" for m in targets))
     scripts["post"] = tmp / "post.lua"
@@ -425,15 +593,61 @@ def write_scripts(tmp: Path, targets: list[str], values: dict[str, int]) -> dict
     return scripts
 
 
-def run_wrk(
-    wrk: str, script: Path, server: Server, seconds: int, tag: str, redis_pid: int | None
-) -> Round:
+# Commands that run other commands; Redis counts those both on their own line of INFO
+# commandstats and in the time of the script that ran them.
+SCRIPTS = frozenset({"eval", "evalsha", "eval_ro", "evalsha_ro", "fcall", "fcall_ro"})
+
+
+def command_stats(client: Any) -> dict[str, int]:
+    """Microseconds spent in each command so far (``INFO commandstats``)."""
+    stats = client.info("commandstats")
+    return {name.removeprefix("cmdstat_"): int(row["usec"]) for name, row in stats.items()}
+
+
+def command_usec(before: dict[str, int], after: dict[str, int]) -> int:
+    """Redis's time in commands between two :func:`command_stats`, each command counted once.
+
+    Redis counts a command that EXEC or a script ran both on its own line and in the time of
+    the EXEC or the script. So EXEC is left out (the commands it ran count themselves: all but
+    its own bookkeeping, which favours the peer a little), and where scripts ran, only they
+    count and what no script can call (MULTI, SCRIPT ...): Seasons sends its data commands
+    inside scripts only. INFO is left out: it is the bench's own (and the health checks')."""
+    delta = {name: usec - before.get(name, 0) for name, usec in after.items()}
+    scripted = any(delta.get(name, 0) > 0 for name in SCRIPTS)
+
+    def counted(name: str) -> bool:
+        if name in ("exec", "info"):
+            return False
+        return not scripted or name in SCRIPTS or name == "multi" or name.startswith("script|")
+
+    return sum(usec for name, usec in delta.items() if counted(name))
+
+
+def settle(client: Any, *, quiet: float = 0.2, timeout: float = 10.0) -> None:
+    """Wait until Redis has run no command (but INFO) for ``quiet`` seconds, or ``timeout``
+    has passed: when wrk stops, a server is still working through the requests it had taken
+    (a POST of 100 events takes milliseconds), and that work must not fall into the next
+    round, the other contender's."""
+    deadline = time.monotonic() + timeout
+    last = command_stats(client)
+    while time.monotonic() < deadline:
+        time.sleep(quiet)
+        now = command_stats(client)
+        if command_usec(last, now) == 0:
+            return
+        last = now
+
+
+def run_wrk(wrk: str, script: Path, server: Server, seconds: int, tag: str, tools: Tools) -> Round:
     """``wrk -t1 -c32 -d<seconds>s --latency`` with ``script``; the parsed summary."""
     argv = [wrk, "-t1", f"-c{CONNECTIONS}", f"-d{seconds}s", "--latency", "--timeout", "10s",
             "-s", str(script), server.base + "/", "--", tag]  # fmt: skip
-    cpu, redis_cpu = cpu_seconds(server.proc.pid), cpu_seconds(redis_pid)
+    commands = command_stats(tools.stats)
+    cpu, redis_cpu = cpu_seconds(server.proc.pid), cpu_seconds(tools.redis_pid)
     done = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=seconds + 60)
-    cpu, redis_cpu = cpu_seconds(server.proc.pid) - cpu, cpu_seconds(redis_pid) - redis_cpu
+    cpu, redis_cpu = cpu_seconds(server.proc.pid) - cpu, cpu_seconds(tools.redis_pid) - redis_cpu
+    usec = command_usec(commands, command_stats(tools.stats))
+    settle(tools.stats)
     line = next((x for x in done.stdout.splitlines() if x.startswith("WRKJSON ")), None)
     if done.returncode != 0 or line is None:
         raise RuntimeError(f"wrk failed ({done.returncode}): {done.stderr.strip()[-300:]}")
@@ -442,7 +656,7 @@ def run_wrk(
     requests = int(raw["requests"])
     per = 1e6 / max(1, requests)
     return Round(requests, raw["duration_us"] / 1e6, raw["p50_us"] / 1000, raw["p99_us"] / 1000,
-                 errors, cpu * per, redis_cpu * per)  # fmt: skip
+                 errors, cpu * per, redis_cpu * per, usec / max(1, requests))  # fmt: skip
 
 
 # --- the run -------------------------------------------------------------------------------------
@@ -496,12 +710,14 @@ class Result:
 
 @dataclass(frozen=True)
 class Tools:
-    """What every size runs with: wrk, the peer's argv, the bench's Redis and the options."""
+    """What every size runs with: wrk, the peer's argv, the bench's Redis (and a client of it
+    for INFO) and the options."""
 
     wrk: str
     peer_argv: list[str]
     redis_url: str
     redis_pid: int | None
+    stats: Any
     opts: Options
 
 
@@ -517,7 +733,7 @@ def run(opts: Options) -> Result:
         admin = redis_server.client()
         version = admin.info("server")["redis_version"]
         result.versions = f"redis-server {version}; {wrk_version}; {peer_version}"
-        tools = Tools(wrk, peer_argv, redis_server.url, redis_server.pid, opts)
+        tools = Tools(wrk, peer_argv, redis_server.url, redis_server.pid, admin, opts)
         try:
             for size in opts.sizes:
                 admin.flushall()
@@ -528,16 +744,20 @@ def run(opts: Options) -> Result:
     return result
 
 
-def peer_config(plan: DayPlan, url: str, port: int, period: str) -> dict[str, Any]:
-    """What the Fastify peer is told: the keys, weights and expiry Seasons uses today."""
-    board = f"{NS}:{{{BOARD}}}"
+def peer_config(
+    plan: DayPlan, settings: Settings, url: str, port: int, period: str
+) -> dict[str, Any]:
+    """What the Fastify peer is told: the keys, weights and expiry Seasons uses today, and
+    how a day's key is named and in which zone days are counted (for the history)."""
+    keys = Keys(settings.namespace)
     return {
         "node_dir": str(NODE_DIR), "redis_url": url, "port": port, "board": BOARD,
         "period": period, "write_token": WRITE_TOKEN, "week_weight": plan.week_weight,
-        "season_weight": plan.season_weight,
+        "season_weight": plan.season_weight, "zone": settings.zone.key,
+        "day_prefix": keys.window(BOARD, "day", ""),
         "keys": {"day": plan.day_key, "week": plan.week_key, "season": plan.season_key,
-                 "meta": plan.meta_key, "events": f"{board}:events",
-                 "batches": f"{board}:batches", "batch_results": f"{board}:batch_results"},
+                 "meta": plan.meta_key, "events": keys.events(BOARD),
+                 "batches": keys.batches(BOARD), "batch_results": keys.batch_results(BOARD)},
         "expire_at": dict(zip(("day", "week", "season"), plan.expire, strict=True)),
     }  # fmt: skip
 
@@ -552,26 +772,31 @@ def run_size(size: int, tmp: Path, tools: Tools, result: Result) -> None:
     config.write_text(settings_toml(calendar, tools.redis_url, tmp / "archive"))
     settings: Settings = load_settings(environ={}, path=config)
     began = time.monotonic()
-    s = Seasons(settings, clock=calendar.clock())
+    clock = calendar.clock()
+    s = Seasons(settings, clock=clock)
+    rnd = random.Random(13)
     try:
         values = populate(s, size)
+        names = list(values)
+        targets = [rnd.choice(names) for _ in range(min(TARGETS, 2 * size))]
+        # Who played on past days: the load's targets and some others, half of them each day.
+        pool = list(dict.fromkeys(targets + rnd.sample(names, min(size, PAST_POOL))))
+        days = populate_past(s, clock, calendar.today, pool)
         period = s.top(BOARD, "day", limit=1).period
     finally:
         s.close()
-    print(f"  {size:>9,} members written by Seasons in {time.monotonic() - began:.0f} s",
-          flush=True)  # fmt: skip
+    days[calendar.today.isoformat()] = values
+    print(f"  {size:>9,} members (and {sum(map(len, days.values())) - size:,} events on past "
+          f"days) written by Seasons in {time.monotonic() - began:.0f} s", flush=True)  # fmt: skip
     plan = DayPlan.of(settings, calendar.now)
     ports = {"Seasons": free_port(), "peer": free_port()}
     (tmp / "peer.json").write_text(
-        json.dumps(peer_config(plan, tools.redis_url, ports["peer"], period))
+        json.dumps(peer_config(plan, settings, tools.redis_url, ports["peer"], period))
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("SEASONS_")}
     # As the README documents it: the console script, a port, settings from SEASONS_CONFIG.
     seasons_argv = [str(ROOT / ".venv" / "bin" / "seasons"), "serve", "--port",
                     str(ports["Seasons"]), *opts.serve_args]  # fmt: skip
-    rnd = random.Random(13)
-    names = list(values)
-    targets = [rnd.choice(names) for _ in range(min(TARGETS, 2 * size))]
     scripts = write_scripts(tmp, targets, values)
     with (
         started("seasons serve", seasons_argv, ports["Seasons"],
@@ -582,7 +807,7 @@ def run_size(size: int, tmp: Path, tools: Tools, result: Result) -> None:
         servers = {"Seasons": seasons, "peer": peer}
         client = redis.Redis.from_url(tools.redis_url, decode_responses=True)
         try:
-            problems = check_answers(servers, values, plan, client)
+            problems = check_answers(servers, days, calendar.today, targets, plan, client)
         finally:
             client.close()
         result.problems += [f"at {size:,}: {p}" for p in problems]
@@ -595,7 +820,7 @@ def run_size(size: int, tmp: Path, tools: Tools, result: Result) -> None:
 
             def once(name: str, seconds: int, tag: str, kind: str = kind) -> Round:
                 return run_wrk(tools.wrk, scripts[kind], servers[name], seconds,
-                               f"{name}-{tag}-{size}", tools.redis_pid)  # fmt: skip
+                               f"{name}-{tag}-{size}", tools)  # fmt: skip
 
             for name in CONTENDERS if opts.warmup else ():
                 once(name, opts.warmup, "warm")
@@ -609,8 +834,10 @@ def run_size(size: int, tmp: Path, tools: Tools, result: Result) -> None:
                         )
             result.rows.append(row)
             s_med, p_med = row.median("Seasons"), row.median("peer")
-            print(f"  {size:>9,} {kind:<8} Seasons {s_med.rate:>8,.0f}/s  peer "
-                  f"{p_med.rate:>8,.0f}/s  ratio {row.ratio:.2f}", flush=True)  # fmt: skip
+            print(f"  {size:>9,} {kind:<11} Seasons {s_med.rate:>8,.0f}/s "
+                  f"({s_med.redis_cmd_us:,.0f} redis µs/req)  peer {p_med.rate:>8,.0f}/s "
+                  f"({p_med.redis_cmd_us:,.0f} redis µs/req)  ratio {row.ratio:.2f}",
+                  flush=True)  # fmt: skip
 
 
 # --- the report ----------------------------------------------------------------------------------
@@ -618,19 +845,21 @@ def run_size(size: int, tmp: Path, tools: Tools, result: Result) -> None:
 
 def table(rows: list[Row]) -> str:
     """One Markdown table: each request kind and size, both contenders, ratio and verdict.
-    CPU is microseconds per request of the server process + of redis-server."""
+    Per request: redis µs is Redis's time in commands (:func:`command_usec`); CPU µs is the
+    CPU time of the server process + of redis-server (commands, network and the rest)."""
+    half = "req/s | redis µs/req | p50 ms | p99 ms | CPU µs/req"
     out = [
-        "| members | request | Seasons req/s | p50 ms | p99 ms | CPU us | peer req/s | "
-        "p50 ms | p99 ms | CPU us | Seasons/peer | target |",
-        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        f"| members | request | Seasons {half} | peer {half} | Seasons/peer | target |",
+        "|---:|---|" + "---:|" * 11 + "---|",
     ]
     for row in rows:
-        s, p = row.median("Seasons"), row.median("peer")
+        cells = []
+        for r in (row.median("Seasons"), row.median("peer")):
+            cells.append(f"{r.rate:,.0f} | {r.redis_cmd_us:,.1f} | {r.p50_ms:.2f} | "
+                         f"{r.p99_ms:.2f} | {r.cpu_us:.0f}+{r.redis_cpu_us:.0f}")  # fmt: skip
         rule = f">= {row.target:.1f}x" + ("" if row.kind == "post" else ", p99 <= peer's")
         out.append(
-            f"| {row.size:,} | {KINDS[row.kind]} | {s.rate:,.0f} | {s.p50_ms:.2f} | "
-            f"{s.p99_ms:.2f} | {s.cpu_us:.0f}+{s.redis_cpu_us:.0f} | {p.rate:,.0f} | "
-            f"{p.p50_ms:.2f} | {p.p99_ms:.2f} | {p.cpu_us:.0f}+{p.redis_cpu_us:.0f} | "
+            f"| {row.size:,} | {KINDS[row.kind]} | {cells[0]} | {cells[1]} | "
             f"{row.ratio:.2f} | {rule}: {'met' if row.met else 'MISSED'} |"
         )
     return "\n".join(out)

@@ -3,11 +3,15 @@
 // A plain Fastify 5 + ioredis 5 service, one process, that reads the keys Seasons wrote and
 // answers Seasons' JSON for one board's day window. CONFIG.json (written by bench/http_peers.py):
 // node_dir (where npm installed fastify and ioredis), redis_url, port, board, period, write_token,
-// keys {day, week, season, meta, events, batches, batch_results}, week_weight, season_weight,
+// keys {day, week, season, meta, events, batches, batch_results}, day_prefix (the day board's key
+// without its YYYY-MM-DD), zone (the IANA zone of the days), week_weight, season_weight,
 // expire_at {day, week, season} (epoch seconds, as Seasons sets them).
 //
-// Reads: top = MULTI(ZRANGE REV WITHSCORES, ZCARD) + HMGET; around = MULTI(ZREVRANK, ZCARD) +
-// ZRANGE REV WITHSCORES + HMGET; a member = MULTI(ZREVRANK, ZSCORE, HGET). Ranks: ties = member.
+// Reads: top = MULTI(ZRANGE REV WITHSCORES, ZCARD) + HMGET; around a member = MULTI(ZREVRANK,
+// ZCARD) + ZRANGE REV WITHSCORES + HMGET; around a rank = MULTI(ZCARD, ZRANGE REV WITHSCORES)
+// + HMGET (a second ZRANGE only where the slice meets the end); a member = MULTI(ZREVRANK,
+// ZSCORE, HGET); lookup = MULTI(ZREVRANK, ZSCORE per member) + HMGET of the ranked ones;
+// history = one pipeline of ZREVRANK + ZSCORE per day. Ranks: ties = member.
 // Writes (POST /v1/scores): one MULTI with ZINCRBY on the day, week and season boards per event
 // (weighted), one HSET of the member data, EXPIREAT x3, and the event ids as Seasons keeps them
 // (ZADD NX into the events set, drop entries older than 48 h, EXPIRE) plus the batch record.
@@ -29,6 +33,11 @@ const DEDUPE_SECONDS = 48 * 3600;
 
 const notRanked = (reply, member) =>
   reply.code(404).send({ error: 'not_ranked', message: `${member} is not ranked`, details: null });
+
+const limitExceeded = (reply, name, value) =>
+  reply.code(422).send({
+    error: 'limit_exceeded', message: `${name} is out of range`, details: { [name]: value },
+  });
 
 function checkBoard(req, reply) {
   if (req.params.board !== cfg.board || req.params.window !== 'day') {
@@ -76,6 +85,26 @@ app.get('/v1/boards/:board/:window/members/:member/around', async (req, reply) =
   return page(start, rows, total);
 });
 
+// Centred on the rank, shifted at either end so that it still holds `size` entries. The
+// slice is asked for with the count, assuming no shift; only near the end is it asked again.
+app.get('/v1/boards/:board/:window/ranks/:rank/around', async (req, reply) => {
+  if (!checkBoard(req, reply)) return reply;
+  const rank = Number(req.params.rank);
+  const size = Number(req.query.size ?? 5);
+  if (!Number.isInteger(rank) || rank < 1) return limitExceeded(reply, 'rank', rank);
+  const wanted = Math.max(0, rank - 1 - Math.floor(size / 2));
+  const [[, total], [, first]] = await redis
+    .multi()
+    .zcard(K.day)
+    .zrange(K.day, wanted, wanted + size - 1, 'REV', 'WITHSCORES')
+    .exec();
+  const start = Math.max(0, Math.min(wanted, total - size));
+  const rows = start === wanted
+    ? first
+    : await redis.zrange(K.day, start, start + size - 1, 'REV', 'WITHSCORES');
+  return page(start, rows, total);
+});
+
 app.get('/v1/boards/:board/:window/members/:member', async (req, reply) => {
   if (!checkBoard(req, reply)) return reply;
   const { member } = req.params;
@@ -87,6 +116,84 @@ app.get('/v1/boards/:board/:window/members/:member', async (req, reply) => {
     .exec();
   if (rank === null) return notRanked(reply, member);
   return { rank: rank + 1, member, score: Number(score), metadata: meta ? JSON.parse(meta) : {} };
+});
+
+const lookupSchema = {
+  body: {
+    type: 'object',
+    required: ['members'],
+    additionalProperties: false,
+    properties: {
+      members: {
+        type: 'array',
+        maxItems: 1000,
+        items: { type: 'string', minLength: 1, maxLength: 128 },
+      },
+    },
+  },
+};
+
+// A friends board: the ranked ones among the members asked, best first.
+app.post('/v1/boards/:board/:window/lookup', { schema: lookupSchema }, async (req, reply) => {
+  if (!checkBoard(req, reply)) return reply;
+  const members = [...new Set(req.body.members)];
+  if (!members.length) return [];
+  const tx = redis.multi();
+  for (const m of members) tx.zrevrank(K.day, m).zscore(K.day, m);
+  const places = await tx.exec();
+  const found = [];
+  members.forEach((member, i) => {
+    const rank = places[2 * i][1];
+    if (rank !== null) found.push({ rank: rank + 1, member, score: Number(places[2 * i + 1][1]) });
+  });
+  if (!found.length) return [];
+  found.sort((a, b) => a.rank - b.rank);
+  const metas = await redis.hmget(K.meta, ...found.map((e) => e.member));
+  return found.map((e, i) => ({ ...e, metadata: metas[i] ? JSON.parse(metas[i]) : {} }));
+});
+
+// The last `n` local days up to today, oldest first, as YYYY-MM-DD; remembered until the day
+// (or `n`) changes. en-CA formats a date as YYYY-MM-DD.
+const localDate = new Intl.DateTimeFormat('en-CA', {
+  timeZone: cfg.zone, year: 'numeric', month: '2-digit', day: '2-digit',
+});
+let recent = { today: '', n: 0, days: [] };
+function lastDays(n) {
+  const today = localDate.format(new Date());
+  if (recent.today !== today || recent.n !== n) {
+    const [y, m, d] = today.split('-').map(Number);
+    const days = [];
+    for (let i = n - 1; i >= 0; i--) {
+      days.push(new Date(Date.UTC(y, m - 1, d - i)).toISOString().slice(0, 10));
+    }
+    recent = { today, n, days };
+  }
+  return recent.days;
+}
+
+app.get('/v1/boards/:board/members/:member/history', async (req, reply) => {
+  const window = req.query.window ?? 'day';
+  if (req.params.board !== cfg.board || window !== 'day') {
+    reply.code(404).send({ error: 'unknown_board', message: 'only the day board', details: null });
+    return reply;
+  }
+  const last = Number(req.query.last ?? 14);
+  if (!Number.isInteger(last) || last < 1 || last > 400) return limitExceeded(reply, 'last', last);
+  const { member } = req.params;
+  const days = lastDays(last);
+  const pipe = redis.pipeline();
+  for (const day of days) {
+    const key = cfg.day_prefix + day;
+    pipe.zrevrank(key, member).zscore(key, member);
+  }
+  const places = await pipe.exec();
+  const history = days.map((period, i) => {
+    const rank = places[2 * i][1];
+    return rank === null
+      ? { period, rank: null, score: null }
+      : { period, rank: rank + 1, score: Number(places[2 * i + 1][1]) };
+  });
+  return { board: cfg.board, window: 'day', member, history };
 });
 
 const scoresSchema = {
