@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import math
 import socket
 import threading
 import weakref
@@ -312,15 +313,26 @@ class _ThreadSockets:
 
 
 class _Protocol(asyncio.Protocol):
-    """One connection on the event loop: requests written as they come, replies matched to
-    them in order."""
+    """One connection on the event loop: requests pipelined, replies matched to them in
+    order.
 
-    def __init__(self) -> None:
+    The requests sent in one turn of the event loop (the reads of all the HTTP requests that
+    arrived together) go out in one write: a write is a system call that costs more than a
+    read's Python. One timer watches the oldest request in flight: Redis answers in order,
+    so if that one is late, the connection is stalled, and it is closed, failing every
+    request on it (their callers retry on a new connection)."""
+
+    def __init__(self, timeout: float | None) -> None:
+        self.timeout = timeout
+        self.loop = asyncio.get_running_loop()
         self.reader = hiredis.Reader(replyError=ResponseError)
-        self.pending: deque[asyncio.Future[Any]] = deque()
+        # Each request's waiter and the loop time by which its reply is due.
+        self.pending: deque[tuple[asyncio.Future[Any], float]] = deque()
         self.transport: asyncio.Transport | None = None
         self.sock: socket.socket | None = None  # ours: closed here if its loop is gone
         self.lost = False
+        self._out: list[bytes] = []
+        self._watch: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -329,8 +341,8 @@ class _Protocol(asyncio.Protocol):
         self.reader.feed(data)
         try:
             while (reply := self.reader.gets()) is not False:
-                waiter = self.pending.popleft()
-                if not waiter.done():  # its caller may have given up (timeout, cancel)
+                waiter = self.pending.popleft()[0]
+                if not waiter.done():  # its caller may have given up (cancelled)
                     waiter.set_result(reply)
         except (hiredis.ProtocolError, IndexError) as exc:
             self.close(RedisConnectionError(f"unreadable reply from Redis: {exc}"))
@@ -339,11 +351,33 @@ class _Protocol(asyncio.Protocol):
         self._fail(RedisConnectionError(f"Redis closed the connection{f': {exc}' if exc else ''}"))
 
     def send(self, command: tuple[Any, ...]) -> asyncio.Future[Any]:
-        assert self.transport is not None
-        waiter = asyncio.get_running_loop().create_future()
-        self.transport.write(hiredis.pack_command(command))
-        self.pending.append(waiter)
+        if self.lost:
+            raise RedisConnectionError("the connection to Redis is closed")
+        loop = self.loop
+        waiter = loop.create_future()
+        if not self._out:
+            loop.call_soon(self._flush)
+        self._out.append(hiredis.pack_command(command))
+        due = loop.time() + self.timeout if self.timeout is not None else math.inf
+        self.pending.append((waiter, due))
+        if self._watch is None and self.timeout is not None:
+            self._watch = loop.call_later(self.timeout, self._check)
         return waiter
+
+    def _flush(self) -> None:
+        out, self._out = self._out, []
+        if not self.lost and self.transport is not None:
+            self.transport.writelines(out)
+
+    def _check(self) -> None:
+        self._watch = None
+        if not self.pending:
+            return
+        late = self.pending[0][1] - self.loop.time()
+        if late <= 0:
+            self.close(RedisTimeoutError(f"Redis did not answer within {self.timeout}s"))
+        else:
+            self._watch = self.loop.call_later(late, self._check)
 
     def close(self, error: Exception) -> None:
         if self.transport is not None:
@@ -356,8 +390,11 @@ class _Protocol(asyncio.Protocol):
 
     def _fail(self, error: Exception) -> None:
         self.lost = True
+        if self._watch is not None:
+            self._watch.cancel()
+            self._watch = None
         while self.pending:
-            waiter = self.pending.popleft()
+            waiter = self.pending.popleft()[0]
             if not waiter.done():
                 waiter.set_exception(error)
 
@@ -401,15 +438,7 @@ class _Pipelined:
 
     async def request(self, command: tuple[Any, ...]) -> Any:
         proto = await self._connected()
-        try:
-            async with asyncio.timeout(self.endpoint.timeout):
-                reply = await proto.send(command)
-        except TimeoutError as exc:  # asyncio.timeout's (the builtin)
-            proto.close(RedisTimeoutError("an earlier request on the connection timed out"))
-            raise RedisTimeoutError(
-                f"Redis did not answer within {self.endpoint.timeout}s"
-            ) from exc
-        return _checked(reply)
+        return _checked(await proto.send(command))
 
     async def _connected(self) -> _Protocol:
         loop = asyncio.get_running_loop()
@@ -431,10 +460,14 @@ class _Pipelined:
         try:
             async with asyncio.timeout(ep.connect_timeout):
                 sock = await _open_socket(loop, ep)
+
+                def protocol() -> _Protocol:
+                    return _Protocol(ep.timeout)
+
                 if ep.path:
-                    _, proto = await loop.create_unix_connection(_Protocol, sock=sock)
+                    _, proto = await loop.create_unix_connection(protocol, sock=sock)
                 else:
-                    _, proto = await loop.create_connection(_Protocol, sock=sock)
+                    _, proto = await loop.create_connection(protocol, sock=sock)
                 proto.sock = sock
                 setup = ep.setup()
                 replies = await asyncio.gather(*(proto.send(command) for command in setup))

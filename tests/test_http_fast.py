@@ -192,3 +192,87 @@ def test_lookup_on_the_fast_path_equals_the_python_api_and_the_route(
     assert _both_post(http, path, "period=current", many).json()["error"] == "limit_exceeded"
     bad = json.dumps({"members": ["ok", "\u0001"]}).encode()
     assert _both_post(http, path, "period=current", bad).json()["error"] == "invalid_member"
+
+
+def test_writes_on_the_fast_path_answer_as_the_route(
+    settings: Settings, clock: ManualClock, app: Seasons, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same requests to an app whose POST /v1/scores is on the fast path and to one
+    where FastAPI's route serves it, each on the same data: the same status and JSON, the
+    same standings, the same event counts in /metrics."""
+    from seasons.http import fast, scores
+
+    ann = {"board": "kills", "member": "ann", "value": 2, "event_id": "e-1"}
+    requests: list[tuple[dict[str, str], bytes]] = [
+        (
+            {},
+            json.dumps(
+                {"events": [ann, {**ann, "event_id": "e-2", "metadata": {"a": 1}}]}
+            ).encode(),
+        ),
+        ({}, json.dumps({"events": [ann]}).encode()),  # a duplicate event id
+        ({"idempotency-key": "b-1"}, json.dumps({"events": [{**ann, "event_id": "e-3"}]}).encode()),
+        ({"idempotency-key": "b-1"}, json.dumps({"events": [{**ann, "event_id": "e-3"}]}).encode()),
+        ({"idempotency-key": "b-1"}, json.dumps({"events": [{**ann, "value": 9}]}).encode()),  # 409
+        ({"idempotency-key": "x" * 129}, json.dumps({"events": [ann]}).encode()),
+        ({}, json.dumps({"events": [{"board": "nope", "member": "", "value": "x"}, ann]}).encode()),
+        ({}, json.dumps({"events": [], "extra": 1}).encode()),  # FastAPI's 422
+        ({}, b"{not json"),
+        (
+            {},
+            json.dumps({"events": [{**ann, "event_id": f"m-{i}"} for i in range(10_001)]}).encode(),
+        ),
+    ]
+
+    def run() -> tuple[list[tuple[int, Any]], Any, list[float]]:
+        with TestClient(
+            create_app(settings, clock=clock), client=("127.0.0.1", 5000),
+            base_url="http://localhost",
+        ) as tc:  # fmt: skip
+            answers = []
+            for headers, body in requests:
+                resp = tc.post(
+                    "/v1/scores",
+                    content=body,
+                    headers={"content-type": "application/json", **headers},
+                )
+                answer = resp.json()
+                if (
+                    isinstance(answer, dict)
+                    and "batch_id" in answer
+                    and "idempotency-key" not in headers
+                ):
+                    answer["batch_id"] = "generated"
+                answers.append((resp.status_code, answer))
+            metrics = tc.get("/metrics").text
+            counts = [
+                _sample(metrics, "seasons_events_total", f'outcome="{r}"')
+                for r in ("applied", "duplicate", "rejected")
+            ]
+        return answers, app.top("kills", "day").model_dump(), counts
+
+    def empty() -> None:
+        for key in app.client.scan_iter("*"):
+            app.client.delete(key)
+
+    # Which requests the fast path answered itself (not None: it did not hand them on).
+    taken: list[bool] = []
+    handler, names = fast.FAST[scores.post_scores]
+
+    def counted(services: Any, asked: Any) -> Any:
+        got = handler(services, asked)
+        taken.append(got is not None)
+        return got
+
+    monkeypatch.setitem(fast.FAST, scores.post_scores, (counted, names))
+    empty()
+    fast_answers = run()
+    # Bodies it cannot read go to FastAPI; the bad Idempotency-Key raised in the handler.
+    assert taken == [True] * 6 + [False, False, True]
+    statuses = [status for status, _ in fast_answers[0]]
+    assert statuses == [200, 200, 200, 200, 409, 422, 422, 422, 422, 422]  # fmt: skip
+    assert fast_answers[2] == [4, 1, 2 + 10_001]  # applied, duplicate, rejected events
+    assert fast_answers[0][3] == fast_answers[0][2]  # a resend answers the original result
+    empty()
+    monkeypatch.delitem(fast.FAST, scores.post_scores)
+    assert run() == fast_answers

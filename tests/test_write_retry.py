@@ -385,7 +385,7 @@ def test_a_header_that_is_not_utf8_is_refused() -> None:
     """What the server hands over for the bytes FF FE (Latin-1); the test client cannot send
     such bytes as they are (it re-encodes header values)."""
     with pytest.raises(InvalidBatchId, match="Idempotency-Key header is not valid UTF-8"):
-        scores._batch_id(b"\xff\xfe".decode("latin-1"))
+        scores.batch_id_of(b"\xff\xfe".decode("latin-1"))
 
 
 def test_the_openapi_schema_documents_the_header(http: TestClient) -> None:

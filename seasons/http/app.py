@@ -15,6 +15,7 @@ request line and headers before any body is read (``docs/security.md``).
 from __future__ import annotations
 
 import gc
+import inspect
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -31,6 +32,15 @@ from seasons.http.fast import FastReads
 from seasons.http.guard import Guard, Rules, document
 from seasons.http.jobs import job_stats_reader
 from seasons.http.metrics import Metrics, MetricsMiddleware
+
+# FastAPI's native OpenTelemetry (FastAPI 0.165+) asks the global providers whether it is
+# configured on every request, a cost on every read; Seasons' request metrics are Prometheus
+# (/metrics), so it is off where FastAPI has it.
+_NO_OPENTELEMETRY: dict[str, Any] = (
+    {"telemetry": {"tracing": False, "metrics": False, "logs": False}}
+    if "telemetry" in inspect.signature(FastAPI.__init__).parameters
+    else {}
+)
 
 
 def create_app(
@@ -70,6 +80,7 @@ def create_app(
         summary="Time-windowed, seasonal leaderboards on Redis",
         version="1",
         lifespan=lifespan,
+        **_NO_OPENTELEMETRY,
     )
     api.state.services = Services(
         settings=settings, seasons=facade, metrics=metrics, executor=executor

@@ -19,32 +19,56 @@ ranked, Redis away) are answered with the same response as the app's handlers gi
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
+from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from seasons.errors import SeasonsError
-from seasons.http import boards, health
-from seasons.http.deps import Services
+from seasons.http import boards, health, scores
+from seasons.http.deps import GUARDED, Services
 from seasons.http.errors import response_of
 from seasons.http.guard import Rules
 from seasons.http.guard import replay as _replay
+from seasons.models import WriteResult
 from seasons.reads import Read
 
 _PREFIX = "/v1/boards/"
 _METHODS = ("GET", "POST")
-_HEALTHZ = "/healthz"
+_PATHS = ("/healthz", "/v1/scores")
 _JSON = (b"content-type", b"application/json")
 # Longest run of digits taken as a number here; longer ones go to FastAPI's validation.
 _DIGITS = 18
 
 Params = dict[str, str]
 Query = dict[str, str]
-# A fast read: path parameters, query and request body -> the prepared read (or a body that
-# needs no read), or None to hand the request to FastAPI.
-Prepare = Callable[[Services, Params, Query, bytes], Read[Any] | bytes | None]
+# What a fast handler makes of a request: a prepared read, a body that needs no Redis, the
+# body of a write under way, or None to hand the request to FastAPI.
+Answer = Read[Any] | bytes | Awaitable[bytes] | None
+
+
+@dataclass(frozen=True, slots=True)
+class Asked:
+    """A request as the fast path read it."""
+
+    params: Params  # path parameters
+    query: Query
+    body: bytes
+    scope: Scope
+
+    def header(self, name: bytes) -> str | None:
+        """The first value of a header (``name`` in lower case), decoded as Latin-1 as
+        Starlette does."""
+        for key, value in self.scope["headers"]:
+            if key == name:
+                return str(value.decode("latin-1"))
+        return None
+
+
+Handler = Callable[[Services, Asked], Answer]
 
 
 def _int(query: Query, name: str, default: int) -> int | None:
@@ -62,72 +86,99 @@ def _member(params: Params) -> str | None:
     return None if "\ufffd" in member else member
 
 
-def _page(services: Services, params: Params, query: Query, body: bytes) -> Read[Any] | None:
-    limit, offset = _int(query, "limit", 10), _int(query, "offset", 0)
+def _page(services: Services, asked: Asked) -> Answer:
+    q = asked.query
+    limit, offset = _int(q, "limit", 10), _int(q, "offset", 0)
     if limit is None or offset is None:
         return None
-    period = query.get("period", "current")
-    return boards.top(services, params["board"], params["window"], period, limit, offset)
+    board, window = asked.params["board"], asked.params["window"]
+    return boards.top(services, board, window, q.get("period", "current"), limit, offset)
 
 
-def _around_rank(services: Services, params: Params, query: Query, body: bytes) -> Read[Any] | None:
-    rank, size = _int(params, "rank", 0), _int(query, "size", 5)
+def _around_rank(services: Services, asked: Asked) -> Answer:
+    q = asked.query
+    rank, size = _int(asked.params, "rank", 0), _int(q, "size", 5)
     if rank is None or size is None:
         return None
-    period = query.get("period", "current")
-    return boards.ranked(services, params["board"], params["window"], rank, size, period)
+    board, window = asked.params["board"], asked.params["window"]
+    return boards.ranked(services, board, window, rank, size, q.get("period", "current"))
 
 
-def _around_member(
-    services: Services, params: Params, query: Query, body: bytes
-) -> Read[Any] | None:
-    member, size = _member(params), _int(query, "size", 5)
+def _around_member(services: Services, asked: Asked) -> Answer:
+    q = asked.query
+    member, size = _member(asked.params), _int(q, "size", 5)
     if member is None or size is None:
         return None
-    period = query.get("period", "current")
-    return boards.around(services, params["board"], params["window"], member, size, period)
+    board, window = asked.params["board"], asked.params["window"]
+    return boards.around(services, board, window, member, size, q.get("period", "current"))
 
 
-def _entry(services: Services, params: Params, query: Query, body: bytes) -> Read[Any] | None:
-    member = _member(params)
+def _entry(services: Services, asked: Asked) -> Answer:
+    member = _member(asked.params)
     if member is None:
         return None
-    period = query.get("period", "current")
-    return boards.entry(services, params["board"], params["window"], member, period)
+    board, window = asked.params["board"], asked.params["window"]
+    return boards.entry(services, board, window, member, asked.query.get("period", "current"))
 
 
-def _history(services: Services, params: Params, query: Query, body: bytes) -> Read[Any] | None:
-    member, last = _member(params), _int(query, "last", 14)
+def _history(services: Services, asked: Asked) -> Answer:
+    q = asked.query
+    member, last = _member(asked.params), _int(q, "last", 14)
     if member is None or last is None:
         return None
-    window = query.get("window", "day")
-    return boards.history(services, params["board"], member, window, last)
+    window = q.get("window", "day")
+    return boards.history(services, asked.params["board"], member, window, last)
 
 
-def _lookup(services: Services, params: Params, query: Query, body: bytes) -> Read[Any] | None:
+def _lookup(services: Services, asked: Asked) -> Answer:
     try:
-        members = boards.LookupIn.model_validate_json(body).members
+        members = boards.LookupIn.model_validate_json(asked.body).members
     except ValidationError:
         return None  # FastAPI's 422, with its own wording
-    period = query.get("period", "current")
-    return services.seasons.reads.lookup(params["board"], params["window"], members, period)
+    board, window = asked.params["board"], asked.params["window"]
+    period = asked.query.get("period", "current")
+    return services.seasons.reads.lookup(board, window, members, period)
 
 
+_WRITTEN = WriteResult.__pydantic_serializer__
+
+
+def _scores(services: Services, asked: Asked) -> Answer:
+    if asked.scope.get(GUARDED) != "write":
+        return None  # the route's own check answers (it fails closed)
+    try:
+        events = scores.ScoresIn.model_validate_json(asked.body).events
+    except ValidationError:
+        return None  # FastAPI's 422, with its own wording
+    header = asked.header(_IDEMPOTENCY_KEY)
+    batch_id = None if header is None else scores.batch_id_of(header)
+
+    async def write() -> bytes:
+        # The write path is blocking (redis-py): in the threadpool, as FastAPI runs the route.
+        args = (services.seasons, services.metrics, events, batch_id)
+        result = await run_in_threadpool(scores.record, *args)
+        return bytes(_WRITTEN.to_json(result))
+
+    return write()
+
+
+_IDEMPOTENCY_KEY = scores.IDEMPOTENCY_KEY.lower().encode()
 _HEALTHY = health.Health.__pydantic_serializer__.to_json(health.Health(status="ok"))
 
 
-def _healthz(services: Services, params: Params, query: Query, body: bytes) -> bytes:
+def _healthz(services: Services, asked: Asked) -> Answer:
     return _HEALTHY  # what the route answers, without the route (load balancers poll it)
 
 
-# The FastAPI route each fast read stands in for, and the query parameters it takes.
-FAST_READS: dict[Callable[..., Any], tuple[Prepare, frozenset[str]]] = {
+# The FastAPI route each fast handler stands in for, and the query parameters it takes.
+FAST: dict[Callable[..., Any], tuple[Handler, frozenset[str]]] = {
     boards.lookup: (_lookup, frozenset({"period"})),
     boards.page: (_page, frozenset({"period", "limit", "offset"})),
     boards.around_rank: (_around_rank, frozenset({"size", "period"})),
     boards.around_member: (_around_member, frozenset({"size", "period"})),
     boards.member_entry: (_entry, frozenset({"period"})),
     boards.member_history: (_history, frozenset({"window", "last"})),
+    scores.post_scores: (_scores, frozenset()),
     health.healthz: (_healthz, frozenset()),
 }
 
@@ -158,28 +209,28 @@ class FastReads:
         self.services = services
         self.rules = rules
         # By the route's id: FastAPI's routes are not hashable.
-        self._reads = {
-            id(rule.route): FAST_READS[rule.route.endpoint]
+        self._handlers = {
+            id(rule.route): FAST[rule.route.endpoint]
             for rule in rules.all
-            if getattr(rule.route, "endpoint", None) in FAST_READS
+            if getattr(rule.route, "endpoint", None) in FAST
         }
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if (
             scope["type"] != "http"
             or scope["method"] not in _METHODS
-            or not (scope["path"].startswith(_PREFIX) or scope["path"] == _HEALTHZ)
+            or not (scope["path"].startswith(_PREFIX) or scope["path"] in _PATHS)
             or scope.get("root_path")
         ):
             await self.app(scope, receive, send)
             return
         path: str = scope["path"]
         rule = self.rules.find(scope["method"], path)
-        fast = self._reads.get(id(rule.route)) if rule is not None else None
+        fast = self._handlers.get(id(rule.route)) if rule is not None else None
         if rule is None or fast is None:
             await self.app(scope, receive, send)
             return
-        prepare, names = fast
+        handle, names = fast
         query = parse_query(scope["query_string"], names)
         found = rule.regex.match(path)
         if query is None or found is None:
@@ -189,11 +240,16 @@ class FastReads:
         if body is None:
             return  # the client went away
         try:
-            read = prepare(self.services, found.groupdict(), query, body)
-            if read is None:
+            got = handle(self.services, Asked(found.groupdict(), query, body, scope))
+            if got is None:
                 await self.app(scope, _replay(body, receive) if rule.body else receive, send)
                 return
-            answer = read if isinstance(read, bytes) else await self.services.body(read)
+            if isinstance(got, Read):
+                answer = await self.services.body(got)
+            elif isinstance(got, bytes):
+                answer = got
+            else:
+                answer = await got
         except SeasonsError as exc:
             scope["route"] = rule.route  # the metrics' label
             await response_of(exc)(scope, receive, send)

@@ -165,6 +165,24 @@ class MetricsMiddleware:
     def __init__(self, app: ASGIApp, metrics: Metrics):
         self.app = app
         self.metrics = metrics
+        # The labelled series by (method, template, status): prometheus-client's labels()
+        # takes a lock and builds its key on every call, which the hot reads should not pay.
+        # Bounded: methods and statuses are few, templates are the app's routes.
+        self._series: dict[tuple[str, str, int], tuple[Any, Any]] = {}
+
+    def _record(self, method: str, template: str, status: int, seconds: float) -> None:
+        key = (method, template, status)
+        series = self._series.get(key)
+        if series is None:
+            m = self.metrics
+            series = (
+                m.latency.labels(method, template),
+                m.requests.labels(method, template, str(status)),
+            )
+            if len(self._series) < 10_000:
+                self._series[key] = series
+        series[0].observe(seconds)
+        series[1].inc()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -183,7 +201,7 @@ class MetricsMiddleware:
             await self.app(scope, receive, send_and_record)
         finally:
             route = scope.get("route")
-            template = getattr(route, "path_format", None) or getattr(route, "path", "unmatched")
-            method = scope.get("method", "")
-            self.metrics.latency.labels(method, template).observe(time.perf_counter() - start)
-            self.metrics.requests.labels(method, template, str(status)).inc()
+            template = str(
+                getattr(route, "path_format", None) or getattr(route, "path", "unmatched")
+            )
+            self._record(scope.get("method", ""), template, status, time.perf_counter() - start)

@@ -7,10 +7,12 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
+from seasons.api import Seasons
 from seasons.errors import InvalidBatchId, InvalidInput
 from seasons.events import MAX_BATCH
 from seasons.http.deps import MetricsDep, SeasonsDep, WriteAccess
 from seasons.http.errors import AUTH_RESPONSES, ERROR_RESPONSES
+from seasons.http.metrics import Metrics
 from seasons.models import Event, WriteResult
 from seasons.writes import check_batch_id
 
@@ -53,18 +55,24 @@ def post_scores(
         ),
     ] = None,
 ) -> WriteResult:
-    batch_id = None if idempotency_key is None else _batch_id(idempotency_key)
+    batch_id = None if idempotency_key is None else batch_id_of(idempotency_key)
+    return record(s, metrics, body.events, batch_id)
+
+
+def record(s: Seasons, metrics: Metrics, events: list[Any], batch_id: str | None) -> WriteResult:
+    """Write a batch and count its events: the route's work, and the fast path's
+    (:mod:`seasons.http.fast`), so the two cannot differ. Blocking: run it in a thread."""
     try:
-        result = s.submit_many(body.events, batch_id=batch_id)
+        result = s.submit_many(events, batch_id=batch_id)
     except InvalidInput:
-        metrics.events.labels("rejected").inc(len(body.events))
+        metrics.events.labels("rejected").inc(len(events))
         raise
     metrics.events.labels("applied").inc(result.applied)
     metrics.events.labels("duplicate").inc(result.duplicates)
     return result
 
 
-def _batch_id(header: str) -> str:
+def batch_id_of(header: str) -> str:
     """The batch id of an ``Idempotency-Key`` header. Header values reach us decoded as
     Latin-1 (HTTP's bytes), so they are read back as the UTF-8 that clients send."""
     try:
