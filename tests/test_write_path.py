@@ -741,3 +741,43 @@ def test_metadata_sent_again_changes_nothing_and_still_merges_in_order(
         s.submit("kills", "ann", 1, metadata={**want, "clan": None})
         assert json.loads(r.hget(meta_key, "ann")) == first  # type: ignore[arg-type]
         assert s.rank("kills", "ann", "day").metadata == first  # type: ignore[union-attr]
+
+
+def test_a_large_batch_of_repeated_ids_and_metadata_equals_the_model(
+    make: Make, r: redis.Redis
+) -> None:
+    """3 000 events: ids seen in an earlier batch, ids repeated within the batch, members
+    given metadata many times over (merged in batch order, nulls deleting), against a
+    model."""
+    settings = make()
+    rnd = random.Random(11)
+    meta_key = Keys(NS).meta("kills")
+    with Seasons(settings, clock=ManualClock(START)) as s:
+        earlier = [ev("kills", f"p{i % 50}", 1, event_id=f"e{i}") for i in range(0, 3000, 7)]
+        s.submit_many(earlier)
+        scores: dict[str, float] = {}
+        for e in earlier:
+            scores[e["member"]] = scores.get(e["member"], 0) + 1
+        applied = {e["event_id"] for e in earlier}
+        metas: dict[str, dict[str, Any]] = {}
+        batch = []
+        for i in range(3000):
+            member = f"p{rnd.randrange(1300)}"
+            event_id = f"e{rnd.randrange(3000)}" if i % 3 else f"e{i}"
+            meta = {"lvl": rnd.randrange(3), "tag": rnd.choice(["a", "b", None])}
+            batch.append(ev("kills", member, 2, event_id=event_id, metadata=meta))
+            if event_id in applied:
+                continue  # a duplicate: neither its value nor its metadata counts
+            applied.add(event_id)
+            scores[member] = scores.get(member, 0) + 2
+            merged = {**metas.get(member, {}), **meta}
+            metas[member] = {k: v for k, v in merged.items() if v is not None}
+        result = s.submit_many(batch)
+        assert result.applied + result.duplicates == 3000
+        assert result.applied == len(applied) - len(earlier)
+        assert zset(r, key(NS, "kills", "day", START.date().isoformat())) == scores
+        stored = {
+            (m.decode() if isinstance(m, bytes) else m): json.loads(v)
+            for m, v in r.hgetall(meta_key).items()
+        }
+        assert stored == {m: v for m, v in metas.items() if v}
