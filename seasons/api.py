@@ -143,9 +143,9 @@ class Seasons:
 
     # --- reads ----------------------------------------------------------------------------
 
-    def run(self, read: Read[T]) -> T | None:
-        """Run a prepared read (:attr:`reads`): its result, None where the member it asks
-        for is not on the board."""
+    def run(self, read: Read[T]) -> T:
+        """Run a prepared read (:attr:`reads`): its result (None where a read of one member
+        finds it not on the board)."""
         with backend_errors():
             return read.result(self.executor.run(read.call))
 
@@ -159,9 +159,7 @@ class Seasons:
         offset: int = 0,
     ) -> Page:
         """A page of the board, best first, with ``total`` members in all."""
-        page = self.run(self.reads.page(board, window, period, limit=limit, offset=offset))
-        assert page is not None  # a page read always answers a page
-        return page
+        return self.run(self.reads.page(board, window, period, limit=limit, offset=offset))
 
     def rank(
         self, board: str, member: str, window: str = "season", *, period: str = "current"
@@ -191,9 +189,7 @@ class Seasons:
         period: str = "current",
     ) -> Page:
         """``size`` entries centred on ``rank`` (shifted at the ends)."""
-        page = self.run(self.reads.around_rank(board, window, rank, period, size=size))
-        assert page is not None
-        return page
+        return self.run(self.reads.around_rank(board, window, rank, period, size=size))
 
     def lookup(
         self,
@@ -204,17 +200,13 @@ class Seasons:
         period: str = "current",
     ) -> list[Entry]:
         """The ranked ones among ``members`` (a friends board), best first."""
-        found = self.run(self.reads.lookup(board, window, list(members), period))
-        assert found is not None
-        return found
+        return self.run(self.reads.lookup(board, window, list(members), period))
 
     def history(
         self, board: str, member: str, window: str = "day", *, last: int = 14
     ) -> list[HistoryPoint]:
         """Rank and score of the member in each of the last ``last`` periods, oldest first."""
-        found = self.run(self.reads.history(board, member, window, last=last))
-        assert found is not None
-        return found.history
+        return self.run(self.reads.history(board, member, window, last=last)).history
 
 
 def _ts(event: object) -> Any:

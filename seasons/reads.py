@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 from pydantic import TypeAdapter
 
@@ -68,19 +68,20 @@ _PAGE, _ENTRY, _ENTRIES, _HISTORY = (
 @dataclass(frozen=True, slots=True)
 class Read(Generic[T]):
     """A prepared read: the call, the model its JSON reply is, and for a read of one member
-    the :class:`NotRanked` error that a nil reply (the member is not on the board) stands for."""
+    the :class:`NotRanked` error that a nil reply (the member is not on the board) stands
+    for; ``T`` then includes None."""
 
     call: Call
-    model: TypeAdapter[T]
+    model: TypeAdapter[Any]
     absent: NotRanked | None = None
 
-    def result(self, reply: Reply) -> T | None:
+    def result(self, reply: Reply) -> T:
         """The model of the reply; None when the member is not on the board."""
         if reply is None:
             if self.absent is None:
                 raise TypeError(f"{self.call.script.name} answered nil to a read of a board")
-            return None
-        return self.model.validate_json(reply)
+            return cast(T, None)
+        return cast(T, self.model.validate_json(reply))
 
     def body(self, reply: Reply) -> bytes:
         """The reply as an HTTP body: the result's JSON, or :class:`NotRanked`."""
@@ -162,13 +163,13 @@ class Reads:
 
     def around_member(
         self, board: str, window: str, member: str, period: str, *, size: int
-    ) -> Read[Page]:
+    ) -> Read[Page | None]:
         """``size`` entries centred on ``member``; nil if it is not ranked."""
         _limit("size", size, 1, MAX_SIZE)
         _check_member(member)
         return self._range(board, window, period, "member", member, size)
 
-    def _range(self, board: str, window: str, period: str, mode: str, a: Any, b: int) -> Read[Page]:
+    def _range(self, board: str, window: str, period: str, mode: str, a: Any, b: int) -> Read[Any]:
         cfg = self.board(board)
         pid, live, archive = self.target(board, window, period)
         keys = [live, archive, self.keys.meta(board)]
@@ -176,7 +177,7 @@ class Reads:
         absent = _not_ranked(board, window, a, pid) if mode == "member" else None
         return Read(Call(_RANGE, keys, args), _PAGE, absent)
 
-    def entry(self, board: str, window: str, member: str, period: str) -> Read[Entry]:
+    def entry(self, board: str, window: str, member: str, period: str) -> Read[Entry | None]:
         """``member``'s entry; nil if it is not ranked."""
         cfg = self.board(board)
         _check_member(member)

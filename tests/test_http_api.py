@@ -256,7 +256,6 @@ def test_history_equals_python_api(http: TestClient, app: Seasons, events: list)
         )
         assert resp.status_code == 200
         expected = app.run(app.reads.history("kills", "p005", window, last=last))
-        assert expected is not None
         assert resp.json() == expected.model_dump()
         assert resp.json()["history"][-1]["period"] == app.top("kills", window).period
     # The facade's history() is the same points.

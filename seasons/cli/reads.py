@@ -123,7 +123,6 @@ def history(
     app = state.app
     with backend():
         result = app.run(app.reads.history(board, member, window, last=last))
-    assert result is not None
     if as_json:
         print_json(result)
         return

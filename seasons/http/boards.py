@@ -161,11 +161,13 @@ def ranked(
 
 def around(
     services: Services, board: str, window: str, member: str, size: int, period: str
-) -> Read[Page]:
+) -> Read[Page | None]:
     return services.seasons.reads.around_member(board, window, member, period, size=size)
 
 
-def entry(services: Services, board: str, window: str, member: str, period: str) -> Read[Entry]:
+def entry(
+    services: Services, board: str, window: str, member: str, period: str
+) -> Read[Entry | None]:
     return services.seasons.reads.entry(board, window, member, period)
 
 

@@ -1,4 +1,4 @@
-"""The fast path of the hot reads: a raw ASGI layer that answers them before FastAPI does.
+"""The fast path of the hot requests: a raw ASGI layer that answers them before FastAPI does.
 
 FastAPI's routing, dependency resolution and validation cost more CPU per request than the
 read itself (``docs/http-performance.md``). This layer sits inside the metrics middleware and
@@ -7,11 +7,13 @@ front of the FastAPI app. For a ``GET`` of a page, around a rank, around a membe
 entry or history, a ``POST`` of a lookup (and ``/healthz``) it finds the route the router
 would find (the guard's :class:`Rules`, the router's own patterns in its order), reads the
 query (and the lookup's body) itself, prepares the same read as the FastAPI route
-(:mod:`seasons.http.boards`) and sends the script's JSON.
+(:mod:`seasons.http.boards`) and sends the script's JSON. A ``POST /v1/scores`` runs the
+route's own write (:func:`seasons.http.scores.record`) with the body and ``Idempotency-Key``
+read here.
 
 Anything it does not take in plainly -- a query value that is not plain digits where a
 number goes, a percent-encoded or repeated parameter, a member id that came with bytes that
-are not UTF-8, a lookup body that is not ``{"members": [...]}``, a ``root_path`` -- goes to
+are not UTF-8, a body that is not the route's plain JSON, a ``root_path`` -- goes to
 the FastAPI app untouched (the body it read handed on as it came), so every error body and
 status stays the one FastAPI gives. Errors of the read itself (unknown board, limits, not
 ranked, Redis away) are answered with the same response as the app's handlers give.
