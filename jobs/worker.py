@@ -24,6 +24,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from apscheduler.executors.pool import ThreadPoolExecutor
+from apscheduler.job import Job
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
@@ -74,6 +75,7 @@ class Worker:
         self.integrity = Integrity(client, settings, keys, self.heartbeat.worker)
         self.exit_code = 0
         self.scheduler: BackgroundScheduler | None = None
+        self.scheduled: dict[str, Job] = {}  # by job name, once run() scheduled them
         w = settings.worker
         self.intervals: dict[str, timedelta] = {
             "heartbeat": w.heartbeat_interval, "closes": w.rollup_interval,
@@ -194,10 +196,13 @@ class Worker:
     def _next_run(self, job: str, now: datetime) -> datetime:
         if job == "closes":
             return self.closes.next_due(now)
-        if self.scheduler is not None:
-            found = self.scheduler.get_job(job)
-            if found is not None and found.next_run_time is not None:
-                return found.next_run_time  # type: ignore[no-any-return]
+        # The scheduled job as added, not scheduler.get_job(): that takes the scheduler's job
+        # store lock, which shutdown(wait=True) holds while it waits for this very job to end
+        # (a deadlock when a pass ends during shutdown). The memory job store keeps and
+        # updates this same object.
+        found = self.scheduled.get(job)
+        if found is not None and found.next_run_time is not None:
+            return found.next_run_time  # type: ignore[no-any-return]
         return now + self.intervals[job]
 
     # --- the long-lived process -------------------------------------------------------------
@@ -218,7 +223,7 @@ class Worker:
         )
         start = datetime.now(zone)
         for job in ("heartbeat", "closes", "rollup", "sweep"):
-            scheduler.add_job(
+            self.scheduled[job] = scheduler.add_job(
                 self.guarded, IntervalTrigger(
                     seconds=self.intervals[job].total_seconds(), timezone=zone
                 ), args=[job, self.app.clock], id=job, name=job,
