@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import ROOT, Section
-from config import Settings, load_settings
+from seasons.config import Settings, load_settings
 
 BATCH = 100
 MEMBERS = 10_000

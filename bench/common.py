@@ -19,9 +19,9 @@ from datetime import time as dtime
 from pathlib import Path
 from typing import Any
 
-from config import Settings, load_settings
-from config.settings import WEEKDAYS
 from seasons.clock import ManualClock
+from seasons.config import Settings, load_settings
+from seasons.config.settings import WEEKDAYS
 
 ROOT = Path(__file__).resolve().parent.parent
 BOARD = "kills"

@@ -53,10 +53,10 @@ import redis
 
 from bench.common import BOARD, ROOT, SEASON_WEIGHTS, WEEK_WEIGHTS, Calendar, own_redis
 from bench.peers.inprocess import DayPlan
-from config import Settings, load_settings
-from config.settings import WEEKDAYS
 from seasons import Seasons
 from seasons.clock import ManualClock
+from seasons.config import Settings, load_settings
+from seasons.config.settings import WEEKDAYS
 from seasons.keys import Keys
 
 HERE = Path(__file__).resolve().parent

@@ -14,9 +14,9 @@ import random
 from typing import Any
 
 from bench.common import BOARD, Calendar, Section, Sizes, timed
-from config import Settings
 from seasons import Seasons
 from seasons import timewindows as tw
+from seasons.config import Settings
 from seasons.connection import make_client
 from seasons.keys import Keys
 

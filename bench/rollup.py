@@ -5,7 +5,7 @@ into Redis; the week and season boards start out as the formula says and are the
 drift. Two ways to recompute them are measured while a second client PINGs every 2 ms:
 
 - one naive ZUNIONSTORE of all day keys (what a rollup would do without care);
-- Seasons' :func:`jobs.reconcile.reconcile` (sliced repair for boards this size).
+- Seasons' :func:`seasons.jobs.reconcile.reconcile` (sliced repair for boards this size).
 
 Reported: wall time, the longest PING round trip seen (Redis unresponsive), and whether the
 board afterwards equals the ZUNIONSTORE result exactly.
@@ -23,8 +23,8 @@ from typing import Any
 import redis
 
 from bench.common import Section
-from config.settings import BoardSettings
-from jobs.reconcile import Plan, reconcile
+from seasons.config.settings import BoardSettings
+from seasons.jobs.reconcile import Plan, reconcile
 from seasons.scripts import Scripts
 
 TAG = "bench:{rollup}"

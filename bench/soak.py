@@ -43,8 +43,8 @@ from typing import Any
 import httpx
 
 from bench.common import ROOT, Section
-from config import load_settings
-from config.settings import WEEKDAYS
+from seasons.config import load_settings
+from seasons.config.settings import WEEKDAYS
 
 NS = "soak"
 BOARDS = {"hits": "sum", "points": "sum", "best": "max"}  # hits: every value is 1

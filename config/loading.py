@@ -16,7 +16,7 @@ from pydantic_settings import (
 )
 from pydantic_settings.exceptions import SettingsError
 
-from config.settings import Settings
+from seasons.config.settings import Settings
 
 ENV_PREFIX = "SEASONS_"
 # Environment variables with the prefix that are not settings themselves.
@@ -65,7 +65,7 @@ def _path_known(model: type[BaseModel], path: list[str]) -> bool:
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return _path_known(annotation, rest)
     if head == "boards":  # dict[name, BoardSettings]: boards__<name>[__<field>]
-        from config.settings import BoardSettings
+        from seasons.config.settings import BoardSettings
 
         return len(rest) == 1 or _path_known(BoardSettings, rest[1:])
     return False

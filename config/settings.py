@@ -252,6 +252,6 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        # Only explicit values: config.loading composes environment and TOML sources, so
+        # Only explicit values: seasons.config.loading composes environment and TOML sources, so
         # that validating a Settings never reads the process environment behind our back.
         return (init_settings,)

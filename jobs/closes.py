@@ -9,9 +9,9 @@
   the boards of the current periods. The live keys already carry EXPIREAT; they simply run
   out after the archive exists.
 
-Every close is one run (``jobs.state.Run``) under one lock (``jobs.locks``): each step is
-recorded when done and is idempotent, so a run killed anywhere and started again completes
-with the same result, and two workers never close the same thing twice. Closes run strictly
+Every close is one run (``seasons.jobs.state.Run``) under one lock (``seasons.jobs.locks``):
+each step is recorded when done and is idempotent, so a run killed anywhere and started again
+completes with the same result, and two workers never close the same thing twice. Closes run strictly
 in order; after downtime :meth:`Closes.catch_up` runs every one that fell due.
 """
 
@@ -24,14 +24,14 @@ from datetime import date, datetime, timedelta
 from functools import partial
 from typing import Any
 
-from config.settings import SeasonSpan, Settings
-from jobs.integrity import read_safe_mode
-from jobs.locks import Lock, locked
-from jobs.rollup import DaysExpired, Rollup
-from jobs.state import Checkpoint, JobState, Run
 from seasons import timewindows as tw
 from seasons.archives import Archives, Manifest, snapshot_id
+from seasons.config.settings import SeasonSpan, Settings
 from seasons.errors import ArchiveError, Conflict, DataLoss, InvalidInput
+from seasons.jobs.integrity import read_safe_mode
+from seasons.jobs.locks import Lock, locked
+from seasons.jobs.rollup import DaysExpired, Rollup
+from seasons.jobs.state import Checkpoint, JobState, Run
 from seasons.keys import SEASON_ARCHIVED, SEASON_CLOSING, STATE_CLOSED_DAY, STATE_SEASON, Keys
 from seasons.scripts import Scripts
 

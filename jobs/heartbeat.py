@@ -14,7 +14,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from config.settings import Settings
+from seasons.config.settings import Settings
 from seasons.keys import Keys
 from seasons.scripts import Scripts
 

@@ -33,9 +33,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
-from config.settings import Settings
 from seasons.archives import MANIFEST_SUFFIX, Manifest, atomic_write
 from seasons.catalog import archive_dir
+from seasons.config.settings import Settings
 from seasons.connection import backend_errors
 from seasons.errors import ArchiveError
 from seasons.keys import Keys

@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from config.settings import BoardSettings
+from seasons.config.settings import BoardSettings
 from seasons.scripts import Scripts
 
 ATOMIC_LIMIT = 20_000  # default of settings.worker.atomic_union_limit

@@ -1,7 +1,7 @@
 """The rollup job: reconcile week and season boards with their day keys (SPEC sections 4, 7).
 
 The write path keeps week and season boards fresh; this job recomputes them from the day keys
-with the board's weights and aggregate (``jobs.reconcile``: one atomic Lua call for small
+with the board's weights and aggregate (``seasons.jobs.reconcile``: one atomic Lua call for small
 boards, atomic slices for large ones), then trims them to ``max_entries``. It is the repair
 path, and the only path when weights change.
 
@@ -23,10 +23,10 @@ from collections.abc import Callable
 from datetime import date, datetime, timedelta
 from typing import Any
 
-from config.settings import BoardSettings, Settings
-from jobs.reconcile import Outcome, Plan, reconcile
 from seasons import timewindows as tw
+from seasons.config.settings import BoardSettings, Settings
 from seasons.errors import BadPeriod, Conflict, InvalidInput, UnknownBoard
+from seasons.jobs.reconcile import Outcome, Plan, reconcile
 from seasons.keys import STATE_SEASON, Keys
 from seasons.scripts import Scripts
 

@@ -6,7 +6,7 @@ path sets it); then remove the metadata of members that are on none of the board
 sets, live or archived.
 
 Keys without TTL by design: archives, the ``meta`` and ``state`` hashes, job state, the
-namespace marker and safe mode (``jobs.integrity``).
+namespace marker and safe mode (``seasons.jobs.integrity``).
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from typing import Any
 
-from config.settings import Settings
 from seasons import timewindows as tw
 from seasons.archives import Archives
+from seasons.config.settings import Settings
 from seasons.connection import scan_keys
 from seasons.errors import SeasonsError
 from seasons.events import member_problem

@@ -28,19 +28,19 @@ from apscheduler.job import Job
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
-from config.settings import Settings
-from jobs.closes import Closes
-from jobs.heartbeat import Heartbeat
-from jobs.heartbeat import read as read_heartbeat
-from jobs.integrity import ARCHIVE_CONFLICT, WHAT_TO_DO, Integrity, read_safe_mode
-from jobs.locks import LockLost, locked
-from jobs.rollup import Rollup
-from jobs.state import Checkpoint, JobState, Stopping
-from jobs.sweep import Sweeper
 from seasons.api import Seasons
 from seasons.archives import Archives
+from seasons.config.settings import Settings
 from seasons.connection import UNAVAILABLE, when_reachable
 from seasons.errors import ArchiveExists, BackendUnavailable
+from seasons.jobs.closes import Closes
+from seasons.jobs.heartbeat import Heartbeat
+from seasons.jobs.heartbeat import read as read_heartbeat
+from seasons.jobs.integrity import ARCHIVE_CONFLICT, WHAT_TO_DO, Integrity, read_safe_mode
+from seasons.jobs.locks import LockLost, locked
+from seasons.jobs.rollup import Rollup
+from seasons.jobs.state import Checkpoint, JobState, Stopping
+from seasons.jobs.sweep import Sweeper
 from seasons.redis_health import check_eviction, eviction_message
 from seasons.redis_health import read as read_health
 

@@ -7,9 +7,9 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
-from config.loading import load_settings
-from config.settings import Settings
 from seasons.clock import Clock, system_clock
+from seasons.config.loading import load_settings
+from seasons.config.settings import Settings
 from seasons.connection import UNAVAILABLE, backend_errors, make_client
 from seasons.errors import BatchRejected
 from seasons.events import validate_batch

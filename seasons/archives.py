@@ -32,8 +32,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO, Any
 
-from config.settings import Settings
 from seasons.catalog import archive_dir
+from seasons.config.settings import Settings
 from seasons.errors import ArchiveError, ArchiveExists
 from seasons.keys import Keys
 from seasons.reads import Reads

@@ -14,8 +14,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from config.settings import SeasonSpan, Settings
 from seasons import timewindows as tw
+from seasons.config.settings import SeasonSpan, Settings
 from seasons.connection import backend_errors
 from seasons.keys import SEASON_ARCHIVED, SEASON_CLOSING, STATE_SEASON, Keys
 

@@ -29,7 +29,7 @@ from redis.exceptions import (
 )
 from redis.retry import Retry
 
-from config.settings import RedisSettings
+from seasons.config.settings import RedisSettings
 from seasons.errors import BackendFull, BackendReadOnly, BackendUnavailable
 
 # ClusterError covers CLUSTERDOWN, MASTERDOWN and "TTL exhausted" (redirections that never

@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any
 
-from config.settings import BoardSettings
 from seasons import timewindows as tw
 from seasons.api import Seasons
 from seasons.composite import CompositeScore
+from seasons.config.settings import BoardSettings
 from seasons.connection import backend_errors
 from seasons.keys import STATE_SEASON
 from seasons.models import WriteResult

@@ -13,8 +13,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from config.settings import Settings
 from seasons import timewindows as tw
+from seasons.config.settings import Settings
 from seasons.errors import BatchRejected, InvalidMember, LimitExceeded
 
 MAX_EXACT = 2**53

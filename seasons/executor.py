@@ -51,7 +51,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from config.settings import RedisSettings
+from seasons.config.settings import RedisSettings
 from seasons.connection import make_async_client, retry_policy
 from seasons.scripts import sources
 

@@ -16,9 +16,9 @@ from typing import Any, Generic, TypeVar, cast
 
 from pydantic import TypeAdapter
 
-from config.settings import Settings
 from seasons import timewindows as tw
 from seasons.clock import Clock, system_clock
+from seasons.config.settings import Settings
 from seasons.errors import BadWindow, LimitExceeded, NotRanked, UnknownBoard
 from seasons.events import member_problem
 from seasons.executor import Call, Reply, script

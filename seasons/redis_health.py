@@ -16,7 +16,7 @@ import logging
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from config.settings import Settings
+from seasons.config.settings import Settings
 from seasons.connection import backend_errors, is_cluster
 from seasons.errors import EvictionPolicy
 

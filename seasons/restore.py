@@ -32,10 +32,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from config.settings import BoardSettings, Settings
 from seasons import timewindows as tw
 from seasons.archives import CHUNK, DATA_SUFFIX, MANIFEST_SUFFIX, TMP_TTL, Manifest, Row, sha256_of
 from seasons.catalog import archive_dir
+from seasons.config.settings import BoardSettings, Settings
 from seasons.connection import backend_errors
 from seasons.errors import (
     ArchiveError,

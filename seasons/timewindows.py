@@ -13,7 +13,7 @@ from datetime import UTC, date, datetime, time, timedelta
 from typing import Literal
 from zoneinfo import ZoneInfo
 
-from config.settings import SeasonSpan, Settings
+from seasons.config.settings import SeasonSpan, Settings
 from seasons.errors import BadPeriod
 
 Window = Literal["day", "week", "season"]

@@ -16,8 +16,8 @@ from typing import Any
 
 from redis.exceptions import NoScriptError
 
-from config.settings import BoardSettings, Settings
 from seasons import timewindows as tw
+from seasons.config.settings import BoardSettings, Settings
 from seasons.connection import is_cluster, on_one_connection
 from seasons.errors import BatchIdReused, InvalidBatchId, NotReplicated
 from seasons.events import META_MAX_BYTES, META_MAX_FIELDS, ValidEvent, check_id

@@ -22,7 +22,7 @@ from hypothesis import settings as hypothesis_settings
 from redis_cluster import ClusterClient, LocalCluster, find_redis_cli
 from redis_server import RedisServer
 
-from config import Settings, load_settings
+from seasons.config import Settings, load_settings
 
 # The whole suite must stay well under 10 minutes on 2 cores; `dev` is for quick local loops.
 hypothesis_settings.register_profile("ci", max_examples=40, deadline=None)

@@ -16,7 +16,7 @@ from functools import lru_cache
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from config.settings import BoardSettings, Settings
+from seasons.config.settings import BoardSettings, Settings
 
 WEEKDAY_NAMES = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 ONE_DAY = timedelta(days=1)

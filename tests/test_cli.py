@@ -24,10 +24,10 @@ import redis
 from click.testing import CliRunner, Result
 from redis_server import free_port
 
-from config import Settings, load_settings
 from seasons import Seasons, WriteResult
 from seasons.cli import CliState, cli
 from seasons.clock import ManualClock
+from seasons.config import Settings, load_settings
 from seasons.demo import LEVEL_POWER, seed_demo
 from seasons.keys import Keys
 

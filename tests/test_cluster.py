@@ -21,8 +21,8 @@ from redis.exceptions import MovedError
 from redis_cluster import LocalCluster
 from worker_support import Sim, local, season_settings, today
 
-from config import Settings, load_settings
 from seasons import Seasons
+from seasons.config import Settings, load_settings
 from seasons.errors import NotReplicated
 
 

@@ -28,9 +28,9 @@ import pytest
 from redis.crc import key_slot
 from redis_cluster import LocalCluster, find_redis_cli
 
-from config import Settings, load_settings
 from seasons import Seasons
 from seasons import timewindows as tw
+from seasons.config import Settings, load_settings
 from seasons.errors import BackendUnavailable
 from seasons.http.app import create_app
 

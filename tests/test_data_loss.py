@@ -30,19 +30,19 @@ from click.testing import CliRunner
 from redis_server import RedisServer
 from worker_support import BOARDS, Sim, dump_db, load_db, local, season_settings, today, toml_text
 
-from config import Settings
-from jobs.integrity import (
+from seasons import Seasons
+from seasons.cli import cli
+from seasons.cli.common import CliState
+from seasons.clock import ManualClock
+from seasons.config import Settings
+from seasons.errors import BackendUnavailable
+from seasons.jobs.integrity import (
     Integrity,
     mark_recovered,
     marker_path,
     read_disk_marker,
     read_safe_mode,
 )
-from seasons import Seasons
-from seasons.cli import cli
-from seasons.cli.common import CliState
-from seasons.clock import ManualClock
-from seasons.errors import BackendUnavailable
 from seasons.keys import Keys
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -55,8 +55,8 @@ FAST = {
 RUN_WORKER = """
 import logging, sys
 from datetime import datetime
-from config import load_settings
-from jobs.worker import Worker
+from seasons.config import load_settings
+from seasons.jobs.worker import Worker
 from seasons import Seasons
 from seasons.clock import ManualClock
 

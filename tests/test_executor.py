@@ -36,9 +36,9 @@ from redis_cluster import LocalCluster, find_redis_cli
 from redis_server import RedisServer
 from reference import Calendar, around_start, ranked
 
-from config import Settings, load_settings
-from config.settings import RedisSettings
 from seasons import Seasons
+from seasons.config import Settings, load_settings
+from seasons.config.settings import RedisSettings
 from seasons.connection import backend_errors, make_client
 from seasons.errors import BackendUnavailable
 from seasons.executor import (

@@ -18,10 +18,10 @@ import pytest
 from click.testing import CliRunner
 from http_support import ADMIN_TOKEN, SETTINGS, START, WRITE_TOKEN, seed
 
-from config import Settings
 from seasons import Seasons, catalog
 from seasons.cli import CliState, cli
 from seasons.clock import ManualClock
+from seasons.config import Settings
 from seasons.http.app import create_app
 
 # Every test here runs on one redis-server and again on a Redis Cluster (tests/conftest.py).

@@ -15,9 +15,9 @@ from urllib.parse import quote
 import pytest
 from http_support import SETTINGS, START
 
-from config import Settings
 from seasons import Seasons
 from seasons.clock import ManualClock
+from seasons.config import Settings
 from seasons.http.app import create_app
 from seasons.http.fast import parse_query
 

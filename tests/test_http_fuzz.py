@@ -27,9 +27,9 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from config import Settings
 from seasons import Seasons
 from seasons.clock import ManualClock
+from seasons.config import Settings
 from seasons.http.app import create_app
 
 CHECKS = [

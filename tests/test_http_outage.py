@@ -21,8 +21,8 @@ import pytest
 from http_support import ADMIN_TOKEN, SETTINGS, START, WRITE_TOKEN, serving
 from redis_server import RedisServer
 
-from config import Settings
 from seasons.clock import ManualClock
+from seasons.config import Settings
 from seasons.http.app import create_app
 
 ROOT = Path(__file__).resolve().parent.parent

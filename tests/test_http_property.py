@@ -31,9 +31,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from redis_server import RedisServer
 
-from config import Settings, load_settings
 from seasons import Seasons
 from seasons.clock import ManualClock
+from seasons.config import Settings, load_settings
 from seasons.http.app import create_app
 
 with warnings.catch_warnings():  # starlette's note about httpx vs httpx2; irrelevant here

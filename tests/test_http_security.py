@@ -29,9 +29,9 @@ import pytest
 from http_support import ADMIN_TOKEN, SETTINGS, START, WRITE_TOKEN, serving
 from redis_server import free_port
 
-from config import Settings
 from seasons import Seasons
 from seasons.clock import ManualClock
+from seasons.config import Settings
 from seasons.http.app import create_app
 from seasons.http.guard import MAX_URL_BYTES
 

@@ -15,8 +15,8 @@ import httpx
 import pytest
 from http_support import SETTINGS, serving
 
-from config import Settings
 from seasons import Seasons
+from seasons.config import Settings
 from seasons.http.app import create_app
 from seasons.http.server import HttpTools, OneWritePerTurn
 

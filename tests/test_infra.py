@@ -11,7 +11,7 @@ import pytest
 import redis
 from redis_server import RedisServer, find_redis_server
 
-from config import ConfigError, Settings, load_settings
+from seasons.config import ConfigError, Settings, load_settings
 
 # -- the redis-server fixture ---------------------------------------------------------------
 

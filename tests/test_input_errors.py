@@ -24,10 +24,10 @@ from click.testing import CliRunner, Result
 from http_support import ADMIN_TOKEN, SETTINGS, START, WRITE_TOKEN, seed
 from redis_server import RedisServer
 
-from config import Settings, load_settings
 from seasons import Seasons
 from seasons.cli import CliState, cli
 from seasons.clock import ManualClock
+from seasons.config import Settings, load_settings
 from seasons.errors import BackendUnavailable, BatchRejected, InvalidInput, InvalidMember
 from seasons.events import check_member
 from seasons.http.app import create_app
@@ -110,7 +110,7 @@ def digest(r: redis.Redis) -> Any:
 
 
 def _reads(app: Seasons, member: str) -> dict[str, Callable[[], Any]]:
-    from jobs.worker import Worker
+    from seasons.jobs.worker import Worker
 
     return {
         "rank": lambda: app.rank("kills", member, "day"),
@@ -452,7 +452,7 @@ def test_a_member_stored_before_the_format_rule_can_still_be_erased(
 ) -> None:
     """Reads refuse ``ad\u200bmin``, but an older Seasons may hold it: erasure must reach it,
     through the Python API and the DELETE route alike."""
-    from jobs.worker import Worker
+    from seasons.jobs.worker import Worker
 
     legacy = {"py": "ad\u200bmin", "http": "\u202enimda"}
     day = app.keys.day("kills", app.clock().date())

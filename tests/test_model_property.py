@@ -24,9 +24,9 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 from reference import Model, Rejected, key, names, ranked, snapshot, zset
 
-from config import Settings
 from seasons import Seasons
 from seasons.clock import ManualClock
+from seasons.config import Settings
 from seasons.errors import BadPeriod, BatchRejected
 
 # Every test here runs on one redis-server and again on a Redis Cluster (tests/conftest.py).

@@ -19,9 +19,9 @@ import pytest
 import redis
 from reference import Model, around_start, ranked, snapshot, zset
 
-from config import Settings
 from seasons import Seasons
 from seasons.clock import ManualClock
+from seasons.config import Settings
 from seasons.errors import BadPeriod, BadWindow, InvalidInput, LimitExceeded, UnknownBoard
 from seasons.keys import Keys
 

@@ -1,4 +1,4 @@
-"""jobs.reconcile: both modes give exactly ZUNIONSTORE of the day keys, also under writes."""
+"""seasons.jobs.reconcile: both modes give exactly ZUNIONSTORE of the day keys, under writes too."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ import redis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from config.settings import BoardSettings
-from jobs.reconcile import Plan, reconcile
 from seasons import Seasons
 from seasons import timewindows as tw
 from seasons.clock import ManualClock
+from seasons.config.settings import BoardSettings
+from seasons.jobs.reconcile import Plan, reconcile
 from seasons.scripts import Scripts
 
 # Every test here runs on one redis-server and again on a Redis Cluster (tests/conftest.py).
@@ -161,7 +161,7 @@ def test_sliced_reconcile_under_concurrent_writes(redis_url: str, settings_facto
 def test_routine_rollup_repairs_large_boards_when_their_plan_changes(settings_factory) -> None:
     """Large boards: the scheduled rollup repairs in slices once, then skips them until the
     full-reconcile interval passes or the weights change; small boards always recompute."""
-    from jobs.rollup import Rollup
+    from seasons.jobs.rollup import Rollup
 
     base = {"aggregate": "sum", "week_weights": [1, 1, 1, 1, 1, 1, 1]}
     settings = settings_factory(boards={"b": base}, worker={"atomic_union_limit": 10})

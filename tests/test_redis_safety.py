@@ -27,8 +27,8 @@ import pytest
 import redis
 from redis_server import RedisServer, free_port
 
-from config import load_settings
 from seasons import Seasons
+from seasons.config import load_settings
 from seasons.errors import BackendFull, BackendReadOnly
 from seasons.http.app import create_app
 

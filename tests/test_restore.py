@@ -20,10 +20,10 @@ from click.testing import CliRunner
 from reference import snapshot, zset
 from worker_support import local, season_settings, today
 
-from config import Settings
 from seasons import Seasons
 from seasons.cli import CliState, cli
 from seasons.clock import ManualClock
+from seasons.config import Settings
 from seasons.restore import Restorer
 
 NS = "seasons"

@@ -18,9 +18,9 @@ from reference import key as ref_key
 from reference import zset
 from worker_support import Sim, season_settings, today
 
-from jobs.rollup import Rollup
 from seasons import Seasons
 from seasons.cli import CliState, cli
+from seasons.jobs.rollup import Rollup
 
 # Every test here runs on one redis-server and again on a Redis Cluster (tests/conftest.py).
 pytestmark = pytest.mark.both_backends

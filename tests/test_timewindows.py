@@ -21,8 +21,8 @@ from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from config import Settings, load_settings
 from seasons import timewindows as tw
+from seasons.config import Settings, load_settings
 from seasons.errors import BadPeriod
 
 ZONES = (

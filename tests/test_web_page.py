@@ -12,9 +12,9 @@ import pytest
 from browser.walkthrough import chromium_path, walk
 from http_support import ADMIN_TOKEN, SETTINGS, START, WRITE_TOKEN, serving
 
-from config import Settings
 from seasons import Seasons
 from seasons.clock import ManualClock
+from seasons.config import Settings
 from seasons.demo import seed_demo
 from seasons.http.app import create_app
 

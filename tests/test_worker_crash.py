@@ -22,17 +22,17 @@ from reference import key as ref_key
 from reference import zset
 from worker_support import BOARDS, Sim, file_rows, local, season_settings, today, toml_text
 
-from config import Settings
 from seasons import Seasons
 from seasons.archives import Archives
+from seasons.config import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 DRIVER = """
 import sys
 from datetime import datetime
-from config import load_settings
-from jobs.state import fault_from_env
-from jobs.worker import Worker
+from seasons.config import load_settings
+from seasons.jobs.state import fault_from_env
+from seasons.jobs.worker import Worker
 from seasons import Seasons
 from seasons.clock import ManualClock
 

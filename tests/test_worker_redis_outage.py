@@ -75,7 +75,7 @@ def test_close_rides_out_an_outage(server, client, settings_factory, tmp_path: P
             threading.Timer(1.0, restart).start()
 
     sim.worker.fault = fault
-    caplog.set_level(logging.WARNING, logger="jobs.worker")
+    caplog.set_level(logging.WARNING, logger="seasons.jobs.worker")
     sim.worker.tick(sim.clock())  # returns only once everything due is done
     assert outage.is_set() and back.is_set()
 
@@ -209,8 +209,8 @@ def test_worker_process_waits_for_an_unreachable_cluster_at_start(settings_facto
 
 def test_worker_comes_up_once_the_cluster_answers(redis_cluster, settings_factory, tmp_path):
     """The first builds meet no node; once one answers, the worker runs (heartbeat)."""
-    from jobs.worker import run_worker
     from seasons import Seasons
+    from seasons.jobs.worker import run_worker
 
     settings = season_settings(
         settings_factory, tmp_path / "archive",

@@ -114,7 +114,7 @@ def test_catching_up_after_downtime(settings_factory, r, tmp_path: Path, caplog)
         for hour in (0.5, 12, 20):
             sim.clock.set(local(day, hour))
             sim.submit(sim.batch(5))
-    caplog.set_level(logging.INFO, logger="jobs.closes")
+    caplog.set_level(logging.INFO, logger="seasons.jobs.closes")
     sim.worker.tick(sim.clock())
     closed = [rec.getMessage() for rec in caplog.records if rec.getMessage().startswith("closed")]
     want = [f"closed day {first - timedelta(days=1)}"]  # not yet due at the first tick
@@ -175,7 +175,7 @@ def test_a_season_that_expired_before_its_archive_is_reported_loudly(
         sim.submit(sim.batch(4))
     for board in settings.boards:
         r.delete(ref_key("seasons", board, "season", "S1"))
-    caplog.set_level(logging.INFO, logger="jobs.closes")
+    caplog.set_level(logging.INFO, logger="seasons.jobs.closes")
     sim.clock.set(local(today() + timedelta(days=14), 2))
     sim.worker.tick(sim.clock())
     errors = [rec.getMessage() for rec in caplog.records if rec.levelno == logging.ERROR]

@@ -13,8 +13,8 @@ from typing import Any
 from apscheduler.schedulers.base import STATE_STOPPED
 from worker_support import season_settings
 
-from jobs.worker import Worker
 from seasons import Seasons
+from seasons.jobs.worker import Worker
 
 
 def test_a_pass_that_ends_during_shutdown_lets_the_worker_stop(

@@ -24,9 +24,9 @@ import pytest
 import redis
 from reference import Calendar, Model, key, snapshot, zset
 
-from config import Settings
 from seasons import Seasons
 from seasons.clock import ManualClock
+from seasons.config import Settings
 from seasons.errors import BatchRejected, LimitExceeded
 from seasons.keys import Keys
 

@@ -30,10 +30,10 @@ from hypothesis import strategies as st
 from redis_server import RedisServer
 from reference import Calendar, Model, Rejected, key, snapshot, zset
 
-from config import Settings, load_settings
 from seasons import Seasons, WriteResult
 from seasons.cli import CliState, cli
 from seasons.clock import ManualClock
+from seasons.config import Settings, load_settings
 from seasons.errors import BatchIdReused, BatchRejected, InvalidBatchId
 from seasons.http import scores
 from seasons.http.app import create_app

@@ -18,11 +18,11 @@ from zoneinfo import ZoneInfo
 
 from reference import Model, Rejected
 
-from config import Settings
-from jobs.worker import Worker
 from seasons import Seasons
 from seasons.clock import ManualClock
+from seasons.config import Settings
 from seasons.errors import BatchRejected
+from seasons.jobs.worker import Worker
 
 ZONE = "Europe/Berlin"
 Row = tuple[int, str, float, dict[str, Any]]  # rank, member, score, metadata

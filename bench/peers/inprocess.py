@@ -22,9 +22,9 @@ import redis
 
 from bench.common import BOARD, Calendar
 from bench.peers.workload import AROUND, TOP, Answers, Workload
-from config import Settings
 from seasons import Seasons
 from seasons import timewindows as tw
+from seasons.config import Settings
 from seasons.connection import make_client
 from seasons.keys import Keys
 

@@ -21,10 +21,10 @@ import redis
 from pydantic import BaseModel
 from rich.console import Console
 
-from config.loading import ConfigError, load_settings
-from config.settings import Settings
 from seasons.api import Seasons
 from seasons.clock import Clock, system_clock
+from seasons.config.loading import ConfigError, load_settings
+from seasons.config.settings import Settings
 from seasons.connection import backend_errors
 from seasons.errors import BatchRejected, EvictionPolicy, InvalidInput, NotFound, SeasonsError
 

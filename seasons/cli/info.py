@@ -10,8 +10,8 @@ from typing import Any
 import click
 from rich.console import Console
 
-from config.loading import config_path
 from seasons.cli.common import CliState, cli, json_option, pass_state, print_json, redacted_settings
+from seasons.config.loading import config_path
 
 
 def _flatten(data: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:

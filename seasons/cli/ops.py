@@ -19,9 +19,6 @@ import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from jobs.integrity import mark_recovered, read_safe_mode
-from jobs.state import fault_from_env
-from jobs.worker import Worker, jobs_report, run_worker
 from seasons import catalog
 from seasons.cli.common import (
     EXIT_FAILURE,
@@ -36,6 +33,9 @@ from seasons.cli.common import (
 )
 from seasons.cli.info import print_safety
 from seasons.errors import InvalidInput
+from seasons.jobs.integrity import mark_recovered, read_safe_mode
+from seasons.jobs.state import fault_from_env
+from seasons.jobs.worker import Worker, jobs_report, run_worker
 from seasons.restore import RestoreAll, Restorer
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"

@@ -16,7 +16,6 @@ from typing import Any
 
 import click
 
-from config.settings import ApiSettings, Settings
 from seasons import redis_health
 from seasons.cli.common import (
     EXIT_USAGE,
@@ -27,6 +26,7 @@ from seasons.cli.common import (
     pass_state,
     print_json,
 )
+from seasons.config.settings import ApiSettings, Settings
 from seasons.connection import when_reachable
 from seasons.errors import BackendUnavailable
 

@@ -1,6 +1,6 @@
 """Admin calls (admin token, or loopback when none is configured): rollup, snapshot, rebuild,
 erasure of a member, and resetting the demo data set. Each runs the same job code as the
-worker and the CLI (``jobs.worker.Worker``) and answers the JSON that ``seasons rollup |
+worker and the CLI (``seasons.jobs.worker.Worker``) and answers the JSON that ``seasons rollup |
 snapshot | rebuild | forget --json`` prints."""
 
 from __future__ import annotations
@@ -11,8 +11,6 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Path, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from jobs.reconcile import Outcome
-from jobs.worker import Worker
 from seasons import demo
 from seasons.api import Seasons
 from seasons.connection import backend_errors
@@ -20,6 +18,8 @@ from seasons.http.boards import path_member
 from seasons.http.deps import AdminAccess, SeasonsDep
 from seasons.http.errors import AUTH_RESPONSES, ERROR_RESPONSES, ErrorBody
 from seasons.http.reset import reset_namespace
+from seasons.jobs.reconcile import Outcome
+from seasons.jobs.worker import Worker
 from seasons.models import WriteResult
 
 router = APIRouter(
@@ -32,7 +32,8 @@ router = APIRouter(
 
 
 class Recomputed(BaseModel):
-    """One week or season board recomputed from its day keys (``jobs.reconcile.Outcome``)."""
+    """One week or season board recomputed from its day keys
+    (``seasons.jobs.reconcile.Outcome``)."""
 
     target: str
     mode: str  # atomic | sliced

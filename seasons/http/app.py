@@ -22,9 +22,9 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from config.settings import Settings
 from seasons.api import Seasons
 from seasons.clock import Clock, system_clock
+from seasons.config.settings import Settings
 from seasons.executor import async_executor
 from seasons.http import admin, boards, errors, health, jobs, scores, seasons, web
 from seasons.http.deps import Services
@@ -115,6 +115,6 @@ def from_environment() -> FastAPI:
     ``X-Forwarded-For`` (for 127.0.0.1 by default, for everyone with
     ``FORWARDED_ALLOW_IPS=*``). Requests with forwarding headers never get the loopback
     exemption of empty tokens either way."""
-    from config.loading import load_settings
+    from seasons.config.loading import load_settings
 
     return create_app(load_settings(), freeze_gc=True)

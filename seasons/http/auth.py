@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network, ip_address, ip_network
 from typing import Any, Literal
 
-from config.settings import ApiSettings
+from seasons.config.settings import ApiSettings
 from seasons.http.errors import Forbidden, Unauthorized
 
 Level = Literal["write", "admin"]

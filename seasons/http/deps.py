@@ -16,9 +16,9 @@ from typing import Annotated, Any
 from fastapi import Depends, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from config.settings import Settings
 from seasons.api import Seasons
 from seasons.clock import Clock
+from seasons.config.settings import Settings
 from seasons.connection import backend_errors
 from seasons.executor import AsyncExecutor
 from seasons.http.auth import Level

@@ -41,7 +41,7 @@ from fastapi.dependencies.models import Dependant
 from fastapi.routing import iter_route_contexts
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from config.settings import ApiSettings
+from seasons.config.settings import ApiSettings
 from seasons.errors import SeasonsError
 from seasons.http.auth import Gate, Head, Level
 from seasons.http.deps import ACCESS_LEVELS, GUARDED

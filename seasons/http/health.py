@@ -20,12 +20,12 @@ from prometheus_client.registry import Collector
 from pydantic import BaseModel
 from redis.exceptions import RedisError
 
-from jobs.integrity import read_safe_mode
 from seasons import redis_health
 from seasons.api import Seasons
 from seasons.errors import BackendUnavailable
 from seasons.http.deps import MetricsDep, SeasonsDep
 from seasons.http.errors import ErrorBody, error_response
+from seasons.jobs.integrity import read_safe_mode
 
 router = APIRouter(tags=["health"])
 

@@ -10,13 +10,13 @@ from typing import Any
 from fastapi import APIRouter
 from pydantic import BaseModel
 
-from jobs.state import JobState
-from jobs.worker import jobs_report
 from seasons.api import Seasons
 from seasons.connection import backend_errors
 from seasons.http.deps import SeasonsDep
 from seasons.http.errors import ERROR_RESPONSES
 from seasons.http.metrics import JobStats
+from seasons.jobs.state import JobState
+from seasons.jobs.worker import jobs_report
 
 router = APIRouter(prefix="/v1", tags=["jobs"], responses={503: ERROR_RESPONSES[503]})
 

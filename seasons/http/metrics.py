@@ -79,7 +79,7 @@ class Metrics:
 
 
 class JobsCollector(Collector):
-    """The worker's jobs as it recorded them in Redis (``jobs.state``): when each last ran,
+    """The worker's jobs as it recorded them in Redis (``seasons.jobs.state``): when each last ran,
     how long it took, how it ended, when it runs next; run counters if the worker keeps them."""
 
     def __init__(self, job_stats: JobStats):
