@@ -2,7 +2,8 @@
 
 ``seasons status`` and ``/readyz`` read it: present means a worker beat within the last
 three intervals. A worker deletes it when it stops, but only if it still holds its own value
-(another worker may have beaten since), with the compare-and-delete script of the locks.
+(another worker may have beaten since): a compare-and-delete, which is what releasing a lock
+is, so it is redis-py's Lock's release script with the last value written as the token.
 """
 
 from __future__ import annotations
@@ -14,15 +15,16 @@ import uuid
 from datetime import datetime
 from typing import Any
 
+from redis.exceptions import LockNotOwnedError
+
 from seasons.config.settings import Settings
+from seasons.connection import RedisClient
 from seasons.keys import Keys
-from seasons.scripts import Scripts
 
 
 class Heartbeat:
-    def __init__(self, client: Any, scripts: Scripts, settings: Settings, keys: Keys):
+    def __init__(self, client: RedisClient, settings: Settings, keys: Keys):
         self.client = client
-        self.scripts = scripts
         self.key = keys.heartbeat()
         self.interval = settings.worker.heartbeat_interval
         self.worker = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
@@ -52,10 +54,14 @@ class Heartbeat:
         """Delete the heartbeat if it is still ours; True if it was deleted."""
         if self.last is None:
             return False
-        return bool(int(self.scripts.lock_release(keys=[self.key], args=[self.last])))
+        try:
+            self.client.lock(self.key, thread_local=False).do_release(self.last)
+        except LockNotOwnedError:
+            return False  # expired, or another worker's beat since
+        return True
 
 
-def read(client: Any, keys: Keys, now: datetime) -> dict[str, Any] | None:
+def read(client: RedisClient, keys: Keys, now: datetime) -> dict[str, Any] | None:
     """The current heartbeat with its age in seconds, or None if no worker is alive."""
     pipe = client.pipeline(transaction=False)
     pipe.get(keys.heartbeat())

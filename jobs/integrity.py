@@ -36,7 +36,7 @@ from typing import IO, Any
 from seasons.archives import MANIFEST_SUFFIX, Manifest, atomic_write
 from seasons.catalog import archive_dir
 from seasons.config.settings import Settings
-from seasons.connection import backend_errors
+from seasons.connection import RedisClient, text
 from seasons.errors import ArchiveError
 from seasons.keys import Keys
 
@@ -104,11 +104,10 @@ def write_disk_marker(settings: Settings, value: str) -> None:
     atomic_write(marker_path(settings), write)
 
 
-def read_safe_mode(client: Any, keys: Keys) -> dict[str, Any] | None:
+def read_safe_mode(client: RedisClient, keys: Keys) -> dict[str, Any] | None:
     """The safe-mode record (``reason``, ``message``, ``detected_at``, ``worker``), or None
     when the namespace is not in safe mode. Raises BackendUnavailable when Redis is down."""
-    with backend_errors():
-        raw = client.get(keys.safe_mode())
+    raw = client.get(keys.safe_mode())
     if raw is None:
         return None
     try:
@@ -120,18 +119,17 @@ def read_safe_mode(client: Any, keys: Keys) -> dict[str, Any] | None:
     return data
 
 
-def mark_recovered(client: Any, keys: Keys, settings: Settings, *, reason: str) -> None:
+def mark_recovered(client: RedisClient, keys: Keys, settings: Settings, *, reason: str) -> None:
     """End safe mode after an operator restored or acknowledged: a fresh marker in Redis
     and on disk, then the safe-mode key deleted. The worker resumes on its next pass."""
     now = datetime.now(UTC)
     value = new_marker(now, reason)
-    with backend_errors():
-        previous = client.get(keys.safe_mode())
-        client.set(keys.marker(), value)
-        # Disk after Redis: a crash in between leaves a mismatch, which keeps safe mode on
-        # (and is cleared by running this again), never a silent resume.
-        write_disk_marker(settings, value)
-        client.delete(keys.safe_mode())
+    previous = client.get(keys.safe_mode())
+    client.set(keys.marker(), value)
+    # Disk after Redis: a crash in between leaves a mismatch, which keeps safe mode on
+    # (and is cleared by running this again), never a silent resume.
+    write_disk_marker(settings, value)
+    client.delete(keys.safe_mode())
     log.warning("namespace %s recovered (%s); was in safe mode: %s", settings.namespace,
                 reason, previous or "no")  # fmt: skip
 
@@ -139,7 +137,7 @@ def mark_recovered(client: Any, keys: Keys, settings: Settings, *, reason: str) 
 class Integrity:
     """The worker's checks of one namespace, and its safe mode."""
 
-    def __init__(self, client: Any, settings: Settings, keys: Keys, worker: str):
+    def __init__(self, client: RedisClient, settings: Settings, keys: Keys, worker: str):
         self.client = client
         self.settings = settings
         self.keys = keys
@@ -194,13 +192,12 @@ class Integrity:
     # --- internals ------------------------------------------------------------------------
 
     def _detect(self, now: datetime) -> tuple[str, str] | None:
-        with backend_errors():
-            raw = self.client.get(self.keys.marker())
+        raw = self.client.get(self.keys.marker())
         disk = read_disk_marker(self.settings)
         if raw is not None:
             if disk is None:
                 if self.safe is None:
-                    write_disk_marker(self.settings, raw)
+                    write_disk_marker(self.settings, text(raw))
                 self.seen_marker = True
                 return None
             if marker_id(raw) != marker_id(disk):
@@ -217,10 +214,9 @@ class Integrity:
         if self.safe is not None:
             return None  # safe mode for another reason: recovery writes the marker
         value = new_marker(now)
-        with backend_errors():
-            created = self.client.set(self.keys.marker(), value, nx=True)
-            if not created:  # another worker created it meanwhile
-                value = self.client.get(self.keys.marker()) or value
+        created = self.client.set(self.keys.marker(), value, nx=True)
+        if not created:  # another worker created it meanwhile
+            value = text(self.client.get(self.keys.marker()) or value)
         write_disk_marker(self.settings, value)
         self.seen_marker = True
         log.info("namespace %s: marker created", self.settings.namespace)
@@ -253,9 +249,8 @@ class Integrity:
                     continue
             except ArchiveError:
                 continue
-            with backend_errors():
-                if not self.client.exists(self.keys.archive(board, archive_id)):
-                    missing.append(str(path))
+            if not self.client.exists(self.keys.archive(board, archive_id)):
+                missing.append(str(path))
         return missing
 
     def _enter(self, reason: str, message: str, now: datetime) -> None:
@@ -267,8 +262,7 @@ class Integrity:
             "reason": reason, "message": message,
             "detected_at": now.astimezone(UTC).isoformat(), "worker": self.worker,
         }  # fmt: skip
-        with backend_errors():
-            self._marker_at_entry = marker_id(self.client.get(self.keys.marker()))
+        self._marker_at_entry = marker_id(self.client.get(self.keys.marker()))
         self._rewrite()
 
     def _leave(self) -> None:
@@ -279,23 +273,20 @@ class Integrity:
 
     def _adopt(self, record: dict[str, Any]) -> None:
         self.safe = record
-        with backend_errors():
-            self._marker_at_entry = marker_id(self.client.get(self.keys.marker()))
+        self._marker_at_entry = marker_id(self.client.get(self.keys.marker()))
         log.error("SAFE MODE (%s): %s; %s", record.get("reason"), record.get("message"),
                   WHAT_TO_DO)  # fmt: skip
 
     def _rewrite(self) -> None:
-        with backend_errors():
-            self.client.set(self.keys.safe_mode(), json.dumps(self.safe, separators=(",", ":")))
+        self.client.set(self.keys.safe_mode(), json.dumps(self.safe, separators=(",", ":")))
 
     def _recovered(self) -> bool:
         """Safe mode was ended by :func:`mark_recovered`: the key is gone and a new marker
         stands in Redis and on disk (a Redis that only lost the key again has neither)."""
-        with backend_errors():
-            pipe = self.client.pipeline(transaction=False)
-            pipe.exists(self.keys.safe_mode())
-            pipe.get(self.keys.marker())
-            in_redis, raw = pipe.execute()
+        pipe = self.client.pipeline(transaction=False)
+        pipe.exists(self.keys.safe_mode())
+        pipe.get(self.keys.marker())
+        in_redis, raw = pipe.execute()
         if in_redis or raw is None:
             return False
         current = marker_id(raw)

@@ -18,15 +18,17 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
+from redis.typing import EncodableT
+
+from seasons.connection import RedisClient, decoded
 from seasons.keys import Keys
 
 Checkpoint = Callable[[str], None]
 
-JOBS = ("heartbeat", "closes", "rollup", "sweep")
 FAULT_AT = "SEASONS_FAULT_AT"  # checkpoint name where the fault fires
 FAULT = "SEASONS_FAULT"  # kill (SIGKILL itself, the default) | pause (print, wait for stdin)
 FAULT_TRACE = "SEASONS_FAULT_TRACE"  # non-empty: print every checkpoint passed
@@ -45,7 +47,7 @@ class Run:
 
     def __init__(
         self,
-        client: Any,
+        client: RedisClient,
         key: str,
         name: str,
         checkpoint: Checkpoint,
@@ -56,7 +58,7 @@ class Run:
         self.name = name
         self.checkpoint = checkpoint
         self.clock = clock
-        self.fields: dict[str, str] = dict(client.hgetall(key))
+        self.fields = decoded(client.hgetall(key))
 
     @property
     def finished(self) -> bool:
@@ -94,19 +96,22 @@ class Run:
 class JobState:
     """Summaries of the worker's jobs and the runs of its closes."""
 
-    def __init__(self, client: Any, keys: Keys):
+    def __init__(self, client: RedisClient, keys: Keys):
         self.client = client
         self.keys = keys
 
     def get(self, job: str) -> dict[str, str]:
-        return dict(self.client.hgetall(self.keys.job_state(job)))
+        return decoded(self.client.hgetall(self.keys.job_state(job)))
 
     def update(self, job: str, **fields: str | datetime | None) -> None:
         """Set fields of a job's summary; None removes a field."""
         key = self.keys.job_state(job)
         drop = [k for k, v in fields.items() if v is None]
-        keep = {k: v.isoformat() if isinstance(v, datetime) else v for k, v in fields.items()}
-        keep = {k: v for k, v in keep.items() if v is not None}
+        keep: dict[EncodableT, str] = {
+            k: v.isoformat() if isinstance(v, datetime) else v
+            for k, v in fields.items()
+            if v is not None
+        }
         pipe = self.client.pipeline(transaction=False)
         if keep:
             pipe.hset(key, mapping=keep)
@@ -150,11 +155,13 @@ class JobState:
     def run_finished(self, job: str, run_id: str) -> bool:
         return bool(self.client.hexists(self.keys.job_state(f"{job}:{run_id}"), "finished"))
 
-    def summaries(self) -> dict[str, dict[str, str]]:
+    def summaries(self, jobs: Iterable[str]) -> dict[str, dict[str, str]]:
+        """The summary of each of ``jobs`` (``seasons.jobs.registry.NAMES``), in that order."""
+        names = list(jobs)
         pipe = self.client.pipeline(transaction=False)
-        for job in JOBS:
+        for job in names:
             pipe.hgetall(self.keys.job_state(job))
-        return {job: dict(found) for job, found in zip(JOBS, pipe.execute(), strict=True)}
+        return {job: dict(found) for job, found in zip(names, pipe.execute(), strict=True)}
 
 
 def fault_from_env(environ: Mapping[str, str] | None = None) -> Checkpoint | None:

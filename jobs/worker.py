@@ -1,16 +1,18 @@
 """``seasons worker``: the long-lived worker (SPEC section 7).
 
-It reads top to bottom: each job is one pass at an instant ``now`` (:meth:`Worker.tick` runs
-every due one, for tests and for operators); :meth:`Worker.run` hands the same passes to an
-APScheduler ``BackgroundScheduler`` with interval triggers in the configured zone
-(``coalesce``, ``max_instances=1``, ``misfire_grace_time`` from settings) and waits for
-SIGTERM/SIGINT. The handlers only set an event; the job in hand stops at its next step
-boundary, the scheduler is shut down, the heartbeat deleted, Redis closed, exit status 0.
+It reads top to bottom: the jobs are the table of :mod:`seasons.jobs.registry`, each one pass
+at an instant ``now`` (:meth:`Worker.tick` runs every due one, for tests and for operators);
+:meth:`Worker.run` hands the same passes to an APScheduler ``BackgroundScheduler`` with
+interval triggers in the configured zone (``coalesce``, ``max_instances=1``,
+``misfire_grace_time`` from settings) and waits for SIGTERM/SIGINT. The handlers only set an
+event; the job in hand stops at its next step boundary, the scheduler is shut down, the
+heartbeat deleted, Redis closed, exit status 0.
 
-Redis unreachable is never fatal: a job logs it, backs off (doubling from
-``worker.backoff_initial`` up to ``worker.backoff_max``) and retries, resuming its run from
-the steps it recorded; at start, :func:`run_worker` waits for it the same way. Any other error
-is logged and recorded in the job's state; the next run tries again.
+Redis unable to do the work (unreachable, full, a replica: ``BackendUnavailable``) is never
+fatal: a job logs it, backs off (doubling from ``worker.backoff_initial`` up to
+``worker.backoff_max``) and retries, resuming its run from the steps it recorded; at start,
+:func:`run_worker` waits for it the same way. Any other error is logged and recorded in the
+job's state; the next run tries again.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import datetime
+from functools import partial
 from typing import Any
 
 from apscheduler.executors.pool import ThreadPoolExecutor
@@ -29,122 +32,42 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
 from seasons.api import Seasons
-from seasons.archives import Archives
 from seasons.config.settings import Settings
-from seasons.connection import UNAVAILABLE, when_reachable
-from seasons.errors import ArchiveExists, BackendUnavailable
-from seasons.jobs.closes import Closes
-from seasons.jobs.heartbeat import Heartbeat
-from seasons.jobs.heartbeat import read as read_heartbeat
-from seasons.jobs.integrity import ARCHIVE_CONFLICT, WHAT_TO_DO, Integrity, read_safe_mode
-from seasons.jobs.locks import LockLost, locked
-from seasons.jobs.rollup import Rollup
-from seasons.jobs.state import Checkpoint, JobState, Stopping
-from seasons.jobs.sweep import Sweeper
-from seasons.redis_health import check_eviction, eviction_message
-from seasons.redis_health import read as read_health
+from seasons.connection import when_reachable
+from seasons.errors import BackendUnavailable, LockLost
+from seasons.jobs.registry import BY_NAME, JOBS, NAMES, SKIPPED, JobContext, jobs_report
+from seasons.jobs.state import Checkpoint, Stopping
+from seasons.redis_health import check_redis
 
 log = logging.getLogger(__name__)
 
-RETRYABLE = (*UNAVAILABLE, BackendUnavailable)
-EXIT_EVICTION = 2  # the CLI's status for a server Seasons must not run on
-SKIPPED = "safe_mode"  # a pass that safe mode skipped: recorded as this status, not "ok"
 
-
-class Worker:
-    """The jobs of one namespace, with one Redis client, stoppable through :attr:`stop`."""
+class Worker(JobContext):
+    """The jobs of one namespace on one app, scheduled; stoppable through :attr:`stop`."""
 
     def __init__(
         self, app: Seasons, *, stop: threading.Event | None = None,
         fault: Checkpoint | None = None,
     ):  # fmt: skip
-        self.app = app
-        self.settings = app.settings
-        self.stop = stop if stop is not None else threading.Event()
-        self.fault = fault
-        client, scripts, settings, keys = app.client, app.scripts, app.settings, app.keys
-        self.state = JobState(client, keys)
-        self.rollup = Rollup(client, scripts, settings, keys)
-        self.archives = Archives(client, scripts, settings, keys)
-        self.closes = Closes(
-            client, scripts, settings, keys, state=self.state, rollup=self.rollup,
-            archives=self.archives, checkpoint=self._checkpoint, clock=app.clock,
-        )  # fmt: skip
-        self.sweeper = Sweeper(client, scripts, settings, keys, self.archives)
-        self.heartbeat = Heartbeat(client, scripts, settings, keys)
-        self.integrity = Integrity(client, settings, keys, self.heartbeat.worker)
-        self.exit_code = 0
+        super().__init__(app, stop=stop, fault=fault)
         self.scheduler: BackgroundScheduler | None = None
         self.scheduled: dict[str, Job] = {}  # by job name, once run() scheduled them
-        w = settings.worker
-        self.intervals: dict[str, timedelta] = {
-            "heartbeat": w.heartbeat_interval, "closes": w.rollup_interval,
-            "rollup": w.rollup_interval, "sweep": w.sweep_interval,
-        }  # fmt: skip
+        self.intervals = {job.name: job.every(self.settings) for job in JOBS}
+        # One pass of each job (tests replace one to hold it in hand).
         self.passes: dict[str, Callable[[datetime], Any]] = {
-            "heartbeat": self._beat, "closes": self._closes,
-            "rollup": self._rollup, "sweep": self._sweep,
-        }  # fmt: skip
-
-    # --- one pass of each job -------------------------------------------------------------
-
-    def _beat(self, now: datetime) -> None:
-        """Beat with the server's memory figures and safe mode; stop (exit 2) when Redis's
-        policy became evicting without ``redis.allow_eviction``."""
-        health = read_health(self.app.client, self.settings)
-        safe = self.integrity.refresh()
-        memory = {
-            "policy": health.policy, "used_memory": health.used_memory,
-            "maxmemory": health.maxmemory, "eviction_allowed": health.eviction_allowed,
-        }  # fmt: skip
-        self.heartbeat.beat(now, extra={"redis": memory, **({"safe_mode": safe} if safe else {})})
-        if safe is not None:
-            log.error("SAFE MODE (%s) since %s: %s; %s", safe.get("reason"),
-                      safe.get("detected_at"), safe.get("message"), WHAT_TO_DO)  # fmt: skip
-        if health.evicting and not health.eviction_allowed:
-            log.error("stopping: %s", eviction_message(health.policy))
-            self.exit_code = EXIT_EVICTION
-            self.stop.set()
-
-    def _closes(self, now: datetime) -> int | str:
-        """Check for data loss, then run the due closes, unless in safe mode. A close that
-        meets an archive file it would change enters safe mode (``archive_conflict``)."""
-        if self.integrity.check(now) is not None:
-            return SKIPPED
-        try:
-            return self.closes.catch_up(now)
-        except ArchiveExists as exc:
-            self.integrity.enter(ARCHIVE_CONFLICT, exc.message, now)
-            raise
-
-    def _rollup(self, now: datetime) -> Any:
-        with locked(self.app.client, self.app.scripts, self.app.keys, "rollup",
-                    self.settings.worker.lock_ttl) as lock:  # fmt: skip
-            return None if lock is None else self.rollup.run(now, routine=True)
-
-    def _sweep(self, now: datetime) -> Any:
-        if self.integrity.in_safe_mode:
-            return SKIPPED  # it would drop metadata of members whose archive keys are lost
-        with locked(self.app.client, self.app.scripts, self.app.keys, "sweep",
-                    self.settings.worker.lock_ttl) as lock:  # fmt: skip
-            return None if lock is None else self.sweeper.run(now)
-
-    def _checkpoint(self, name: str) -> None:
-        if self.fault is not None:
-            self.fault(name)
-        if self.stop.is_set():
-            raise Stopping(name)
+            job.name: partial(job.run, self) for job in JOBS
+        }
 
     def due(self, job: str, now: datetime) -> bool:
-        if job in ("heartbeat", "closes"):
+        if BY_NAME[job].every_tick:
             return True
         last = self.state.get(job).get("last_start")
         return last is None or datetime.fromisoformat(last) + self.intervals[job] <= now
 
     def tick(self, now: datetime) -> None:
-        """Do all the work due at ``now``: heartbeat, due closes in order, rollup and sweep
-        when their interval has passed since their last run."""
-        for job in ("heartbeat", "closes", "rollup", "sweep"):
+        """Do all the work due at ``now``, in the table's order: heartbeat, due closes in
+        order, rollup and sweep when their interval has passed since their last run."""
+        for job in NAMES:
             if self.stop.is_set():
                 return
             self.guarded(job, lambda: now, check_due=True)
@@ -152,7 +75,7 @@ class Worker:
     # --- retries ----------------------------------------------------------------------------
 
     def guarded(self, job: str, clock: Callable[[], datetime], *, check_due: bool = False) -> bool:
-        """Run one pass of ``job``, retrying while Redis is unreachable, until it completes
+        """Run one pass of ``job``, retrying while Redis cannot do the work, until it completes
         or the worker stops. True if it completed."""
         delay = self.settings.worker.backoff_initial.total_seconds()
         cap = self.settings.worker.backoff_max.total_seconds()
@@ -170,8 +93,8 @@ class Worker:
                     duration=time.monotonic() - began,
                 )  # fmt: skip
                 return True
-            except RETRYABLE as exc:
-                log.warning("%s: Redis is unreachable (%s); retrying in %.1fs", job, exc, delay)
+            except BackendUnavailable as exc:
+                log.warning("%s: %s; retrying in %.1fs", job, exc.message, delay)
                 if self.stop.wait(delay):
                     return False
                 delay = min(delay * 2, cap)
@@ -194,8 +117,9 @@ class Worker:
             log.warning("%s: could not record the error (%s)", job, again)
 
     def _next_run(self, job: str, now: datetime) -> datetime:
-        if job == "closes":
-            return self.closes.next_due(now)
+        due = BY_NAME[job].next_due
+        if due is not None:
+            return due(self, now)
         # The scheduled job as added, not scheduler.get_job(): that takes the scheduler's job
         # store lock, which shutdown(wait=True) holds while it waits for this very job to end
         # (a deadlock when a pass ends during shutdown). The memory job store keeps and
@@ -222,19 +146,19 @@ class Worker:
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": misfire},
         )
         start = datetime.now(zone)
-        for job in ("heartbeat", "closes", "rollup", "sweep"):
-            self.scheduled[job] = scheduler.add_job(
+        for job in JOBS:
+            self.scheduled[job.name] = scheduler.add_job(
                 self.guarded, IntervalTrigger(
-                    seconds=self.intervals[job].total_seconds(), timezone=zone
-                ), args=[job, self.app.clock], id=job, name=job,
-                executor="beat" if job == "heartbeat" else "default", next_run_time=start,
+                    seconds=self.intervals[job.name].total_seconds(), timezone=zone
+                ), args=[job.name, self.app.clock], id=job.name, name=job.name,
+                executor=job.thread, next_run_time=start,
             )  # fmt: skip
         log.info("worker %s started (namespace %s, zone %s)", self.heartbeat.worker,
                  self.settings.namespace, self.settings.timezone)  # fmt: skip
         try:
             self.integrity.check(start)
-        except RETRYABLE as exc:  # the first closes pass checks again
-            log.warning("integrity check at start: Redis is unreachable (%s)", exc)
+        except BackendUnavailable as exc:  # the first closes pass checks again
+            log.warning("integrity check at start: %s", exc.message)
         scheduler.start()
         try:
             while not self.stop.wait(0.5):
@@ -285,19 +209,8 @@ def run_worker(
         log.info("worker stopped before Redis could be reached")
         return 0
     try:
-        check_eviction(app.client, settings, what="worker")  # EvictionPolicy: exit 2
+        check_redis(app.client, settings, what="worker")  # a Redis to refuse: exit 2
     except BaseException:
         app.close()
         raise
     return Worker(app, stop=stop, fault=fault).run()
-
-
-def jobs_report(app: Seasons, now: datetime) -> dict[str, Any]:
-    """The heartbeat (None when no worker is alive), safe mode (None unless the namespace
-    is in it), the Redis server's policy, memory and role, and each job's last and next run."""
-    return {
-        "worker": read_heartbeat(app.client, app.keys, now),
-        "safe_mode": read_safe_mode(app.client, app.keys),
-        "redis": read_health(app.client, app.settings).to_dict(),
-        "jobs": JobState(app.client, app.keys).summaries(),
-    }

@@ -10,8 +10,8 @@ from typing import Any
 from seasons.clock import Clock, system_clock
 from seasons.config.loading import load_settings
 from seasons.config.settings import Settings
-from seasons.connection import UNAVAILABLE, backend_errors, make_client
-from seasons.errors import BatchRejected
+from seasons.connection import RedisClient, make_client
+from seasons.errors import BackendUnreachable
 from seasons.events import validate_batch
 from seasons.executor import sync_executor
 from seasons.keys import Keys
@@ -19,15 +19,14 @@ from seasons.models import Entry, Event, HistoryPoint, Page, WriteResult
 from seasons.reads import Read, Reads, T
 from seasons.scripts import Scripts
 from seasons.writes import (
-    BatchRejectedByState,
     apply_batch,
     batch_digest,
     check_batch_id,
     new_batch_id,
 )
 
-# A write that meets a connection error or timeout (after redis-py's own retries) is sent
-# again this many times in all, backing off from WRITE_BACKOFF seconds (doubling).
+# A write that meets a connection error or timeout (BackendUnreachable, after redis-py's own
+# retries) is sent this many times in all, backing off from WRITE_BACKOFF seconds (doubling).
 WRITE_ATTEMPTS = 4
 WRITE_BACKOFF = 0.1
 
@@ -42,7 +41,10 @@ class Seasons:
     'ann'
     """
 
-    def __init__(self, settings: Settings, *, client: Any = None, clock: Clock = system_clock):
+    def __init__(
+        self, settings: Settings, *, client: RedisClient | None = None,
+        clock: Clock = system_clock,
+    ):  # fmt: skip
         self.settings = settings
         self.clock = clock
         self.keys = Keys(settings.namespace)
@@ -128,26 +130,22 @@ class Seasons:
                 backfill=backfill,
             )
 
-        try:
-            with backend_errors():
-                # Each resend carries the same batch id, events and `now`: the script answers
-                # a copy that ran already with its recorded result, so resending is safe.
-                for attempt in range(WRITE_ATTEMPTS - 1):
-                    try:
-                        return write()
-                    except UNAVAILABLE:
-                        time.sleep(WRITE_BACKOFF * 2**attempt)
+        # Each resend carries the same batch id, events and `now`: the script answers a
+        # copy that ran already with its recorded result, so resending is safe. A refusal
+        # (full, a replica, NotReplicated) is raised at once.
+        for attempt in range(WRITE_ATTEMPTS - 1):
+            try:
                 return write()
-        except BatchRejectedByState as exc:
-            raise BatchRejected(exc.problems) from None
+            except BackendUnreachable:
+                time.sleep(WRITE_BACKOFF * 2**attempt)
+        return write()
 
     # --- reads ----------------------------------------------------------------------------
 
     def run(self, read: Read[T]) -> T:
         """Run a prepared read (:attr:`reads`): its result (None where a read of one member
         finds it not on the board)."""
-        with backend_errors():
-            return read.result(self.executor.run(read.call))
+        return read.result(self.executor.run(read.call))
 
     def top(
         self,

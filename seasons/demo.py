@@ -24,7 +24,6 @@ from seasons import timewindows as tw
 from seasons.api import Seasons
 from seasons.composite import CompositeScore
 from seasons.config.settings import BoardSettings
-from seasons.connection import backend_errors
 from seasons.keys import STATE_SEASON
 from seasons.models import WriteResult
 
@@ -148,8 +147,7 @@ def _writable(app: Seasons, board: str, day: date, now: datetime) -> bool:
     span = tw.season_of_day(day, settings)
     if span is None:
         return True
-    with backend_errors():
-        return not app.client.hexists(app.keys.state(board), STATE_SEASON + span.id)
+    return not app.client.hexists(app.keys.state(board), STATE_SEASON + span.id)
 
 
 def demo_events(

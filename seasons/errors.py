@@ -79,10 +79,30 @@ class Conflict(SeasonsError):
     code = "conflict"
 
 
+class LockLost(Conflict):
+    """A job's lock expired or was taken by another worker while this one still worked: the
+    run stops (its steps are recorded; the next run resumes from them)."""
+
+    code = "lock_lost"
+
+    def __init__(self, name: str):
+        super().__init__(
+            f"lost the lock {name!r} (expired or taken over); stopping this run", {"lock": name}
+        )
+        self.name = name
+
+
 class BackendUnavailable(SeasonsError):
-    """Redis cannot be reached; the operation may be retried."""
+    """Redis cannot do the work now (unreachable, full, a replica); the operation may be
+    retried. Raised for redis-py's errors by the clients of :mod:`seasons.connection`."""
 
     code = "backend_unavailable"
+
+
+class BackendUnreachable(BackendUnavailable):
+    """Redis could not be reached or did not answer in time (connection refused or lost, a
+    timeout, LOADING, a cluster with no master for the slot), after redis-py's own retries:
+    a command in flight may or may not have run."""
 
 
 class NotReplicated(BackendUnavailable):
@@ -158,3 +178,11 @@ class BatchIdReused(Conflict):
     original result would not describe them, so the batch is refused and nothing written."""
 
     code = "batch_id_reused"
+
+
+class UnsupportedRedis(SeasonsError):
+    """The Redis server is older than Seasons needs
+    (:data:`seasons.redis_health.MIN_REDIS`), or does not say which version it is: its
+    scripts would fail on it. ``details`` is ``{"redis_version", "minimum"}``."""
+
+    code = "unsupported_redis"

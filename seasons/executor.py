@@ -9,11 +9,16 @@ once in their ``run``:
   node that never saw it) it answers NOSCRIPT, and the call is sent once as ``EVAL`` with the
   source, which also caches the script on that server again;
 - an error reply is raised as redis-py's own exception for it (its parser's table): LOADING is
-  a :class:`~redis.exceptions.BusyLoadingError`, OOM and READONLY the errors that
-  :func:`seasons.connection.backend_errors` turns into 503s;
+  a :class:`~redis.exceptions.BusyLoadingError`, OOM an
+  :class:`~redis.exceptions.OutOfMemoryError`, READONLY a
+  :class:`~redis.exceptions.ReadOnlyError`;
 - a broken connection, a timeout or LOADING are retried with redis-py's :class:`Retry` and the
-  backoff of every Seasons client (:func:`seasons.connection.retry_policy`), then raised; the
-  read scripts write nothing, so a resend is harmless.
+  backoff of every Seasons client (:func:`seasons.connection.retry_policy`); the read scripts
+  write nothing, so a resend is harmless;
+- at its exit, ``run`` raises what is left as the Seasons clients do
+  (:func:`seasons.connection.translated`): Redis unreachable as
+  :class:`~seasons.errors.BackendUnreachable`, a refusal as ``BackendFull`` /
+  ``BackendReadOnly``, anything else (a bug of ours) as redis-py raised it.
 
 They differ only in how a command reaches Redis (the transport):
 
@@ -32,7 +37,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import math
 import socket
 import threading
@@ -40,7 +44,6 @@ import weakref
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from functools import cache
 from typing import Any
 
 import hiredis
@@ -52,27 +55,13 @@ from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from seasons.config.settings import RedisSettings
-from seasons.connection import make_async_client, retry_policy
-from seasons.scripts import sources
+from seasons.connection import make_async_client, retry_policy, translated
+from seasons.scripts import Script
+from seasons.scripts import script as script  # re-exported: seasons.reads takes it from here
 
 # What a script answers: JSON (bytes on Seasons' own connections, str through a redis-py
 # client, which decodes replies), or None (nil) where a read found nothing to answer.
 Reply = bytes | str | None
-
-
-@dataclass(frozen=True, slots=True)
-class Script:
-    """A Lua script shipped in the package, by name, with the SHA1 that EVALSHA names."""
-
-    name: str
-    source: str
-    sha: str
-
-
-@cache
-def script(name: str) -> Script:
-    source = sources()[name]
-    return Script(name, source, hashlib.sha1(source.encode()).hexdigest())
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,10 +97,11 @@ class SyncExecutor:
         self.close = close
 
     def run(self, call: Call) -> Reply:
-        try:
-            return self._send(call.evalsha())
-        except NoScriptError:
-            return self._send(call.eval())
+        with translated():
+            try:
+                return self._send(call.evalsha())
+            except NoScriptError:
+                return self._send(call.eval())
 
 
 class AsyncExecutor:
@@ -126,10 +116,11 @@ class AsyncExecutor:
         self.close = close
 
     async def run(self, call: Call) -> Reply:
-        try:
-            return await self._send(call.evalsha())
-        except NoScriptError:
-            return await self._send(call.eval())
+        with translated():
+            try:
+                return await self._send(call.evalsha())
+            except NoScriptError:
+                return await self._send(call.eval())
 
 
 def sync_executor(client: Any) -> SyncExecutor:

@@ -30,13 +30,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from seasons import timewindows as tw
 from seasons.archives import CHUNK, DATA_SUFFIX, MANIFEST_SUFFIX, TMP_TTL, Manifest, Row, sha256_of
 from seasons.catalog import archive_dir
 from seasons.config.settings import BoardSettings, Settings
-from seasons.connection import backend_errors
+from seasons.connection import RedisClient, text
 from seasons.errors import (
     ArchiveError,
     ArchiveExists,
@@ -107,7 +107,7 @@ class RestoreAll:
 class Restorer:
     """Checks and loads archive files of one namespace."""
 
-    def __init__(self, client: Any, settings: Settings, keys: Keys):
+    def __init__(self, client: RedisClient, settings: Settings, keys: Keys):
         self.client = client
         self.settings = settings
         self.keys = keys
@@ -192,13 +192,16 @@ class Restorer:
 
     def _compare(self, file: Path, manifest: Manifest, rows: list[Row], force: bool) -> Action:
         key = self.keys.archive(manifest.board, manifest.season)
-        with backend_errors():
-            kind = self.client.type(key)
-            if kind == "none":
-                return "restored"
-            stored = (
-                dict(self.client.zrange(key, 0, -1, withscores=True)) if kind == "zset" else None
+        kind = text(self.client.type(key))
+        if kind == "none":
+            return "restored"
+        stored: dict[str, float] | None = None
+        if kind == "zset":
+            # (member, score) pairs: redis-py's types cannot tell them from withscores=True.
+            pairs = cast(
+                "list[tuple[bytes | str, float]]", self.client.zrange(key, 0, -1, withscores=True)
             )
+            stored = {text(m): s for m, s in pairs}
         wanted = {m: s for _, m, s, _ in rows}
         if stored == wanted:
             return "unchanged"
@@ -235,32 +238,31 @@ class Restorer:
         meta = self.keys.meta(board)
         tmp = self.keys.tmp(board, f"restore:{season}")
         write = checked.action != "unchanged"
-        with backend_errors():
+        if write:
+            self.client.delete(tmp)
+        for i in range(0, len(rows), CHUNK):
+            part = rows[i : i + CHUNK]
+            pipe = self.client.pipeline(transaction=False)
             if write:
-                self.client.delete(tmp)
-            for i in range(0, len(rows), CHUNK):
-                part = rows[i : i + CHUNK]
-                pipe = self.client.pipeline(transaction=False)
-                if write:
-                    pipe.zadd(tmp, {m: s for _, m, s, _ in part})
-                    pipe.expire(tmp, TMP_TTL)
-                for _, m, _, md in part:
-                    if md:  # metadata stored since (newer) is kept
-                        pipe.hsetnx(meta, m, _meta_json(md))
-                pipe.execute()
-                if progress:
-                    progress(done + i + len(part), total)
-            pipe = self.client.pipeline(transaction=True)
-            if write and rows:
-                # As a raw command: redis-py's cluster pipeline refuses rename() by name, and
-                # in this transaction every key is in the board's slot.
-                pipe.execute_command("RENAME", tmp, archive)
-                pipe.persist(archive)
-            elif write:
-                pipe.delete(archive)
-            if "@" not in season:
-                pipe.hset(self.keys.state(board), STATE_SEASON + season, SEASON_ARCHIVED)
+                pipe.zadd(tmp, {m: s for _, m, s, _ in part})
+                pipe.expire(tmp, TMP_TTL)
+            for _, m, _, md in part:
+                if md:  # metadata stored since (newer) is kept
+                    pipe.hsetnx(meta, m, _meta_json(md))
             pipe.execute()
+            if progress:
+                progress(done + i + len(part), total)
+        pipe = self.client.pipeline(transaction=True)
+        if write and rows:
+            # As a raw command: redis-py's cluster pipeline refuses rename() by name, and
+            # in this transaction every key is in the board's slot.
+            pipe.execute_command("RENAME", tmp, archive)
+            pipe.persist(archive)
+        elif write:
+            pipe.delete(archive)
+        if "@" not in season:
+            pipe.hset(self.keys.state(board), STATE_SEASON + season, SEASON_ARCHIVED)
+        pipe.execute()
         if progress:
             progress(done + len(rows), total)
         return Restored(

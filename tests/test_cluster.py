@@ -10,7 +10,7 @@ import os
 import signal
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,9 @@ from worker_support import Sim, local, season_settings, today
 
 from seasons import Seasons
 from seasons.config import Settings, load_settings
-from seasons.errors import NotReplicated
+from seasons.errors import LockLost, NotReplicated
+from seasons.jobs.heartbeat import Heartbeat
+from seasons.jobs.locks import locked
 
 
 def board_on_each_master(cluster: LocalCluster) -> dict[int, str]:
@@ -198,3 +200,42 @@ def test_a_client_of_one_node_is_told_moved(cluster: LocalCluster) -> None:
         assert client.hset(key, "ann", "{}") == 1
     finally:
         client.close()
+
+
+def test_job_locks_and_the_heartbeat_on_the_cluster(
+    cluster: LocalCluster, on_cluster: Callable[..., Settings]
+) -> None:
+    """redis-py's Lock on the cluster client: redis-py registers its scripts, each touches only
+    the lock's one key (no hash tag needed), and they are loaded again on a node that lost
+    them. One worker holds a lock at a time; only the holder extends it (the TTL replaced) and
+    releases it; a lock taken over is LockLost. The heartbeat's compare-and-delete likewise."""
+    settings = on_cluster(boards={"kills": {}})
+    ttl = timedelta(seconds=5)
+    name = "close_day:2035-06-13"
+    with Seasons(settings) as first, Seasons(settings) as second:
+        key = first.keys.lock(name)
+        with locked(first.client, first.keys, name, ttl) as held:
+            assert held is not None
+            with locked(second.client, second.keys, name, ttl) as other:
+                assert other is None  # held by the first worker
+            first.client.pexpire(key, 100)
+            first.client.script_flush()  # on every master: the lock's scripts are gone
+            held.extend()
+            assert 4000 < first.client.pttl(key) <= 5000  # a full TTL again, not 100 ms more
+            first.client.set(key, "another worker's token", px=5000)  # taken over
+            with pytest.raises(LockLost):
+                held.extend()
+        assert first.client.get(key) == "another worker's token"  # left to its holder
+        first.client.delete(key)
+        with locked(second.client, second.keys, name, ttl) as held:
+            assert held is not None and first.client.exists(key)
+        assert not first.client.exists(key)  # released on the way out
+
+        beat = Heartbeat(first.client, settings, first.keys)
+        now = datetime.now(UTC)
+        beat.beat(now)
+        assert beat.stop() and not first.client.exists(first.keys.heartbeat())
+        beat.beat(now)
+        first.client.set(first.keys.heartbeat(), "another worker's beat", px=5000)
+        assert not beat.stop()  # not ours any more: kept
+        assert first.client.get(first.keys.heartbeat()) == "another worker's beat"

@@ -110,14 +110,14 @@ def digest(r: redis.Redis) -> Any:
 
 
 def _reads(app: Seasons, member: str) -> dict[str, Callable[[], Any]]:
-    from seasons.jobs.worker import Worker
+    from seasons.jobs.registry import sweeper_of
 
     return {
         "rank": lambda: app.rank("kills", member, "day"),
         "around": lambda: app.around("kills", member, "week"),
         "lookup": lambda: app.lookup("kills", ["p001", member], "season"),
         "history": lambda: app.history("kills", member),
-        "forget": lambda: Worker(app).sweeper.forget(member, app.clock()),
+        "forget": lambda: sweeper_of(app).forget(member, app.clock()),
     }
 
 
@@ -452,14 +452,14 @@ def test_a_member_stored_before_the_format_rule_can_still_be_erased(
 ) -> None:
     """Reads refuse ``ad\u200bmin``, but an older Seasons may hold it: erasure must reach it,
     through the Python API and the DELETE route alike."""
-    from seasons.jobs.worker import Worker
+    from seasons.jobs.registry import sweeper_of
 
     legacy = {"py": "ad\u200bmin", "http": "\u202enimda"}
     day = app.keys.day("kills", app.clock().date())
     for member in legacy.values():  # as an older version stored them
         r.zadd(day, {member.encode(): 7})
         r.hset(app.keys.meta("kills"), member.encode(), b'{"name":"x"}')
-    Worker(app).sweeper.forget(legacy["py"], app.clock())
+    sweeper_of(app).forget(legacy["py"], app.clock())
     response = client.delete("/v1/admin/members/%E2%80%AEnimda", headers=AUTH)
     assert response.status_code == 200, response.text
     assert response.json()["member"] == legacy["http"]

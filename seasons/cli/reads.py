@@ -10,7 +10,6 @@ from rich.table import Table
 
 from seasons.cli.common import (
     CliState,
-    backend,
     cli,
     console,
     fmt_meta,
@@ -121,8 +120,7 @@ def history(
 ) -> None:
     """MEMBER's rank and score on BOARD in each of the last LAST periods, oldest first."""
     app = state.app
-    with backend():
-        result = app.run(app.reads.history(board, member, window, last=last))
+    result = app.run(app.reads.history(board, member, window, last=last))
     if as_json:
         print_json(result)
         return

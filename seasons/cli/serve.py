@@ -27,7 +27,7 @@ from seasons.cli.common import (
     print_json,
 )
 from seasons.config.settings import ApiSettings, Settings
-from seasons.connection import when_reachable
+from seasons.connection import RedisClient, when_reachable
 from seasons.errors import BackendUnavailable
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
@@ -70,7 +70,7 @@ def serve(
     if app is None:
         return  # stopped while waiting for Redis
     client = app.state.services.seasons.client
-    redis_health.check_eviction(client, settings, what="serve")  # EvictionPolicy: exit 2
+    redis_health.check_redis(client, settings, what="serve")  # a Redis to refuse: exit 2
     check_bindable(host, port)
     # One process: the app holds one Redis connection pool and one set of metrics.
     server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, **_server_options(
@@ -122,7 +122,7 @@ def _serve_workers(state: CliState, host: str, port: int, workers: int, log_leve
     if facade is None:
         return
     try:
-        redis_health.check_eviction(facade.client, settings, what="serve")
+        redis_health.check_redis(facade.client, settings, what="serve")
         check_bindable(host, port)
         if state.config_file is not None:  # the workers read the same file
             os.environ["SEASONS_CONFIG"] = str(state.config_file)
@@ -211,7 +211,7 @@ class EvictionWatch:
     a policy that starts evicting (without ``redis.allow_eviction``) stops the server, which
     then exits with status 2, as it would have refused to start on it."""
 
-    def __init__(self, client: Any, settings: Settings, stop_server: Callable[[], None]):
+    def __init__(self, client: RedisClient, settings: Settings, stop_server: Callable[[], None]):
         self.client = client
         self.settings = settings
         self.stop_server = stop_server

@@ -33,7 +33,6 @@ from seasons.api import Seasons
 from seasons.cli.common import (
     CliError,
     CliState,
-    backend,
     cli,
     console,
     json_option,
@@ -45,7 +44,6 @@ from seasons.errors import BatchRejected, InvalidInput
 from seasons.events import ValidEvent, validate_batch
 from seasons.models import WriteResult
 from seasons.writes import (
-    BatchRejectedByState,
     new_batch_id,
     parse_reply,
     run_write_calls,
@@ -229,14 +227,13 @@ def _state_problems(
         )
         for board, evs in by_board.items()
     ]
-    with backend():
-        replies, _ = run_write_calls(app.client, app.scripts, calls)
+    replies, _ = run_write_calls(app.client, app.scripts, calls)
     problems: list[dict[str, Any]] = []
     for reply in replies:
         try:
             parse_reply(reply)
-        except BatchRejectedByState as exc:
-            problems += exc.problems
+        except BatchRejected as exc:
+            problems += exc.details
     return problems
 
 

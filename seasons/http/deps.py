@@ -19,7 +19,6 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from seasons.api import Seasons
 from seasons.clock import Clock
 from seasons.config.settings import Settings
-from seasons.connection import backend_errors
 from seasons.executor import AsyncExecutor
 from seasons.http.auth import Level
 from seasons.http.metrics import Metrics
@@ -40,8 +39,7 @@ class Services:
         """The JSON body of a prepared read (:class:`~seasons.errors.NotRanked` where the
         member is not on the board): awaited, so a read costs no threadpool hop and a slow
         Redis never blocks the loop."""
-        with backend_errors():
-            reply = await self.executor.run(read.call)
+        reply = await self.executor.run(read.call)
         return read.body(reply)
 
     @property

@@ -21,13 +21,17 @@ UnsupportedMediaType                   415     a JSON route's body is not JSON (
   (unsupported_media_type)
 UnknownParameter (unknown_parameter)   422     a query parameter the route does not take
 Conflict, ArchiveError                 409     the request conflicts with stored state
-BackendUnavailable and redis           503     Redis unreachable; retry later
-  connection errors (backend_unavailable)
+BackendUnavailable                     503     Redis unreachable; retry later
+  (backend_unavailable)
 BackendFull (backend_full)             503     Redis at maxmemory (noeviction) refuses writes
 BackendReadOnly (backend_read_only)    503     Redis is a read-only replica
 EvictionPolicy, DataLoss               503     the server is unsafe to write to (see /readyz)
 anything else                          500     ``internal_error``, with no details
 =====================================  ======  =============================================
+
+Redis errors arrive here as Seasons errors already: the Redis clients and the read executor
+translate them (:mod:`seasons.connection`). A redis-py error that reaches a handler is a bug
+of ours (an unexpected error reply, CROSSSLOT): a 500 with a log line.
 """
 
 from __future__ import annotations
@@ -40,13 +44,9 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import ResponseError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from seasons import errors
-from seasons.connection import refusal
 
 log = logging.getLogger("seasons.http")
 
@@ -169,21 +169,6 @@ async def _seasons_error(request: Request, exc: Exception) -> JSONResponse:
     return response_of(exc)
 
 
-async def _redis_down(request: Request, exc: Exception) -> JSONResponse:
-    # Raised where a caller did not wrap its Redis calls in backend_errors().
-    return error_response(503, "backend_unavailable", f"Redis is unreachable: {exc}")
-
-
-async def _redis_refused(request: Request, exc: Exception) -> JSONResponse:
-    # Redis refusing a write (full, a replica) where a caller did not wrap it; any other
-    # reply error is a bug of ours.
-    assert isinstance(exc, ResponseError)
-    found = refusal(exc)
-    if found is None:
-        return await _unexpected(request, exc)
-    return error_response(503, found.code, found.message)
-
-
 async def _validation(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
     # Only where and what: "input" could echo a large body back, "ctx" holds raw objects.
@@ -219,9 +204,6 @@ async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
 def install(app: FastAPI) -> None:
     """Register the handlers that give every error the one JSON shape."""
     app.add_exception_handler(errors.SeasonsError, _seasons_error)
-    app.add_exception_handler(RedisConnectionError, _redis_down)
-    app.add_exception_handler(RedisTimeoutError, _redis_down)
-    app.add_exception_handler(ResponseError, _redis_refused)
     app.add_exception_handler(RequestValidationError, _validation)
     app.add_exception_handler(StarletteHTTPException, _http_exception)
     app.add_exception_handler(Exception, _unexpected)

@@ -10,6 +10,7 @@ Redis unreachable (``backend_unavailable``), the worker in safe mode after data 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -18,7 +19,6 @@ from fastapi.responses import JSONResponse
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from pydantic import BaseModel
-from redis.exceptions import RedisError
 
 from seasons import redis_health
 from seasons.api import Seasons
@@ -27,6 +27,7 @@ from seasons.http.deps import MetricsDep, SeasonsDep
 from seasons.http.errors import ErrorBody, error_response
 from seasons.jobs.integrity import read_safe_mode
 
+log = logging.getLogger("seasons.http")
 router = APIRouter(tags=["health"])
 
 
@@ -58,9 +59,9 @@ def readyz(s: SeasonsDep) -> Any:
         # The worker's heartbeat key carries a TTL a few intervals long: present means fresh.
         beating = bool(s.client.exists(s.keys.heartbeat()))
         safe_mode = read_safe_mode(s.client, s.keys)
-    except (RedisError, BackendUnavailable) as exc:
+    except BackendUnavailable as exc:
         details = {"redis": "unreachable", "worker": "unknown"}
-        return error_response(503, "backend_unavailable", f"Redis is unreachable: {exc}", details)
+        return error_response(503, exc.code, exc.message, details)
     problems: dict[str, str] = {}
     if safe_mode is not None:
         problems["data_loss"] = (
@@ -110,7 +111,9 @@ class RedisHealthCollector(Collector):
         try:
             health = redis_health.read(self._app.client, self._app.settings)
             safe_mode = read_safe_mode(self._app.client, self._app.keys)
-        except (RedisError, BackendUnavailable):
+        except Exception as exc:  # a scrape must not fail because Redis is away
+            if not isinstance(exc, BackendUnavailable):
+                log.warning("Redis health unavailable for /metrics: %r", exc)
             up.add_metric([], 0)
             yield up
             return

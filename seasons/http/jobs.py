@@ -11,12 +11,11 @@ from fastapi import APIRouter
 from pydantic import BaseModel
 
 from seasons.api import Seasons
-from seasons.connection import backend_errors
 from seasons.http.deps import SeasonsDep
 from seasons.http.errors import ERROR_RESPONSES
 from seasons.http.metrics import JobStats
+from seasons.jobs.registry import NAMES, jobs_report
 from seasons.jobs.state import JobState
-from seasons.jobs.worker import jobs_report
 
 router = APIRouter(prefix="/v1", tags=["jobs"], responses={503: ERROR_RESPONSES[503]})
 
@@ -34,15 +33,15 @@ class Jobs(BaseModel):
 
 
 def job_stats_reader(s: Seasons) -> JobStats:
-    """What ``/metrics`` reads at scrape time: job -> its summary fields."""
+    """What ``/metrics`` reads at scrape time: job -> its summary fields, for every job of
+    the registry."""
 
     def read() -> Mapping[str, Mapping[str, Any]]:
-        return JobState(s.client, s.keys).summaries()
+        return JobState(s.client, s.keys).summaries(NAMES)
 
     return read
 
 
 @router.get("/jobs", response_model=Jobs, summary="Worker heartbeat, and each job's last/next run")
 def get_jobs(s: SeasonsDep) -> Jobs:
-    with backend_errors():
-        return Jobs.model_validate(jobs_report(s, s.clock()))
+    return Jobs.model_validate(jobs_report(s, s.clock()))

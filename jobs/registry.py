@@ -1,0 +1,203 @@
+"""The worker's jobs, declared once (SPEC section 7): each one's name, what it does, the
+setting that spaces its runs, and its pass. The worker schedules them from :data:`JOBS`;
+``seasons status``, ``GET /v1/jobs`` and ``/metrics`` report them by :data:`NAMES`;
+``seasons worker --help`` lists them.
+
+A pass is a function of a :class:`JobContext` (the job objects of one app, built once) and the
+instant ``now``. The job objects are built here too (:func:`rollup_of`, :func:`closes_of`, ...),
+so that an admin call or a CLI operation runs one job on the app it has, without a worker.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from seasons.api import Seasons
+from seasons.archives import Archives
+from seasons.config.settings import Settings
+from seasons.errors import ArchiveExists
+from seasons.jobs.closes import Closes
+from seasons.jobs.heartbeat import Heartbeat
+from seasons.jobs.heartbeat import read as read_heartbeat
+from seasons.jobs.integrity import ARCHIVE_CONFLICT, WHAT_TO_DO, Integrity, read_safe_mode
+from seasons.jobs.locks import locked
+from seasons.jobs.rollup import Rollup
+from seasons.jobs.state import Checkpoint, JobState, Stopping, no_checkpoint
+from seasons.jobs.sweep import Sweeper
+from seasons.redis_health import eviction_message
+from seasons.redis_health import read as read_health
+
+log = logging.getLogger(__name__)
+
+EXIT_EVICTION = 2  # the CLI's status for a server Seasons must not run on
+SKIPPED = "safe_mode"  # a pass that safe mode skipped: recorded as this status, not "ok"
+
+
+# --- the job objects, for one app ---------------------------------------------------------
+
+
+def rollup_of(app: Seasons) -> Rollup:
+    return Rollup(app.client, app.scripts, app.settings, app.keys)
+
+
+def archives_of(app: Seasons) -> Archives:
+    return Archives(app.client, app.scripts, app.settings, app.keys)
+
+
+def sweeper_of(app: Seasons, archives: Archives | None = None) -> Sweeper:
+    archives = archives if archives is not None else archives_of(app)
+    return Sweeper(app.client, app.scripts, app.settings, app.keys, archives)
+
+
+def closes_of(
+    app: Seasons, *, state: JobState | None = None, rollup: Rollup | None = None,
+    archives: Archives | None = None, checkpoint: Checkpoint = no_checkpoint,
+) -> Closes:  # fmt: skip
+    """Closes on ``app``'s client and clock; ``checkpoint`` is called between the steps of a
+    run (the worker's stops there on SIGTERM)."""
+    return Closes(
+        app.client, app.scripts, app.settings, app.keys,
+        state=state if state is not None else JobState(app.client, app.keys),
+        rollup=rollup if rollup is not None else rollup_of(app),
+        archives=archives if archives is not None else archives_of(app),
+        checkpoint=checkpoint, clock=app.clock,
+    )  # fmt: skip
+
+
+class JobContext:
+    """What the passes of one worker share: its app, the job objects built once on it, and
+    the event that stops it (:attr:`stop`, checked between the steps of a run)."""
+
+    def __init__(
+        self, app: Seasons, *, stop: threading.Event | None = None,
+        fault: Checkpoint | None = None,
+    ):  # fmt: skip
+        self.app = app
+        self.settings = app.settings
+        self.stop = stop if stop is not None else threading.Event()
+        self.fault = fault  # tests' hook at every checkpoint (seasons.jobs.state.fault_from_env)
+        self.exit_code = 0
+        self.state = JobState(app.client, app.keys)
+        self.rollup = rollup_of(app)
+        self.archives = archives_of(app)
+        self.closes = closes_of(
+            app, state=self.state, rollup=self.rollup, archives=self.archives,
+            checkpoint=self.checkpoint,
+        )  # fmt: skip
+        self.sweeper = sweeper_of(app, self.archives)
+        self.heartbeat = Heartbeat(app.client, app.settings, app.keys)
+        self.integrity = Integrity(app.client, app.settings, app.keys, self.heartbeat.worker)
+
+    def checkpoint(self, name: str) -> None:
+        if self.fault is not None:
+            self.fault(name)
+        if self.stop.is_set():
+            raise Stopping(name)
+
+
+# --- one pass of each job -----------------------------------------------------------------
+
+
+def beat(ctx: JobContext, now: datetime) -> None:
+    """Beat with the server's memory figures and safe mode; stop (exit 2) when Redis's
+    policy became evicting without ``redis.allow_eviction``."""
+    health = read_health(ctx.app.client, ctx.settings)
+    safe = ctx.integrity.refresh()
+    memory = {
+        "policy": health.policy, "used_memory": health.used_memory,
+        "maxmemory": health.maxmemory, "eviction_allowed": health.eviction_allowed,
+    }  # fmt: skip
+    ctx.heartbeat.beat(now, extra={"redis": memory, **({"safe_mode": safe} if safe else {})})
+    if safe is not None:
+        log.error("SAFE MODE (%s) since %s: %s; %s", safe.get("reason"),
+                  safe.get("detected_at"), safe.get("message"), WHAT_TO_DO)  # fmt: skip
+    if health.evicting and not health.eviction_allowed:
+        log.error("stopping: %s", eviction_message(health.policy))
+        ctx.exit_code = EXIT_EVICTION
+        ctx.stop.set()
+
+
+def close(ctx: JobContext, now: datetime) -> int | str:
+    """Check for data loss, then run the due closes, unless in safe mode. A close that
+    meets an archive file it would change enters safe mode (``archive_conflict``)."""
+    if ctx.integrity.check(now) is not None:
+        return SKIPPED
+    try:
+        return ctx.closes.catch_up(now)
+    except ArchiveExists as exc:
+        ctx.integrity.enter(ARCHIVE_CONFLICT, exc.message, now)
+        raise
+
+
+def roll_up(ctx: JobContext, now: datetime) -> Any:
+    app = ctx.app
+    with locked(app.client, app.keys, "rollup", ctx.settings.worker.lock_ttl) as lock:
+        return None if lock is None else ctx.rollup.run(now, routine=True)
+
+
+def sweep(ctx: JobContext, now: datetime) -> Any:
+    if ctx.integrity.in_safe_mode:
+        return SKIPPED  # it would drop metadata of members whose archive keys are lost
+    app = ctx.app
+    with locked(app.client, app.keys, "sweep", ctx.settings.worker.lock_ttl) as lock:
+        return None if lock is None else ctx.sweeper.run(now)
+
+
+# --- the table ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """One job of the worker."""
+
+    name: str  # its state key (``<ns>:job:<name>``), log lines, metrics label
+    does: str  # one line, for ``seasons worker --help``
+    interval: str  # the ``worker.*`` setting that spaces its runs
+    run: Callable[[JobContext, datetime], Any]  # one pass
+    # Run on every tick: the pass itself finds what is due (the heartbeat always is).
+    every_tick: bool = False
+    thread: str = "default"  # the scheduler's executor: the heartbeat beats beside the work
+    # When its next run is due, if not one interval after this one's start.
+    next_due: Callable[[JobContext, datetime], datetime] | None = None
+
+    def every(self, settings: Settings) -> timedelta:
+        value = getattr(settings.worker, self.interval)
+        assert isinstance(value, timedelta), self.interval
+        return value
+
+
+def _next_close(ctx: JobContext, now: datetime) -> datetime:
+    return ctx.closes.next_due(now)
+
+
+# In the order a tick runs them: the heartbeat, closes before the rollup (a close's final
+# rollup of a season comes before the routine one), then the sweep.
+JOBS: tuple[Job, ...] = (
+    Job("heartbeat", "beat, with Redis's memory and safe mode; exit 2 if Redis may evict",
+        "heartbeat_interval", beat, every_tick=True, thread="beat"),
+    Job("closes", "check for data loss, then close and archive the days and seasons due",
+        "rollup_interval", close, every_tick=True, next_due=_next_close),
+    Job("rollup", "recompute the open rolled-up boards from their day keys",
+        "rollup_interval", roll_up),
+    Job("sweep", "set the TTL a key's name implies; drop metadata of members on no board",
+        "sweep_interval", sweep),
+)  # fmt: skip
+NAMES: tuple[str, ...] = tuple(job.name for job in JOBS)
+BY_NAME: dict[str, Job] = {job.name: job for job in JOBS}
+
+
+def jobs_report(app: Seasons, now: datetime) -> dict[str, Any]:
+    """For ``seasons status`` and ``GET /v1/jobs``: the heartbeat (None when no worker is
+    alive), safe mode (None unless the namespace is in it), the Redis server's policy, memory
+    and role, and each job's last and next run as the worker recorded them."""
+    return {
+        "worker": read_heartbeat(app.client, app.keys, now),
+        "safe_mode": read_safe_mode(app.client, app.keys),
+        "redis": read_health(app.client, app.settings).to_dict(),
+        "jobs": JobState(app.client, app.keys).summaries(NAMES),
+    }
