@@ -6,23 +6,32 @@ reads it at start and on every heartbeat, ``seasons serve`` at start and in ``/r
 ``seasons status`` and ``/metrics`` to show it.
 
 Any ``maxmemory-policy`` but ``noeviction`` lets Redis drop Seasons' keys silently (day boards,
-event ids, job state, archives): :func:`check_eviction` refuses it unless
-``redis.allow_eviction`` is set deliberately.
+event ids, job state, archives): :func:`check_redis` refuses it unless
+``redis.allow_eviction`` is set deliberately. It first refuses a server older than
+:data:`MIN_REDIS` (``INFO server``), on which the scripts would fail.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import redis
+
 from seasons.config.settings import Settings
-from seasons.connection import backend_errors, is_cluster
-from seasons.errors import EvictionPolicy
+from seasons.connection import RedisClient, on_each_master
+from seasons.errors import EvictionPolicy, UnsupportedRedis
 
 log = logging.getLogger(__name__)
 
 SAFE_POLICY = "noeviction"
+# The oldest Redis Seasons runs on. The read scripts declare `#!lua flags=no-writes` (script
+# flags: 7.0); before that come ZADD GT/LT (write.lua), ZRANGE ... REV (read_range.lua) and
+# COPY (archive_copy.lua, archives) in 6.2, SCAN ... TYPE (sweeps) in 6.0.
+MIN_REDIS = (7, 0)
+_VERSION = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?")
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,29 +89,22 @@ def eviction_message(policy: str) -> str:
     )
 
 
-def _nodes(client: Any) -> list[Any]:
-    if is_cluster(client):
-        return [client.get_redis_connection(n) for n in client.get_primaries()]
-    return [client]
+def _info(node: redis.Redis) -> tuple[dict[str, Any], dict[str, Any]]:
+    return node.info("memory"), node.info("replication")
 
 
-def read(client: Any, settings: Settings) -> RedisHealth:
+def read(client: RedisClient, settings: Settings) -> RedisHealth:
     """The server's eviction policy, memory and role. Raises BackendUnavailable when Redis
     cannot be reached."""
     policies: list[str] = []
     read_only = False
     worst = (-1.0, 0, 0)  # (used / maxmemory, used, maxmemory) of the fullest master
-    with backend_errors():
-        for node in _nodes(client):
-            memory = node.info("memory")
-            replication = node.info("replication")
-            policies.append(str(memory.get("maxmemory_policy", SAFE_POLICY)))
-            used = int(memory.get("used_memory", 0)) - int(
-                memory.get("mem_not_counted_for_evict", 0)
-            )
-            limit = int(memory.get("maxmemory", 0))
-            worst = max(worst, (used / limit if limit else 0.0, used, limit))
-            read_only = read_only or replication.get("role") == "slave"
+    for memory, replication in on_each_master(client, _info):
+        policies.append(str(memory.get("maxmemory_policy", SAFE_POLICY)))
+        used = int(memory.get("used_memory", 0)) - int(memory.get("mem_not_counted_for_evict", 0))
+        limit = int(memory.get("maxmemory", 0))
+        worst = max(worst, (used / limit if limit else 0.0, used, limit))
+        read_only = read_only or replication.get("role") == "slave"
     bad = [p for p in policies if p != SAFE_POLICY]
     return RedisHealth(
         policy=bad[0] if bad else SAFE_POLICY, used_memory=worst[1], maxmemory=worst[2],
@@ -110,9 +112,50 @@ def read(client: Any, settings: Settings) -> RedisHealth:
     )  # fmt: skip
 
 
-def check_eviction(client: Any, settings: Settings, *, what: str) -> RedisHealth:
-    """Refuse a server that may evict keys (:class:`EvictionPolicy`), unless
-    ``redis.allow_eviction`` is set: then warn. ``what`` names the process in the warning."""
+def parse_version(text: str) -> tuple[int, int, int] | None:
+    """``redis_version`` of ``INFO server`` as numbers (``"7.0.15"`` -> ``(7, 0, 15)``; a
+    suffix such as ``-rc1`` is ignored), or None when it does not begin with X.Y."""
+    m = _VERSION.match(text.strip())
+    if m is None:
+        return None
+    return int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
+
+
+def version_problem(text: str) -> str | None:
+    """Why Seasons cannot run on a Redis that reports ``redis_version`` ``text``; None when
+    it can."""
+    need = ".".join(map(str, MIN_REDIS))
+    version = parse_version(text)
+    if version is None:
+        return (
+            f"Redis reports its version as {text!r}, which Seasons cannot read; Seasons needs "
+            f"Redis {need} or later"
+        )
+    if version[: len(MIN_REDIS)] < MIN_REDIS:
+        return (
+            f"Redis {text} is too old: Seasons needs Redis {need} or later (its Lua scripts "
+            "use script flags and ZADD GT/LT). Upgrade the server"
+        )
+    return None
+
+
+def check_version(client: RedisClient) -> None:
+    """Refuse a server older than :data:`MIN_REDIS` (on a cluster: any master older) with
+    :class:`UnsupportedRedis`."""
+    found = on_each_master(client, lambda node: str(node.info("server").get("redis_version")))
+    for text in found:
+        problem = version_problem(text)
+        if problem is not None:
+            minimum = ".".join(map(str, MIN_REDIS))
+            raise UnsupportedRedis(problem, {"redis_version": text, "minimum": minimum})
+
+
+def check_redis(client: RedisClient, settings: Settings, *, what: str) -> RedisHealth:
+    """What the worker and ``seasons serve`` check at start: refuse a server older than
+    :data:`MIN_REDIS` (:class:`UnsupportedRedis`), or one that may evict keys
+    (:class:`EvictionPolicy`) unless ``redis.allow_eviction`` is set: then warn. ``what``
+    names the process in the warning."""
+    check_version(client)
     health = read(client, settings)
     if health.evicting:
         if not settings.redis.allow_eviction:

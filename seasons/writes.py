@@ -8,31 +8,32 @@ answers the original result instead of applying the batch twice; see docs/writes
 from __future__ import annotations
 
 import hashlib
+import json
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Collection
-from datetime import datetime, timedelta
-from typing import Any
+from collections.abc import Callable, Collection, Iterator
+from contextlib import contextmanager
+from datetime import date, datetime, timedelta
+from typing import Any, NamedTuple
 
-from redis.exceptions import NoScriptError
+from redis.exceptions import NoScriptError, ResponseError
 
 from seasons import timewindows as tw
 from seasons.config.settings import BoardSettings, Settings
 from seasons.connection import is_cluster, on_one_connection
-from seasons.errors import BatchIdReused, InvalidBatchId, NotReplicated
+from seasons.errors import BatchIdReused, BatchRejected, InvalidBatchId, NotReplicated
 from seasons.events import META_MAX_BYTES, META_MAX_FIELDS, ValidEvent, check_id
 from seasons.keys import Keys
 from seasons.models import WriteResult
 from seasons.scripts import Scripts
 
 DEDUPE_WINDOW = timedelta(hours=48)
-
-
-class BatchRejectedByState(Exception):
-    """The write script refused a batch (closed day or season); carries its problems."""
-
-    def __init__(self, problems: list[dict[str, Any]]):
-        self.problems = problems
+# The shape of write.lua's argument (its header), which the script checks: a batch of
+# another version, or with other columns of events, is refused before anything is done.
+PROTOCOL = 1
+EVENT_FIELDS = ("group", "index", "member", "value", "event_id", "metadata")
+# How write.lua's refusals of a malformed batch begin.
+REFUSAL = "write.lua: "
 
 
 def _fmt(x: float) -> str:
@@ -70,6 +71,49 @@ def batch_digest(events: list[ValidEvent], timed: Collection[int] = ()) -> str:
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
 
 
+class RollupTarget(NamedTuple):
+    """A board that an event of one local day is written through to, besides its day board."""
+
+    window: str  # named in the batch for whoever reads it; write.lua treats every one alike
+    key: str
+    weight: float  # the weight of that day's scores in the period
+    expire_at: int  # EXPIREAT of the key
+    # What a trimmed board (max_entries > 0) recomputes a member new to it from: each
+    # (day key, weight) of the period up to the horizon; empty for a board not trimmed.
+    days: list[tuple[str, float]]
+
+
+def rollup_targets(
+    board: str, day: date, settings: Settings, keys: Keys, horizon: date | None
+) -> list[RollupTarget]:
+    """The boards that events of ``day`` write through to: the period holding ``day`` of each
+    rolled-up window the board keeps (``seasons.timewindows.SPECS``), if there is one (a day
+    between seasons has no season). ``horizon`` is the last day a trimmed board recomputes
+    from (the later of today and ``day``, plus one); None for a board not trimmed."""
+    cfg = settings.boards[board]
+    targets = []
+    for window in tw.rolled_up(cfg):
+        period = window.period_of_day(day, settings)
+        if period is None:
+            continue
+        days = (
+            [(keys.day(board, d), window.weight(cfg, d, settings)) for d in period.days()
+             if d <= horizon]
+            if horizon is not None
+            else []
+        )  # fmt: skip
+        targets.append(
+            RollupTarget(
+                window.name,
+                keys.window(board, window.name, period.id),
+                window.weight(cfg, day, settings),
+                tw.expire_at(period, settings),
+                days,
+            )
+        )
+    return targets
+
+
 def script_args(
     board: str,
     events: list[ValidEvent],
@@ -82,112 +126,95 @@ def script_args(
     backfill: bool = False,
     check_only: bool = False,
 ) -> tuple[list[str], list[str]]:
-    """KEYS and ARGV of ``write.lua`` for the events of one board (see the script's header)."""
+    """KEYS and ARGV of ``write.lua`` for the events of one board: every key the batch
+    names, and the batch as one JSON argument (its fields are described in the script's
+    header)."""
     cfg: BoardSettings = settings.boards[board]
-    zone = settings.zone
-    ws = settings.week_start_index
-    state = keys.state(board)
-    script_keys = [
-        state,
-        keys.events(board),
-        keys.meta(board),
-        keys.batches(board),
-        keys.batch_results(board),
-    ]
+    board_keys = {
+        "state": keys.state(board),
+        "events": keys.events(board),
+        "meta": keys.meta(board),
+        "batches": keys.batches(board),
+        "batch_results": keys.batch_results(board),
+    }
+    declared = dict.fromkeys(board_keys.values())  # an ordered set
+    today = tw.local_day(now, settings.zone)
     days = sorted({ev.day for ev in events})
-    stamp = now.timestamp()
-    argv: list[str] = [
-        _fmt(stamp),
-        cfg.aggregate,
-        cfg.order,
-        str(cfg.max_entries),
-        _fmt(stamp - DEDUPE_WINDOW.total_seconds()),
-        str(int(stamp + DEDUPE_WINDOW.total_seconds()) + 1),
-        "1" if backfill else "0",
-        "1" if check_only else "0",
-        str(META_MAX_FIELDS),
-        str(META_MAX_BYTES),
-        str(len(days)),
-        batch_id,
-        digest,
-    ]
-    extra_keys: list[str] = []
-    extra_index: dict[str, int] = {}
-    group_keys: list[str] = []
-    group_argv: list[str] = []
-
-    def key_index(key: str) -> str:
-        # 1-based position in KEYS of a day key that trimmed boards recompute from.
-        if key not in extra_index:
-            extra_keys.append(key)
-            extra_index[key] = len(script_keys) + 3 * len(days) + len(extra_keys)
-        return str(extra_index[key])
-
-    today = tw.local_day(now, zone)
+    groups = []
     for day in days:
         day_p = tw.period_of_day("day", day, settings)
-        week_p = tw.period_of_day("week", day, settings)
         season_p = tw.period_of_day("season", day, settings)
-        assert day_p is not None and week_p is not None
-        span = tw.season_of_day(day, settings)
-        group_keys += [
-            keys.day(board, day),
-            keys.week(board, week_p.id),
-            keys.season(board, season_p.id) if season_p else state,
-        ]
-        group_argv += [
-            day.isoformat(),
-            season_p.id if season_p else "",
-            _fmt(cfg.week_weights[tw.weekday_index(day, ws)]),
-            _fmt(cfg.season_weight(tw.week_of_season(day, span))) if span else "1.0",
-            str(tw.expire_at(day_p, settings)),
-            str(tw.expire_at(week_p, settings)),
-            str(tw.expire_at(season_p, settings)) if season_p else "0",
-        ]
-        if cfg.max_entries > 0:
-            horizon = max(today, day) + timedelta(days=1)
-            week_days = [d for d in week_p.days() if d <= horizon]
-            group_argv.append(str(len(week_days)))
-            for d in week_days:
-                w = cfg.week_weights[tw.weekday_index(d, ws)]
-                group_argv += [key_index(keys.day(board, d)), _fmt(w)]
-            season_days = [d for d in season_p.days() if d <= horizon] if season_p else []
-            group_argv.append(str(len(season_days)))
-            for d in season_days:
-                assert span is not None
-                w = cfg.season_weight(tw.week_of_season(d, span))
-                group_argv += [key_index(keys.day(board, d)), _fmt(w)]
-    group_of = {day: str(n) for n, day in enumerate(days, start=1)}
-    for ev in events:  # in batch order
-        group_argv += [
-            group_of[ev.day],
-            str(ev.index),
-            ev.member,
-            _fmt(ev.value),
-            ev.event_id or "",
-            ev.metadata or "",
-        ]
-    return script_keys + group_keys + extra_keys, argv + group_argv
+        assert day_p is not None
+        horizon = max(today, day) + timedelta(days=1) if cfg.max_entries > 0 else None
+        rollups = rollup_targets(board, day, settings, keys, horizon)
+        day_key = keys.day(board, day)
+        declared[day_key] = None
+        for r in rollups:
+            declared[r.key] = None
+            declared.update(dict.fromkeys(k for k, _ in r.days))
+        groups.append(
+            {
+                "day": day.isoformat(),
+                "season": season_p.id if season_p else None,
+                "key": day_key,
+                "expire_at": tw.expire_at(day_p, settings),
+                "rollups": [r._asdict() for r in rollups],
+            }
+        )
+    group_of = {day: n for n, day in enumerate(days)}
+    stamp = now.timestamp()
+    batch = {
+        "protocol": PROTOCOL,
+        "now": stamp,
+        "aggregate": cfg.aggregate,
+        "order": cfg.order,
+        "max_entries": cfg.max_entries,
+        "dedupe_cutoff": stamp - DEDUPE_WINDOW.total_seconds(),
+        "events_expire_at": int(stamp + DEDUPE_WINDOW.total_seconds()) + 1,
+        "backfill": backfill,
+        "check_only": check_only,
+        "meta_max_fields": META_MAX_FIELDS,
+        "meta_max_bytes": META_MAX_BYTES,
+        "batch_id": batch_id,
+        "digest": digest,
+        "keys": board_keys,
+        "groups": groups,
+        "event_fields": EVENT_FIELDS,
+        "events": [  # in batch order; the columns of EVENT_FIELDS
+            [group_of[ev.day], ev.index, ev.member, ev.value, ev.event_id, ev.metadata]
+            for ev in events
+        ],
+    }
+    text = json.dumps(batch, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    return list(declared), [text]
 
 
 def parse_reply(reply: list[Any], batch_id: str | None = None) -> WriteResult:
-    """Turn the script's reply into a result, or raise :class:`BatchRejectedByState` (a
-    closed day or season) or :class:`BatchIdReused`."""
-    if int(reply[0]) == -2:
-        raise BatchIdReused(str(reply[1]), {"batch_id": batch_id})
-    if int(reply[0]) == -1:
+    """Turn the script's reply into a result, or raise :class:`BatchRejected` (a closed day
+    or season, metadata too large once merged) or :class:`BatchIdReused`."""
+    kind = _text(reply[0])
+    if kind == "applied":
+        return WriteResult(applied=int(reply[1]), duplicates=int(reply[2]), batch_id=batch_id)
+    if kind == "reused":
+        raise BatchIdReused(_text(reply[1]), {"batch_id": batch_id})
+    if kind == "rejected":
         items = reply[1:]
-        problems = [
-            {
-                "index": int(items[i]),
-                "field": "ts",
-                "code": str(items[i + 1]),
-                "message": str(items[i + 2]),
-            }
-            for i in range(0, len(items), 3)
-        ]
-        raise BatchRejectedByState(problems)
-    return WriteResult(applied=int(reply[0]), duplicates=int(reply[1]), batch_id=batch_id)
+        raise BatchRejected(
+            [
+                {
+                    "index": int(items[i]),
+                    "field": _text(items[i + 1]),
+                    "code": _text(items[i + 2]),
+                    "message": _text(items[i + 3]),
+                }
+                for i in range(0, len(items), 4)
+            ]
+        )
+    raise RuntimeError(f"write.lua answered {reply!r}, which is none of its replies")
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def apply_batch(
@@ -267,10 +294,10 @@ def _run(
     for reply in replies:
         try:
             results.append(parse_reply(reply, batch_id))
-        except BatchRejectedByState as exc:
-            problems += exc.problems
+        except BatchRejected as exc:
+            problems += exc.details
     if problems:
-        raise BatchRejectedByState(sorted(problems, key=lambda p: p["index"]))
+        raise BatchRejected(sorted(problems, key=lambda p: p["index"]))
     if replicas and min(acked) < replicas:
         raise NotReplicated(
             f"the write was applied on the master, but only {min(acked)} of "
@@ -296,7 +323,38 @@ def run_write_calls(
     slot, so each call goes to its slot's master on its own (redis-py's cluster pipeline
     does not run scripts). ``WAIT`` counts only the writes of its own connection, so it is
     sent on the connection that ran the scripts (:func:`on_one_connection`).
+
+    A batch that the script refuses as malformed (see :func:`_refused`) raises RuntimeError.
     """
+    with _refused():
+        return _run_calls(client, scripts, calls, replicas=replicas, timeout_ms=timeout_ms)
+
+
+@contextmanager
+def _refused() -> Iterator[None]:
+    """write.lua's refusal of a batch that does not match its protocol, as RuntimeError: a
+    bug of Seasons (script_args and the script disagree), not the caller's input. The
+    script checks the whole batch before it reads or writes anything, so nothing of that
+    call was written; a multi-board batch meets it in its check-only pass."""
+    try:
+        yield
+    except ResponseError as exc:
+        if REFUSAL not in str(exc):
+            raise
+        raise RuntimeError(
+            f"the write script refused the batch, nothing written ({exc}): a bug of Seasons, "
+            "its Python and Lua halves disagree"
+        ) from exc
+
+
+def _run_calls(
+    client: Any,
+    scripts: Scripts,
+    calls: list[tuple[list[str], list[str]]],
+    *,
+    replicas: int,
+    timeout_ms: int,
+) -> tuple[list[Any], list[int]]:
     if replicas <= 0:
         if len(calls) == 1 or is_cluster(client):
             return [scripts.write(keys=k, args=a) for k, a in calls], []

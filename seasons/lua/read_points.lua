@@ -14,10 +14,11 @@
 -- entry, entries: ARGV[4..] the members, on the board of the first pair
 -- history: ARGV[4] board  ARGV[5] window  ARGV[6] member  ARGV[7..] the period id of each pair
 
+--! include json
+
 local desc = ARGV[1] == 'desc'
 local shared = ARGV[2] == 'shared'
 local shape = ARGV[3]
-local encode = cjson.encode
 
 local function board(pair)
   local live, archive = KEYS[2 * pair], KEYS[2 * pair + 1]
@@ -45,30 +46,41 @@ local function place(key, m)
   return rank, score
 end
 
-local function entry(rank, m, score)
-  return '{"rank":' .. rank .. ',"member":' .. encode(m) .. ',"score":' .. score
-    .. ',"metadata":' .. (redis.call('HGET', KEYS[1], m) or '{}') .. '}'
+-- The entries {rank, member, score}, as a JSON array (`many`) or the one entry alone.
+local function entries(found, many)
+  local out, n = {}, 0
+  if many then
+    out[1], n = '[', 1
+  end
+  for i = 1, #found do
+    if i > 1 then
+      n = n + 1
+      out[n] = ','
+    end
+    local rank, m, score = found[i][1], found[i][2], found[i][3]
+    n = json_entry(out, n, rank, m, score, redis.call('HGET', KEYS[1], m))
+  end
+  if many then out[n + 1] = ']' end
+  return table.concat(out)
 end
 
 if shape == 'entry' then
   local rank, score = place(board(1), ARGV[4])
   if not rank then return false end
-  return entry(rank, ARGV[4], score)
+  return entries({{rank, ARGV[4], score}}, false)
 end
 
 if shape == 'entries' then
   local key, found = board(1), {}
   for i = 4, #ARGV do
     local rank, score = place(key, ARGV[i])
-    if rank then found[#found + 1] = {rank, i, ARGV[i], score} end
+    if rank then found[#found + 1] = {rank, ARGV[i], score, i} end
   end
   table.sort(found, function(a, b)
     if a[1] ~= b[1] then return a[1] < b[1] end
-    return a[2] < b[2]
+    return a[4] < b[4]
   end)
-  local out = {}
-  for i = 1, #found do out[i] = entry(found[i][1], found[i][3], found[i][4]) end
-  return '[' .. table.concat(out, ',') .. ']'
+  return entries(found, true)
 end
 
 -- history
@@ -76,11 +88,11 @@ local m, out = ARGV[6], {}
 for i = 7, #ARGV do
   local rank, score = place(board(i - 6), m)
   if rank then
-    out[#out + 1] = '{"period":' .. encode(ARGV[i]) .. ',"rank":' .. rank .. ',"score":'
+    out[#out + 1] = '{"period":' .. json_string(ARGV[i]) .. ',"rank":' .. rank .. ',"score":'
       .. score .. '}'
   else
-    out[#out + 1] = '{"period":' .. encode(ARGV[i]) .. ',"rank":null,"score":null}'
+    out[#out + 1] = '{"period":' .. json_string(ARGV[i]) .. ',"rank":null,"score":null}'
   end
 end
-return '{"board":' .. encode(ARGV[4]) .. ',"window":' .. encode(ARGV[5]) .. ',"member":'
-  .. encode(m) .. ',"history":[' .. table.concat(out, ',') .. ']}'
+return '{"board":' .. json_string(ARGV[4]) .. ',"window":' .. json_string(ARGV[5])
+  .. ',"member":' .. json_string(m) .. ',"history":[' .. table.concat(out, ',') .. ']}'

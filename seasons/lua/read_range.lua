@@ -11,6 +11,8 @@
 -- Returns {"board","window","period","total","entries":[{"rank","member","score","metadata"}]};
 -- in mode member, nil (a nil reply) when the member is not on the board.
 
+--! include json
+
 local key = KEYS[1]
 if KEYS[2] ~= KEYS[1] and redis.call('EXISTS', KEYS[2]) == 1 then key = KEYS[2] end
 local desc = ARGV[1] == 'desc'
@@ -18,10 +20,9 @@ local shared = ARGV[2] == 'shared'
 local mode = ARGV[3]
 local total = redis.call('ZCARD', key)
 
--- The reply is built in one buffer and joined once: Lua interns every string, so building it
--- with `..` would hash every intermediate piece.
-local out = {'{"board":', cjson.encode(ARGV[6]), ',"window":', cjson.encode(ARGV[7]),
-  ',"period":', cjson.encode(ARGV[8]), ',"total":', total, ',"entries":['}
+-- The reply is built in one buffer and joined once (see json_entry).
+local out = {'{"board":', json_string(ARGV[6]), ',"window":', json_string(ARGV[7]),
+  ',"period":', json_string(ARGV[8]), ',"total":', total, ',"entries":['}
 local n = #out
 
 local function reply()
@@ -70,27 +71,13 @@ if shared then
   end
 end
 
-local find, encode = string.find, cjson.encode
 for i = 1, #members do
   local member, score = members[i], rows[2 * i]
   if i > 1 and not (shared and score == rows[2 * i - 2]) then rank = start + i end
-  out[n + 1] = i == 1 and '{"rank":' or ',{"rank":'
-  out[n + 2] = rank
-  -- Members hold no control characters (writes refuse them); only quotes and backslashes
-  -- need the encoder.
-  if find(member, '[%c"\\]') then
-    out[n + 3] = ',"member":'
-    out[n + 4] = encode(member)
-    out[n + 5] = ',"score":'
-  else
-    out[n + 3] = ',"member":"'
-    out[n + 4] = member
-    out[n + 5] = '","score":'
+  if i > 1 then
+    n = n + 1
+    out[n] = ','
   end
-  out[n + 6] = score
-  out[n + 7] = ',"metadata":'
-  out[n + 8] = metas[i] or '{}'
-  out[n + 9] = '}'
-  n = n + 9
+  n = json_entry(out, n, rank, member, score, metas[i])
 end
 return reply()

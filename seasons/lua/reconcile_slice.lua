@@ -10,28 +10,16 @@
 -- ARGV[6 .. 5+n] one weight per day key; ARGV[6+n ..] members
 -- Returns the number of members whose entry changed.
 
+--! include aggregate
+--! include trim
+
 local target = KEYS[1]
 local aggregate = ARGV[1]
 local desc = ARGV[2] == 'desc'
 local max_entries = tonumber(ARGV[3])
 local n = tonumber(ARGV[5])
-local weights = {}
-for i = 1, n do weights[i] = tonumber(ARGV[5 + i]) end
-
-local function formula(m)
-  local total = nil
-  for i = 1, n do
-    local s = redis.call('ZSCORE', KEYS[1 + i], m)
-    if s then
-      local x = weights[i] * tonumber(s)
-      if total == nil then total = x
-      elseif aggregate == 'sum' then total = total + x
-      elseif aggregate == 'max' then total = math.max(total, x)
-      else total = math.min(total, x) end
-    end
-  end
-  return total
-end
+local days = {}
+for i = 1, n do days[i] = {KEYS[1 + i], tonumber(ARGV[5 + i])} end
 
 -- On a trimmed board a newcomer enters only if it beats the worst member kept.
 local function admits(score)
@@ -48,7 +36,7 @@ end
 local changed = 0
 for i = 6 + n, #ARGV do
   local m = ARGV[i]
-  local want = formula(m)
+  local want = aggregate_days(aggregate, days, m)
   local have = redis.call('ZSCORE', target, m)
   if want == nil then
     if have then
@@ -66,11 +54,7 @@ for i = 6 + n, #ARGV do
   end
 end
 if max_entries > 0 and redis.call('ZCARD', target) > max_entries then
-  if desc then
-    redis.call('ZREMRANGEBYRANK', target, 0, -(max_entries + 1))
-  else
-    redis.call('ZREMRANGEBYRANK', target, max_entries, -1)
-  end
+  trim_board(target, desc, max_entries)
 end
 if changed > 0 and redis.call('TTL', target) == -1 then
   redis.call('EXPIREAT', target, ARGV[4])

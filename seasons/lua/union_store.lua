@@ -5,22 +5,16 @@
 -- ARGV[4] expireat of the target  ARGV[5..] one weight per day key
 -- Returns the target's size afterwards.
 
+--! include aggregate
+--! include trim
+
 local target = KEYS[1]
-local n = #KEYS - 1
-local args = {target, n}
-for i = 2, #KEYS do args[#args + 1] = KEYS[i] end
-args[#args + 1] = 'WEIGHTS'
-for i = 5, #ARGV do args[#args + 1] = ARGV[i] end
-args[#args + 1] = 'AGGREGATE'
-args[#args + 1] = string.upper(ARGV[1])
-local size = redis.call('ZUNIONSTORE', unpack(args))
+local days = {}
+for i = 2, #KEYS do days[i - 1] = {KEYS[i], ARGV[3 + i]} end
+local size = aggregate_store(target, days, ARGV[1])
 local max_entries = tonumber(ARGV[3])
 if max_entries > 0 and size > max_entries then
-  if ARGV[2] == 'desc' then
-    redis.call('ZREMRANGEBYRANK', target, 0, -(max_entries + 1))
-  else
-    redis.call('ZREMRANGEBYRANK', target, max_entries, -1)
-  end
+  trim_board(target, ARGV[2] == 'desc', max_entries)
   size = max_entries
 end
 if size > 0 then redis.call('EXPIREAT', target, ARGV[4]) end

@@ -1,41 +1,284 @@
 -- Apply one validated batch of events to ONE board, atomically (SPEC sections 4 and 6).
 --
--- KEYS[1] state hash   KEYS[2] events zset (idempotency)   KEYS[3] meta hash
--- KEYS[4] batches zset (batch id -> epoch seconds)   KEYS[5] batch results hash
--- KEYS[6..] per day group: day key, week key, season key (KEYS[1] when the day has no season);
---           then, when max_entries > 0, the day keys that trimmed boards recompute from.
--- ARGV: now, aggregate (sum|max|min), order (desc|asc), max_entries, dedupe_cutoff,
---       events_expireat, backfill (0|1), check_only (0|1), meta_max_fields, meta_max_bytes,
---       group count, batch_id, batch digest; then per group:
---         day_id, season_id ('' = none), week_weight, season_weight,
---         day_expireat, week_expireat, season_expireat,
---         [if max_entries > 0: n week days, (key index, weight) * n,
---                              n season days, (key index, weight) * n]
---       then the events in batch order, each: group number, index in the batch, member, value,
---       event_id ('' = none), metadata: '' (none), '=' .. JSON (no nulls: stored as given when
---       the member has no metadata yet) or '~' .. JSON (has nulls: always merged)
+-- KEYS: every key the script touches, in any order: the board's keys below, each group's
+--       day key and rollup keys, and the day keys of the rollups' `days`. On a cluster they
+--       share the board's hash tag, hence one slot. The batch names keys by their names,
+--       and each must be one of KEYS.
+-- ARGV[1]: the batch, one JSON object (seasons/writes.py::script_args builds it):
+--   protocol          PROTOCOL below
+--   now               epoch seconds
+--   aggregate, order  'sum' | 'max' | 'min', 'desc' | 'asc'
+--   max_entries       0, or the size trimmed boards keep
+--   dedupe_cutoff     epoch seconds: event and batch ids recorded before it are forgotten
+--   events_expire_at  EXPIREAT of the event and batch id keys
+--   backfill          true: write days that are closed (not seasons)
+--   check_only        true: check every event, write nothing
+--   meta_max_fields, meta_max_bytes   limits of a member's metadata after merging
+--   batch_id, digest  the batch's id and a digest of its content
+--   keys              the board's keys: {state, events, meta, batches, batch_results}
+--   groups            one per local day of the batch, each
+--                       {day, season, key, expire_at, rollups}: its day id, its season id
+--                       (or null; the season's state is checked by it), its day board and
+--                       that board's EXPIREAT, and the boards it writes through to, each
+--                       {window, key, weight, expire_at, days}; `window` only names it,
+--                       every rollup is written alike: weight x value, and when
+--                       max_entries > 0 a member new to it gets its score from `days`,
+--                       [[day key, weight], ...]
+--   event_fields      the names of the columns of `events`: EVENT_FIELDS below
+--   events            the events in batch order, one array each: group (its 0-based
+--                     position in `groups`), index in the batch, member, value, event_id
+--                     (or null), metadata: null, '=' .. JSON (no nulls: stored as given
+--                     when the member has no metadata yet) or '~' .. JSON (has nulls:
+--                     always merged)
+-- The whole batch is checked before anything is read or written: one that does not match
+-- this description is refused with the error 'write.lua: <field>: <what is wrong>'.
 -- Events are checked and applied in batch order, whatever their day, so that duplicates
 -- within a batch and metadata merges behave as if submitted one by one.
 -- A batch id applied on this board since dedupe_cutoff answers its recorded result at once
 -- (in check-only mode too) and writes nothing new; with another digest it is refused.
--- Returns {applied, duplicates}, {-1, index, code, message, index, code, message, ...}
--- or {-2, message} (batch id reused with other content); on the last two nothing was written.
+-- Returns {'applied', applied, duplicates}, {'rejected', then index, field, code, message of
+-- each problem} or {'reused', message} (the batch id came with other events); on the last
+-- two nothing was written.
 
-local now = tonumber(ARGV[1])
-local aggregate = ARGV[2]
-local desc = ARGV[3] == 'desc'
-local max_entries = tonumber(ARGV[4])
-local cutoff = tonumber(ARGV[5])
-local events_expireat = ARGV[6]
-local backfill = ARGV[7] == '1'
-local check_only = ARGV[8] == '1'
-local meta_max_fields = tonumber(ARGV[9])
-local meta_max_bytes = tonumber(ARGV[10])
-local ngroups = tonumber(ARGV[11])
-local batch_id, digest = ARGV[12], ARGV[13]
+--! include json
+--! include aggregate
+--! include trim
 
-local state, events, meta = KEYS[1], KEYS[2], KEYS[3]
-local batches, batch_results = KEYS[4], KEYS[5]
+local PROTOCOL = 1
+local EVENT_FIELDS = {'group', 'index', 'member', 'value', 'event_id', 'metadata'}
+local GROUP, INDEX, MEMBER, VALUE, EVENT_ID, METADATA = 1, 2, 3, 4, 5, 6
+
+-- Checking the batch: each check raises '<field>: <problem>', which a pcall turns into the
+-- error reply.
+
+local null = cjson.null
+local huge = math.huge
+local declared = {}
+for i = 1, #KEYS do declared[KEYS[i]] = true end
+
+local function refuse(path, problem)
+  error(path .. ': ' .. problem, 0)
+end
+
+local function describe(v)
+  if v == nil then return 'nothing' end
+  if v == null then return 'null' end
+  if type(v) == 'string' then return 'the string ' .. json_string(v) end
+  if type(v) == 'number' then return 'the number ' .. (json_number(v) or tostring(v)) end
+  if type(v) == 'table' then return v[1] == nil and next(v) ~= nil and 'an object' or 'an array' end
+  return 'a ' .. type(v)
+end
+
+local function finite(v)
+  return type(v) == 'number' and v == v and v > -huge and v < huge
+end
+
+-- kind -> {what it is called, test}
+local KINDS = {
+  string = {'a string', function(v) return type(v) == 'string' end},
+  number = {'a number', finite},
+  integer = {'an integer', function(v) return finite(v) and v % 1 == 0 end},
+  count = {'an integer >= 0', function(v) return finite(v) and v % 1 == 0 and v >= 0 end},
+  boolean = {'true or false', function(v) return type(v) == 'boolean' end},
+  -- cjson decodes arrays and objects alike, as tables: an array has no key but 1..n.
+  array = {'an array', function(v)
+    return type(v) == 'table' and (next(v) == nil or v[1] ~= nil)
+  end},
+  object = {'an object', function(v) return type(v) == 'table' and v[1] == nil end},
+}
+
+-- `v`, the value at `path`, which must be of `kind` (or null when `nullable`: then nil).
+local function check(v, kind, path, nullable)
+  if nullable and v == null then return nil end
+  local k = KINDS[kind]
+  if not k[2](v) then
+    refuse(path, 'must be ' .. k[1] .. (nullable and ' or null' or '') .. ', got ' .. describe(v))
+  end
+  return v
+end
+
+local function check_key(v, path)
+  check(v, 'string', path)
+  if not declared[v] then refuse(path, json_string(v) .. ' is not declared in KEYS') end
+  return v
+end
+
+local function set(list)
+  local out = {}
+  for _, name in ipairs(list) do out[name] = true end
+  return out
+end
+
+-- The fields of an object: `known` (a set) and no other.
+local function only(obj, known, path)
+  for name in pairs(obj) do
+    if not known[name] then refuse(path .. tostring(name), 'unknown field') end
+  end
+end
+
+local BATCH_FIELDS = set({
+  'protocol', 'now', 'aggregate', 'order', 'max_entries', 'dedupe_cutoff', 'events_expire_at',
+  'backfill', 'check_only', 'meta_max_fields', 'meta_max_bytes', 'batch_id', 'digest', 'keys',
+  'groups', 'event_fields', 'events',
+})
+local BOARD_KEYS = {'state', 'events', 'meta', 'batches', 'batch_results'}
+local GROUP_FIELDS = set({'day', 'season', 'key', 'expire_at', 'rollups'})
+local ROLLUP_FIELDS = set({'window', 'key', 'weight', 'expire_at', 'days'})
+
+local function one_of(v, choices, path)
+  check(v, 'string', path)
+  for _, c in ipairs(choices) do if v == c then return v end end
+  refuse(path, 'must be ' .. table.concat(choices, ' or ') .. ', got ' .. describe(v))
+end
+
+local function parse_rollup(r, at, trimmed)
+  check(r, 'object', at)
+  only(r, ROLLUP_FIELDS, at .. '.')
+  local rollup = {
+    window = check(r.window, 'string', at .. '.window'),
+    key = check_key(r.key, at .. '.key'),
+    weight = check(r.weight, 'number', at .. '.weight'),
+    expire_at = check(r.expire_at, 'integer', at .. '.expire_at'),
+    days = {},
+  }
+  -- Only a trimmed board reads them; when given they must be right all the same.
+  if trimmed or r.days ~= nil then
+    for j, d in ipairs(check(r.days, 'array', at .. '.days')) do
+      local path = at .. '.days[' .. (j - 1) .. ']'
+      if not (KINDS.array[2](d) and #d == 2) then
+        refuse(path, 'must be [day key, weight], got ' .. describe(d))
+      end
+      rollup.days[j] = {check_key(d[1], path .. '[0]'), check(d[2], 'number', path .. '[1]')}
+    end
+  end
+  return rollup
+end
+
+local function parse_group(g, at, trimmed)
+  check(g, 'object', at)
+  only(g, GROUP_FIELDS, at .. '.')
+  local group = {
+    day = check(g.day, 'string', at .. '.day'),
+    season = check(g.season, 'string', at .. '.season', true),
+    key = check_key(g.key, at .. '.key'),
+    expire_at = check(g.expire_at, 'integer', at .. '.expire_at'),
+    rollups = {},
+  }
+  local keys = {[group.key] = true}
+  for j, r in ipairs(check(g.rollups, 'array', at .. '.rollups')) do
+    local path = at .. '.rollups[' .. (j - 1) .. ']'
+    local rollup = parse_rollup(r, path, trimmed)
+    if keys[rollup.key] then
+      refuse(path .. '.key', json_string(rollup.key) .. ' is written twice by this group')
+    end
+    keys[rollup.key] = true
+    group.rollups[j] = rollup
+  end
+  return group
+end
+
+-- kind and nullable of each column of EVENT_FIELDS, for the message of a bad event.
+local EVENT_CHECKS = {
+  {'count'}, {'count'}, {'string'}, {'number'}, {'string', true}, {'string', true},
+}
+
+-- The events are many: each is tested inline, and only a bad one goes through `check`,
+-- which names its field.
+local function parse_events(rows, ngroups)
+  local type, byte, width = type, string.byte, #EVENT_FIELDS
+  for i = 1, #rows do
+    local ev = rows[i]
+    if type(ev) ~= 'table' or #ev ~= width then
+      refuse('events[' .. (i - 1) .. ']', 'must be an array of ' .. width
+        .. ' values (event_fields), got ' .. describe(ev))
+    end
+    -- The columns of EVENT_FIELDS.
+    local g, index, member, value, event_id, meta = ev[1], ev[2], ev[3], ev[4], ev[5], ev[6]
+    if type(g) ~= 'number' or g % 1 ~= 0 or g < 0 or g >= ngroups
+        or type(index) ~= 'number' or index % 1 ~= 0 or index < 0
+        or type(member) ~= 'string'
+        or type(value) ~= 'number' or value ~= value or value == huge or value == -huge
+        or (event_id ~= null and type(event_id) ~= 'string')
+        or (meta ~= null and (type(meta) ~= 'string'
+          or (byte(meta, 1) ~= 61 and byte(meta, 1) ~= 126))) then  -- '=', '~'
+      local at = 'events[' .. (i - 1) .. '].'
+      for f = 1, width do
+        check(ev[f], EVENT_CHECKS[f][1], at .. EVENT_FIELDS[f], EVENT_CHECKS[f][2])
+      end
+      if g >= ngroups then
+        refuse(at .. 'group', describe(g) .. ', but the batch has ' .. ngroups .. ' group(s)')
+      end
+      refuse(at .. 'metadata', "must begin with '=' or '~', got " .. describe(meta))
+    end
+  end
+end
+
+local function parse()
+  if #ARGV ~= 1 then refuse('ARGV', 'must be 1 argument (the batch as JSON), got ' .. #ARGV) end
+  local ok, batch = pcall(cjson.decode, ARGV[1])
+  if not ok then refuse('ARGV[1]', 'not JSON (' .. tostring(batch) .. ')') end
+  check(batch, 'object', 'ARGV[1]')
+  if batch.protocol ~= PROTOCOL then
+    refuse('protocol', 'this script speaks protocol ' .. PROTOCOL .. ', got '
+      .. describe(batch.protocol))
+  end
+  only(batch, BATCH_FIELDS, '')
+  local b = {
+    now = check(batch.now, 'number', 'now'),
+    aggregate = one_of(batch.aggregate, {'sum', 'max', 'min'}, 'aggregate'),
+    desc = one_of(batch.order, {'desc', 'asc'}, 'order') == 'desc',
+    max_entries = check(batch.max_entries, 'count', 'max_entries'),
+    cutoff = check(batch.dedupe_cutoff, 'number', 'dedupe_cutoff'),
+    events_expire_at = check(batch.events_expire_at, 'integer', 'events_expire_at'),
+    backfill = check(batch.backfill, 'boolean', 'backfill'),
+    check_only = check(batch.check_only, 'boolean', 'check_only'),
+    meta_max_fields = check(batch.meta_max_fields, 'count', 'meta_max_fields'),
+    meta_max_bytes = check(batch.meta_max_bytes, 'count', 'meta_max_bytes'),
+    batch_id = check(batch.batch_id, 'string', 'batch_id'),
+    digest = check(batch.digest, 'string', 'digest'),
+    keys = {},
+    groups = {},
+  }
+  check(batch.keys, 'object', 'keys')
+  only(batch.keys, set(BOARD_KEYS), 'keys.')
+  for _, name in ipairs(BOARD_KEYS) do
+    b.keys[name] = check_key(batch.keys[name], 'keys.' .. name)
+  end
+  local trimmed = b.max_entries > 0
+  local days = {}
+  for g, grp in ipairs(check(batch.groups, 'array', 'groups')) do
+    local at = 'groups[' .. (g - 1) .. ']'
+    b.groups[g] = parse_group(grp, at, trimmed)
+    local day = b.groups[g].day
+    if days[day] then refuse(at .. '.day', json_string(day) .. ' is the day of another group') end
+    days[day] = true
+  end
+  local names = check(batch.event_fields, 'array', 'event_fields')
+  local same = #names == #EVENT_FIELDS
+  for i = 1, #EVENT_FIELDS do same = same and names[i] == EVENT_FIELDS[i] end
+  if not same then
+    local given = {}
+    for i = 1, #names do
+      given[i] = type(names[i]) == 'string' and names[i] or describe(names[i])
+    end
+    refuse('event_fields', 'this script reads events as [' .. table.concat(EVENT_FIELDS, ', ')
+      .. '], the batch sends [' .. table.concat(given, ', ') .. ']')
+  end
+  b.events = check(batch.events, 'array', 'events')
+  parse_events(b.events, #b.groups)
+  return b
+end
+
+local ok, batch = pcall(parse)
+if not ok then return redis.error_reply('write.lua: ' .. tostring(batch)) end
+
+local now, aggregate, desc = batch.now, batch.aggregate, batch.desc
+local max_entries, cutoff = batch.max_entries, batch.cutoff
+local backfill, check_only = batch.backfill, batch.check_only
+local state, events, meta = batch.keys.state, batch.keys.events, batch.keys.meta
+local batches, batch_results = batch.keys.batches, batch.keys.batch_results
+local batch_id, digest = batch.batch_id, batch.digest
+local groups, all = batch.groups, batch.events
 
 -- A resend of a batch already applied (a retry after a timeout, by redis-py or the caller)
 -- answers what the original did, even if the day has closed since. The record is
@@ -46,185 +289,105 @@ if applied_at and tonumber(applied_at) >= cutoff then
   if record then
     local was, ap, du = record:match('^(%S+) (%d+) (%d+)$')
     if was ~= digest then
-      return {-2, 'batch id ' .. batch_id .. ' was already used for other events in the '
+      return {'reused', 'batch id ' .. batch_id .. ' was already used for other events in the '
         .. 'last 48 hours: resend exactly the same events, or use a new batch id'}
     end
     -- Rewriting the record makes this call a write, so a WAIT after it waits for the
     -- replicas to hold everything up to now, the original batch included.
     if not check_only then redis.call('HSET', batch_results, batch_id, record) end
-    return {tonumber(ap), tonumber(du)}
+    return {'applied', tonumber(ap), tonumber(du)}
   end
-end
-
--- Parse the groups.
-local groups = {}
-local all = {}
-local a = 14
-for g = 1, ngroups do
-  local k = 6 + (g - 1) * 3
-  local grp = {
-    day = KEYS[k], week = KEYS[k + 1], season = KEYS[k + 2],
-    day_id = ARGV[a], season_id = ARGV[a + 1],
-    week_w = tonumber(ARGV[a + 2]), season_w = tonumber(ARGV[a + 3]),
-    day_exp = ARGV[a + 4], week_exp = ARGV[a + 5], season_exp = ARGV[a + 6],
-    week_days = {}, season_days = {},
-  }
-  a = a + 7
-  if max_entries > 0 then
-    for _, list in ipairs({grp.week_days, grp.season_days}) do
-      local m = tonumber(ARGV[a])
-      a = a + 1
-      for _ = 1, m do
-        list[#list + 1] = {KEYS[tonumber(ARGV[a])], tonumber(ARGV[a + 1])}
-        a = a + 2
-      end
-    end
-  end
-  groups[g] = grp
-end
-for i = a, #ARGV, 6 do
-  all[#all + 1] = {
-    grp = groups[tonumber(ARGV[i])], index = ARGV[i + 1], member = ARGV[i + 2],
-    value = tonumber(ARGV[i + 3]), event_id = ARGV[i + 4], meta = ARGV[i + 5],
-  }
-end
-
--- Flat JSON objects only (strings, numbers, booleans): encode with sorted keys and the
--- shortest number form that reads back as the same double (cjson stops at 14 digits).
-local function encode_number(x)
-  for p = 15, 17 do
-    local s = string.format('%.' .. p .. 'g', x)
-    if tonumber(s) == x then return s end
-  end
-end
-
--- Strings as Python's json.dumps(ensure_ascii=False) writes them, so that the size checked
--- here is the size seasons/events.py checks (cjson would write '/' as '\/' and DEL as '\u007f').
-local string_escapes = {
-  ['"'] = '\\"', ['\\'] = '\\\\', ['\b'] = '\\b', ['\f'] = '\\f', ['\n'] = '\\n',
-  ['\r'] = '\\r', ['\t'] = '\\t',
-}
-local function encode_string(text)
-  local body = text:gsub('[%z\1-\31"\\]', function(c)
-    return string_escapes[c] or string.format('\\u%04x', c:byte())
-  end)
-  return '"' .. body .. '"'
-end
-
-local function encode_flat(obj)
-  local names = {}
-  for k in pairs(obj) do names[#names + 1] = k end
-  table.sort(names)
-  local parts = {}
-  for i, k in ipairs(names) do
-    local v = obj[k]
-    local t = type(v)
-    local enc
-    if t == 'number' then enc = encode_number(v)
-    elseif t == 'boolean' then enc = v and 'true' or 'false'
-    else enc = encode_string(v) end
-    parts[i] = encode_string(k) .. ':' .. enc
-  end
-  return '{' .. table.concat(parts, ',') .. '}', #names
 end
 
 -- Pass 1: check everything; write nothing.
-local errors = {}
-local function reject(ev, code, message)
-  errors[#errors + 1] = ev.index
-  errors[#errors + 1] = code
-  errors[#errors + 1] = message
+local errors = {'rejected'}
+local function reject(ev, field, code, message)
+  local n = #errors
+  errors[n + 1], errors[n + 2], errors[n + 3], errors[n + 4] = ev[INDEX], field, code, message
 end
 
 local seen = {}
 local merged_meta = {}
 for _, grp in ipairs(groups) do
-  grp.day_closed = (not backfill) and redis.call('HEXISTS', state, 'closed:' .. grp.day_id) == 1
+  grp.day_closed = (not backfill) and redis.call('HEXISTS', state, 'closed:' .. grp.day) == 1
   grp.season_state = false
-  if grp.season_id ~= '' then
-    grp.season_state = redis.call('HGET', state, 'season:' .. grp.season_id)
-  end
+  if grp.season then grp.season_state = redis.call('HGET', state, 'season:' .. grp.season) end
 end
-for _, ev in ipairs(all) do
-  local grp = ev.grp
+-- What pass 1 found for the i-th event: a duplicate, the metadata text to write ('' to delete).
+local duplicate, meta_text = {}, {}
+for i = 1, #all do
+  local ev = all[i]
+  local grp = groups[ev[GROUP] + 1]
+  local event_id, given_meta = ev[EVENT_ID], ev[METADATA]
   if grp.season_state then
-    reject(ev, 'season_closed', 'season ' .. grp.season_id .. ' is ' .. grp.season_state)
+    reject(ev, 'ts', 'season_closed', 'season ' .. grp.season .. ' is ' .. grp.season_state)
   elseif grp.day_closed then
-    reject(ev, 'late_event', 'day ' .. grp.day_id .. ' is closed')
+    reject(ev, 'ts', 'late_event', 'day ' .. grp.day .. ' is closed')
   end
-  if ev.event_id ~= '' then
-    if seen[ev.event_id] then
-      ev.duplicate = true
+  if event_id ~= null then
+    if seen[event_id] then
+      duplicate[i] = true
     else
-      local at = redis.call('ZSCORE', events, ev.event_id)
-      if at and tonumber(at) >= cutoff then ev.duplicate = true end
-      seen[ev.event_id] = true
+      local at = redis.call('ZSCORE', events, event_id)
+      if at and tonumber(at) >= cutoff then duplicate[i] = true end
+      seen[event_id] = true
     end
   end
-  if ev.meta ~= '' and not ev.duplicate then
-    local given = ev.meta:sub(2)
-    local current = merged_meta[ev.member]
+  if given_meta ~= null and not duplicate[i] then
+    local member = ev[MEMBER]
+    local as_given = given_meta:sub(1, 1) == '='
+    local given = given_meta:sub(2)
+    local current = merged_meta[member]
     local same = false
     if current == nil then
-      local stored = redis.call('HGET', meta, ev.member)
+      local stored = redis.call('HGET', meta, member)
       -- The metadata the member has already, sent again (games send it with every score):
       -- merging it changes nothing, and both texts are the same canonical JSON (sorted
-      -- keys, compact, as seasons/events.py and encode_flat write it), so compare texts.
-      if stored and stored == given and ev.meta:sub(1, 1) == '=' then
-        merged_meta[ev.member] = stored
+      -- keys, compact, as seasons/events.py and json_flat write it), so compare texts.
+      if stored and stored == given and as_given then
+        merged_meta[member] = stored
         same = true
       elseif stored then
         current = cjson.decode(stored)
-      elseif ev.meta:sub(1, 1) == '=' then
+      elseif as_given then
         current = false  -- nothing stored, nothing to delete: the given JSON as it is
       else
         current = {}
       end
     elseif type(current) == 'string' then
-      if current == given and ev.meta:sub(1, 1) == '=' then
+      if current == given and as_given then
         same = true  -- as given (or stored) earlier in this batch, given again
       else
         current = cjson.decode(current)  -- stored as given earlier in this batch
       end
     end
     if same then
-      ev.meta_text = nil  -- nothing to write
+      meta_text[i] = nil  -- nothing to write
     elseif current == false then
       -- seasons/events.py checked the field count and size of exactly this JSON.
-      merged_meta[ev.member] = given
-      ev.meta_text = given
-      ev.meta_empty = false
+      merged_meta[member] = given
+      meta_text[i] = given
     else
       for k, v in pairs(cjson.decode(given)) do
-        if v == cjson.null then current[k] = nil else current[k] = v end
+        if v == null then current[k] = nil else current[k] = v end
       end
-      local text, nfields = encode_flat(current)
-      if nfields > meta_max_fields then
-        reject(ev, 'metadata_too_large', 'metadata would have ' .. nfields
-          .. ' fields after merging (at most ' .. meta_max_fields .. ')')
-      elseif #text > meta_max_bytes then
-        reject(ev, 'metadata_too_large', 'metadata would be ' .. #text
-          .. ' bytes as JSON after merging (at most ' .. meta_max_bytes .. ')')
+      local text, nfields = json_flat(current)
+      if nfields > batch.meta_max_fields then
+        reject(ev, 'metadata', 'metadata_too_large', 'metadata would have ' .. nfields
+          .. ' fields after merging (at most ' .. batch.meta_max_fields .. ')')
+      elseif #text > batch.meta_max_bytes then
+        reject(ev, 'metadata', 'metadata_too_large', 'metadata would be ' .. #text
+          .. ' bytes as JSON after merging (at most ' .. batch.meta_max_bytes .. ')')
       end
-      merged_meta[ev.member] = current
-      ev.meta_text = text
-      ev.meta_empty = nfields == 0
+      merged_meta[member] = current
+      meta_text[i] = nfields > 0 and text or ''
     end
   end
 end
-if #errors > 0 then
-  table.insert(errors, 1, -1)
-  return errors
-end
-if check_only then return {0, 0} end
+if #errors > 1 then return errors end
+if check_only then return {'applied', 0, 0} end
 
 -- Pass 2: apply.
-local function agg(x, y)
-  if aggregate == 'sum' then return x + y end
-  if aggregate == 'max' then return math.max(x, y) end
-  return math.min(x, y)
-end
-
 local function put(key, member, value)
   if aggregate == 'sum' then
     redis.call('ZINCRBY', key, value, member)
@@ -238,94 +401,68 @@ end
 -- A trimmed board holds only members with their exact score: a member that is not on it
 -- gets its score recomputed from the day keys, never an increment on a partial score.
 -- A member whose score gets worse on a full board may fall below members trimmed away
--- earlier: that board is rebuilt from its day keys (see `rebuild`) before it is trimmed.
+-- earlier: that board is rebuilt from its day keys (aggregate_store) before it is trimmed.
 local stale = {}
 local function put_trimmed(key, days, member, value, weight)
   local old = redis.call('ZSCORE', key, member)
   if old then
     old = tonumber(old)
-    local new = agg(old, weight * value)
+    local new = aggregate_pair(aggregate, old, weight * value)
     if (desc and new < old) or (not desc and new > old) then
       if redis.call('ZCARD', key) >= max_entries then stale[key] = days end
     end
     put(key, member, weight * value)
     return
   end
-  local total = nil
-  for _, d in ipairs(days) do
-    local s = redis.call('ZSCORE', d[1], member)
-    if s then
-      local x = d[2] * tonumber(s)
-      total = total and agg(total, x) or x
-    end
-  end
+  local total = aggregate_days(aggregate, days, member)
   if total then redis.call('ZADD', key, total, member) end
-end
-
-local function rebuild(key, days)
-  local args = {'ZUNIONSTORE', key, #days}
-  for _, d in ipairs(days) do args[#args + 1] = d[1] end
-  args[#args + 1] = 'WEIGHTS'
-  for _, d in ipairs(days) do args[#args + 1] = d[2] end
-  args[#args + 1] = 'AGGREGATE'
-  args[#args + 1] = aggregate
-  redis.call(unpack(args))
-end
-
-local function trim(key)
-  if desc then
-    redis.call('ZREMRANGEBYRANK', key, 0, -(max_entries + 1))
-  else
-    redis.call('ZREMRANGEBYRANK', key, max_entries, -1)
-  end
 end
 
 local applied, duplicates = 0, 0
 for _, grp in ipairs(groups) do grp.applied = 0 end
-for _, ev in ipairs(all) do
-  local grp = ev.grp
-  local has_season = grp.season_id ~= ''
-  if ev.duplicate then
+for i = 1, #all do
+  local ev = all[i]
+  local grp = groups[ev[GROUP] + 1]
+  if duplicate[i] then
     duplicates = duplicates + 1
   else
+    local member, value = ev[MEMBER], ev[VALUE]
     grp.applied = grp.applied + 1
-    put(grp.day, ev.member, ev.value)
-    if max_entries > 0 then
-      put_trimmed(grp.week, grp.week_days, ev.member, ev.value, grp.week_w)
-      if has_season then
-        put_trimmed(grp.season, grp.season_days, ev.member, ev.value, grp.season_w)
-      end
-    else
-      put(grp.week, ev.member, grp.week_w * ev.value)
-      if has_season then put(grp.season, ev.member, grp.season_w * ev.value) end
-    end
-    if ev.event_id ~= '' then redis.call('ZADD', events, now, ev.event_id) end
-    if ev.meta_text then
-      if ev.meta_empty then
-        redis.call('HDEL', meta, ev.member)
+    put(grp.key, member, value)
+    local rollups = grp.rollups
+    for j = 1, #rollups do
+      local r = rollups[j]
+      if max_entries > 0 then
+        put_trimmed(r.key, r.days, member, value, r.weight)
       else
-        redis.call('HSET', meta, ev.member, ev.meta_text)
+        put(r.key, member, r.weight * value)
       end
+    end
+    if ev[EVENT_ID] ~= null then redis.call('ZADD', events, now, ev[EVENT_ID]) end
+    local text = meta_text[i]
+    if text == '' then
+      redis.call('HDEL', meta, member)
+    elseif text then
+      redis.call('HSET', meta, member, text)
     end
   end
 end
-for key, days in pairs(stale) do rebuild(key, days) end
+for key, days in pairs(stale) do aggregate_store(key, days, aggregate) end
 for _, grp in ipairs(groups) do
-  local has_season = grp.season_id ~= ''
   if grp.applied > 0 then
     applied = applied + grp.applied
-    redis.call('EXPIREAT', grp.day, grp.day_exp)
-    redis.call('EXPIREAT', grp.week, grp.week_exp)
-    if has_season then redis.call('EXPIREAT', grp.season, grp.season_exp) end
-    if max_entries > 0 then
-      trim(grp.week)
-      if has_season then trim(grp.season) end
+    redis.call('EXPIREAT', grp.key, grp.expire_at)
+    for _, r in ipairs(grp.rollups) do
+      redis.call('EXPIREAT', r.key, r.expire_at)
+      if max_entries > 0 then trim_board(r.key, desc, max_entries) end
     end
   end
 end
 if applied > 0 or duplicates > 0 then
   redis.call('ZREMRANGEBYSCORE', events, '-inf', '(' .. cutoff)
-  if redis.call('EXISTS', events) == 1 then redis.call('EXPIREAT', events, events_expireat) end
+  if redis.call('EXISTS', events) == 1 then
+    redis.call('EXPIREAT', events, batch.events_expire_at)
+  end
 end
 -- Record the result; drop at most 100 expired batch ids per write (bounded work: each
 -- write adds one, so the backlog shrinks), and keep both keys for 48 hours after the last.
@@ -336,6 +473,6 @@ if #expired > 0 then
 end
 redis.call('ZADD', batches, now, batch_id)
 redis.call('HSET', batch_results, batch_id, digest .. ' ' .. applied .. ' ' .. duplicates)
-redis.call('EXPIREAT', batches, events_expireat)
-redis.call('EXPIREAT', batch_results, events_expireat)
-return {applied, duplicates}
+redis.call('EXPIREAT', batches, batch.events_expire_at)
+redis.call('EXPIREAT', batch_results, batch.events_expire_at)
+return {'applied', applied, duplicates}
