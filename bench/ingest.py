@@ -54,13 +54,13 @@ def batches(events: list[dict[str, Any]], size: int) -> list[list[dict[str, Any]
 
 
 def board_keys(settings: Settings, calendar: Calendar) -> list[str]:
-    """The day, week and season keys of today's periods of the bench board."""
+    """The keys of today's periods of the bench board (day, week, season: the windows it keeps)."""
     keys = Keys(settings.namespace)
     out = []
-    for window in tw.WINDOWS:
-        p = tw.period_of_day(window, calendar.today, settings)
+    for window in tw.board_windows(settings.boards[BOARD]):
+        p = window.period_of_day(calendar.today, settings)
         assert p is not None
-        out.append(keys.window(BOARD, window, p.id))
+        out.append(keys.window(BOARD, window.name, p.id))
     return out
 
 

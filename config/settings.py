@@ -1,13 +1,18 @@
 """Seasons settings: environment over a TOML file over defaults (SPEC section 2).
 
 Settings are built once at the edge of a process (CLI, HTTP server, worker) with
-:func:`load_settings` and passed down; nothing here reads the environment at import time.
+:func:`seasons.config.load_settings` and passed down; nothing here reads the environment at
+import time. The sources are pydantic-settings' own (:meth:`Settings.settings_customise_sources`).
 """
 
 from __future__ import annotations
 
 import math
+import os
 import re
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import date, timedelta
 from ipaddress import ip_network
 from pathlib import Path
@@ -17,15 +22,23 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
+    EnvSettingsSource,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
+    TomlConfigSettingsSource,
 )
+from pydantic_settings.sources.utils import parse_env_vars
 
 # A cap on weights, so that no weighted aggregate of values within ±2^53 can overflow a double
 # (with room to spare: 2^53 x 10^6 x 3660 days is about 3e25); no board needs more.
 MAX_WEIGHT = 1_000_000.0
 WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 NAME_RE = r"^[A-Za-z0-9_-]{1,64}$"
+NAMESPACE_RE = r"^[a-z0-9_-]{1,32}$"
+ENV_PREFIX = "SEASONS_"
+ENV_NESTED_DELIMITER = "__"
+# The longest calendar month; month_weights has one weight per day of the month at most.
+MONTH_DAYS = 31
 
 
 def _duration(value: Any) -> Any:
@@ -58,7 +71,10 @@ class RedisSettings(_Section):
     @classmethod
     def _scheme(cls, url: str) -> str:
         if not url.startswith(("redis://", "rediss://", "unix://")):
-            raise ValueError("must start with redis://, rediss:// or unix://")
+            # The URL is not repeated: it may hold a password.
+            raise ValueError(
+                "must start with redis://, rediss:// or unix:// (e.g. redis://127.0.0.1:6379/0)"
+            )
         return url
 
 
@@ -99,33 +115,75 @@ class BoardSettings(_Section):
     aggregate: Literal["sum", "max", "min"] = "sum"
     order: Literal["desc", "asc"] = "desc"
     ties: Literal["member", "shared"] = "member"
+    # The windows the board keeps (seasons.timewindows.SPECS names them all). Every board
+    # keeps day (what the others are rolled up from) and season (what is archived); week is
+    # kept by default, month on request: each window kept costs one more write per event.
+    windows: tuple[str, ...] = ("day", "week", "season")
     week_weights: tuple[float, ...] = (1, 1, 1, 1, 1, 1, 1)
     season_weights: tuple[float, ...] = ()
+    # By day of the month: index 0 is the 1st. Days past the list weigh 1.
+    month_weights: tuple[float, ...] = ()
     max_entries: int = Field(default=0, ge=0)
+
+    @field_validator("windows")
+    @classmethod
+    def _known_windows(cls, found: tuple[str, ...]) -> tuple[str, ...]:
+        from seasons.timewindows import WINDOWS  # the table imports these settings
+
+        unknown = [w for w in found if w not in WINDOWS]
+        if unknown:
+            raise ValueError(f"unknown window {unknown[0]!r}: the windows are {', '.join(WINDOWS)}")
+        missing = [w for w in ("day", "season") if w not in found]
+        if missing:
+            raise ValueError(
+                f"every board keeps the {missing[0]} window: add {missing[0]!r} to the list"
+            )
+        return tuple(w for w in WINDOWS if w in found)  # the table's order, once each
 
     @field_validator("week_weights")
     @classmethod
     def _seven(cls, w: tuple[float, ...]) -> tuple[float, ...]:
         if len(w) != 7:
-            raise ValueError(f"needs exactly 7 weights (one per weekday), got {len(w)}")
+            raise ValueError(
+                f"needs exactly 7 weights, one per day of the week from week_start; got {len(w)}"
+            )
         return w
 
-    @field_validator("week_weights", "season_weights")
+    @field_validator("month_weights")
+    @classmethod
+    def _at_most_a_month(cls, w: tuple[float, ...]) -> tuple[float, ...]:
+        if len(w) > MONTH_DAYS:
+            raise ValueError(
+                f"takes at most {MONTH_DAYS} weights, one per day of the month from the 1st;"
+                f" got {len(w)}"
+            )
+        return w
+
+    @field_validator("week_weights", "season_weights", "month_weights")
     @classmethod
     def _non_negative(cls, w: tuple[float, ...]) -> tuple[float, ...]:
-        for x in w:
+        for i, x in enumerate(w, start=1):
             if not math.isfinite(x) or x < 0:
-                raise ValueError(f"weights must be finite and >= 0, got {x}")
+                raise ValueError(f"weight {i} is {x}; weights must be finite numbers >= 0")
             if x > MAX_WEIGHT:
                 raise ValueError(
-                    f"weights must be at most {MAX_WEIGHT:g} (a weighted score must stay a "
-                    f"finite, usable double), got {x:g}"
+                    f"weight {i} is {x:g}; weights must be at most {MAX_WEIGHT:g}, so that a"
+                    " weighted score stays a finite, usable double"
                 )
         return w
 
     def season_weight(self, week_index: int) -> float:
         """Weight of week ``week_index`` (0-based) of a season; weeks past the list weigh 1."""
         return self.season_weights[week_index] if week_index < len(self.season_weights) else 1.0
+
+    def month_weight(self, day_of_month: int) -> float:
+        """Weight of day ``day_of_month`` (1-based, as ``date.day``) of a calendar month; days
+        past the list weigh 1."""
+        if not 1 <= day_of_month <= MONTH_DAYS:
+            # Index -1 or 31 would silently read another day's weight, or 1.
+            raise ValueError(f"day of month must be 1..{MONTH_DAYS}, got {day_of_month}")
+        weights = self.month_weights
+        return weights[day_of_month - 1] if day_of_month <= len(weights) else 1.0
 
 
 class ArchiveSettings(_Section):
@@ -194,7 +252,7 @@ class Settings(BaseSettings):
         frozen=True,
     )
 
-    namespace: str = Field(default="seasons", pattern=r"^[a-z0-9_-]{1,32}$")
+    namespace: str = Field(default="seasons", pattern=NAMESPACE_RE)
     timezone: str = "UTC"
     week_start: Literal[
         "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"
@@ -216,7 +274,10 @@ class Settings(BaseSettings):
         try:
             ZoneInfo(name)
         except (ZoneInfoNotFoundError, ValueError) as exc:
-            raise ValueError(f"unknown IANA time zone {name!r}") from exc
+            raise ValueError(
+                f"{name!r} is not an IANA time zone; use a name such as UTC, Europe/Istanbul"
+                " or America/New_York"
+            ) from exc
         return name
 
     @field_validator("week_start", mode="before")
@@ -230,8 +291,9 @@ class Settings(BaseSettings):
             raise ValueError("late_grace must not be negative")
         if self.retention <= self.late_grace:
             raise ValueError(
-                f"retention ({self.retention}) must be longer than late_grace ({self.late_grace}):"
-                " day keys would expire while their day still takes events"
+                f"retention ({_iso(self.retention)}) must be longer than late_grace"
+                f" ({_iso(self.late_grace)}): day keys would expire while their day still"
+                " takes events"
             )
         return self
 
@@ -252,6 +314,71 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        # Only explicit values: seasons.config.loading composes environment and TOML sources, so
-        # that validating a Settings never reads the process environment behind our back.
-        return (init_settings,)
+        """Explicit values > ``SEASONS_*`` environment > the TOML file > defaults.
+
+        No ``.env`` file and no secrets directory. Inside :func:`given_sources` (as
+        ``load_settings`` does) the environment and file sources are the ones given; otherwise
+        they are the process environment and ``$SEASONS_CONFIG`` or ``./seasons.toml``.
+        """
+        given = _given_sources.get()
+        if given is None:
+            toml = TomlConfigSettingsSource(settings_cls, toml_file=config_path(os.environ))
+            given = (env_settings, toml)
+        return (init_settings, *given)
+
+
+def config_path(environ: Mapping[str, str]) -> Path | None:
+    """The TOML file: ``SEASONS_CONFIG`` if set, else ``./seasons.toml`` if present."""
+    named = environ.get("SEASONS_CONFIG")
+    if named:
+        return Path(named)
+    default = Path("seasons.toml")
+    return default if default.is_file() else None
+
+
+class EnvironmentSource(EnvSettingsSource):
+    """pydantic-settings' environment source, reading ``environ`` instead of ``os.environ``.
+
+    ``EnvSettingsSource`` (pydantic-settings 2.16) has no parameter for a mapping: its
+    constructor reads ``os.environ`` into its public attribute ``env_vars``, which is all that
+    its lookups read afterwards (the only other way in is the private ``_load_env_vars``).
+    Replacing ``env_vars`` with the mapping, normalised by the library's ``parse_env_vars``,
+    keeps every rule of the library: prefix, ``__`` nesting, JSON for lists and tables.
+    """
+
+    def __init__(self, settings_cls: type[BaseSettings], environ: Mapping[str, str]):
+        super().__init__(settings_cls)
+        self.env_vars = parse_env_vars(
+            environ, self.case_sensitive, self.env_ignore_empty, self.env_parse_none_str
+        )
+
+
+# The environment and file sources of the load_settings call running in this thread or task:
+# settings_customise_sources is called by pydantic-settings with a fixed signature, so this is
+# the one way to hand it sources built for one call.
+_given_sources: ContextVar[tuple[PydanticBaseSettingsSource, ...] | None] = ContextVar(
+    "seasons_given_sources", default=None
+)
+
+
+@contextmanager
+def given_sources(
+    environment: PydanticBaseSettingsSource, toml: PydanticBaseSettingsSource
+) -> Iterator[None]:
+    """Within this block, ``Settings(...)`` reads these sources instead of the process's."""
+    token = _given_sources.set((environment, toml))
+    try:
+        yield
+    finally:
+        _given_sources.reset(token)
+
+
+def _iso(d: timedelta) -> str:
+    """``d`` as an ISO 8601 duration, the form the settings are written in (``P1DT2H``)."""
+    total = d.total_seconds()
+    days, rest = divmod(abs(total), 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, seconds = divmod(rest, 60)
+    time = "".join(f"{v:g}{u}" for v, u in ((hours, "H"), (minutes, "M"), (seconds, "S")) if v)
+    text = "P" + (f"{days:g}D" if days else "") + (f"T{time}" if time else "")
+    return ("-" if total < 0 else "") + (text if text != "P" else "PT0S")

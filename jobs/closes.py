@@ -2,7 +2,7 @@
 
 - **close day** ``d`` (due at the end of ``d`` + ``late_grace``): mark ``closed:<d>`` in each
   board's state hash (the write script rejects later events for it), then the final rollup
-  of its week and season.
+  of each rolled-up period holding it (its week, month and season, as the board keeps them).
 - **close season** ``S`` (due once its last day is closed), per board: mark it ``closing``
   (writes for it are rejected from then on) → final rollup of the season board → copy it to
   the archive key → write the archive files → verify → mark it ``archived``; then rebuild
@@ -11,14 +11,15 @@
 
 Every close is one run (``seasons.jobs.state.Run``) under one lock (``seasons.jobs.locks``):
 each step is recorded when done and is idempotent, so a run killed anywhere and started again
-completes with the same result, and two workers never close the same thing twice. Closes run strictly
-in order; after downtime :meth:`Closes.catch_up` runs every one that fell due.
+completes with the same result, and two workers never close the same thing twice. Closes run
+strictly in order; after downtime :meth:`Closes.catch_up` runs every one that fell due.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass
 from datetime import date, datetime, timedelta
 from functools import partial
@@ -27,6 +28,7 @@ from typing import Any
 from seasons import timewindows as tw
 from seasons.archives import Archives, Manifest, snapshot_id
 from seasons.config.settings import SeasonSpan, Settings
+from seasons.connection import RedisClient
 from seasons.errors import ArchiveError, Conflict, DataLoss, InvalidInput
 from seasons.jobs.integrity import read_safe_mode
 from seasons.jobs.locks import Lock, locked
@@ -65,7 +67,7 @@ class Closes:
     """Day and season closes of one namespace, run by the worker (or ``seasons snapshot``)."""
 
     def __init__(
-        self, client: Any, scripts: Scripts, settings: Settings, keys: Keys, *,
+        self, client: RedisClient, scripts: Scripts, settings: Settings, keys: Keys, *,
         state: JobState, rollup: Rollup, archives: Archives, checkpoint: Checkpoint,
         clock: Callable[[], datetime],
     ):  # fmt: skip
@@ -145,15 +147,14 @@ class Closes:
         return True
 
     def _close_day(self, run: Run, day: date, now: datetime) -> None:
-        week = tw.period_of_day("week", day, self.settings)
-        season = tw.period_of_day("season", day, self.settings)
-        for board in sorted(self.settings.boards):
+        for board, cfg in sorted(self.settings.boards.items()):
             mark = partial(
                 self.client.hset, self.keys.state(board), STATE_CLOSED_DAY + day.isoformat(),
                 self.clock().isoformat(),
             )  # fmt: skip
             run.step(f"mark:{board}", mark)
-            for p in (week, season):
+            for window in tw.rolled_up(cfg):  # the final rollup of each period holding the day
+                p = window.period_of_day(day, self.settings)
                 if p is not None:
                     run.step(f"{p.window}:{board}", partial(self._final, board, p, now, quiet=True))
 
@@ -267,8 +268,8 @@ class Closes:
 
     # --- helpers ----------------------------------------------------------------------------
 
-    def _locked(self, name: str) -> Any:
-        return locked(self.client, self.scripts, self.keys, name, self.settings.worker.lock_ttl)
+    def _locked(self, name: str) -> AbstractContextManager[Lock | None]:
+        return locked(self.client, self.keys, name, self.settings.worker.lock_ttl)
 
     def _checkpoint(self, lock: Lock) -> Checkpoint:
         def checkpoint(name: str) -> None:

@@ -1,11 +1,12 @@
-"""The rollup job: reconcile week and season boards with their day keys (SPEC sections 4, 7).
+"""The rollup job: reconcile rolled-up boards (week, month, season: every window whose
+``rolled_up`` is set in ``seasons.timewindows.SPECS``) with their day keys (SPEC sections 4, 7).
 
-The write path keeps week and season boards fresh; this job recomputes them from the day keys
+The write path keeps those boards fresh; this job recomputes them from the day keys
 with the board's weights and aggregate (``seasons.jobs.reconcile``: one atomic Lua call for small
 boards, atomic slices for large ones), then trims them to ``max_entries``. It is the repair
 path, and the only path when weights change.
 
-Which periods: the weeks and seasons of every day that still takes events (from the day of
+Which periods: the rolled-up periods of every day that still takes events (from the day of
 ``now - late_grace`` to the day of ``now + 5 minutes``). A season that is closing or archived
 is left alone unless its close asks for the final rollup (``force``).
 
@@ -20,11 +21,11 @@ import contextlib
 import hashlib
 import logging
 from collections.abc import Callable
-from datetime import date, datetime, timedelta
-from typing import Any
+from datetime import datetime, timedelta
 
 from seasons import timewindows as tw
 from seasons.config.settings import BoardSettings, Settings
+from seasons.connection import RedisClient, text
 from seasons.errors import BadPeriod, Conflict, InvalidInput, UnknownBoard
 from seasons.jobs.reconcile import Outcome, Plan, reconcile
 from seasons.keys import STATE_SEASON, Keys
@@ -32,7 +33,8 @@ from seasons.scripts import Scripts
 
 log = logging.getLogger(__name__)
 
-REBUILD_WINDOWS = ("week", "season", "all")
+ALL = "all"  # a rebuild of every rolled-up window
+REBUILDS = (*(name for name, spec in tw.SPECS.items() if spec.rolled_up), ALL)
 
 
 def _fingerprint(cfg: BoardSettings, plan: Plan) -> str:
@@ -42,16 +44,16 @@ def _fingerprint(cfg: BoardSettings, plan: Plan) -> str:
 
 
 class DaysExpired(Conflict):
-    """A week or season board cannot be recomputed: some of its day keys are past retention."""
+    """A rolled-up board cannot be recomputed: some of its day keys are past retention."""
 
     code = "days_expired"
 
 
 class Rollup:
-    """Recompute week and season boards of every (or one) board."""
+    """Recompute the rolled-up boards of every (or one) board."""
 
     def __init__(
-        self, client: Any, scripts: Scripts, settings: Settings, keys: Keys, *,
+        self, client: RedisClient, scripts: Scripts, settings: Settings, keys: Keys, *,
         atomic_limit: int | None = None,
     ):  # fmt: skip
         # Larger boards are reconciled in atomic slices.
@@ -65,16 +67,17 @@ class Rollup:
 
     # --- what to recompute ----------------------------------------------------------------
 
-    def open_periods(self, now: datetime) -> list[tw.Period]:
-        """Weeks and seasons holding a day that still takes events at ``now``."""
+    def open_periods(self, board: str, now: datetime) -> list[tw.Period]:
+        """The rolled-up periods of ``board`` holding a day that still takes events at
+        ``now``."""
         zone = self.settings.zone
         first = tw.local_day(now - self.settings.late_grace, zone)
         last = tw.local_day(now + tw.FUTURE_TOLERANCE, zone)
         out: list[tw.Period] = []
         day = first
         while day <= last:
-            for window in ("week", "season"):
-                p = tw.period_of_day(window, day, self.settings)  # type: ignore[arg-type]
+            for window in tw.rolled_up(self.settings.boards[board]):
+                p = window.period_of_day(day, self.settings)
                 if p is not None and p not in out:
                     out.append(p)
             day += timedelta(days=1)
@@ -95,12 +98,8 @@ class Rollup:
                     "its key may be gone; the board is kept as the write path left it",
                     {"board": board, "window": period.window, "period": period.id},
                 )
-        if period.window == "week":
-            ws = self.settings.week_start_index
-            weights = [cfg.week_weights[tw.weekday_index(d, ws)] for d in days]
-        else:
-            span = tw.season_by_id(period.id, self.settings)
-            weights = [cfg.season_weight(tw.week_of_season(d, span)) for d in days]
+        window = tw.SPECS[period.window]
+        weights = [window.weight(cfg, d, self.settings) for d in days]
         return Plan(
             target=self.keys.window(board, period.window, period.id),
             days=[self.keys.day(board, d) for d in days],
@@ -121,24 +120,26 @@ class Rollup:
         routine: bool = False,
     ) -> Outcome | None:
         """Recompute one board of one period; None if skipped (a closing or archived season
-        without ``force``).
+        without ``force``, or a window the board does not keep).
 
         ``routine`` (the scheduled rollup): a board too large for one atomic call is repaired
         in slices only if its plan changed or its last full repair is older than
         ``worker.full_reconcile_interval``; between those the write-through keeps it exact.
         """
-        if period.window == "season" and not force:
+        cfg = self.settings.boards[board]
+        if period.window not in cfg.windows:
+            return None
+        if tw.SPECS[period.window].archived and not force:
             state = self.client.hget(self.keys.state(board), STATE_SEASON + period.id)
             if state is not None:
                 return None
-        cfg = self.settings.boards[board]
         plan = self.plan(board, period, now)
         mark = _fingerprint(cfg, plan)
         wanted = True
         if routine:
             last = self.client.hget(self.keys.job_state("reconciled"), plan.target)
             if last is not None:
-                seen_mark, _, at = last.partition("|")
+                seen_mark, _, at = text(last).partition("|")
                 fresh = (
                     now.timestamp() - float(at)
                     < self.settings.worker.full_reconcile_interval.total_seconds()
@@ -157,7 +158,7 @@ class Rollup:
     def run(
         self, now: datetime, board: str | None = None, *, routine: bool = False
     ) -> list[Outcome]:
-        """Every open week and season of every (or one) board.
+        """Every open rolled-up period of every (or one) board.
 
         ``routine`` (the scheduled job only): large boards are repaired in slices only when due
         (see :meth:`period`); a manual rollup or a close always recomputes. A period whose days
@@ -165,7 +166,7 @@ class Rollup:
         """
         outcomes: list[Outcome] = []
         for name in self._boards(board):
-            for p in self.open_periods(now):
+            for p in self.open_periods(name, now):
                 try:
                     done = self.period(name, p, now, routine=routine)
                 except DaysExpired as exc:
@@ -182,14 +183,15 @@ class Rollup:
         now: datetime,
         *,
         board: str | None = None,
-        window: str = "all",
+        window: str = ALL,
         period: str = "current",
         progress: Callable[[int], None] | None = None,
     ) -> list[Outcome]:
-        """Operator rebuild: recompute the named period's week and/or season boards from their
-        day keys, closing or archived seasons included (their archives are not touched)."""
-        if window not in REBUILD_WINDOWS:
-            raise InvalidInput(f"unknown window {window!r}: use week, season or all")
+        """Operator rebuild: recompute the named period's rolled-up boards (one window, or
+        ``all``) from their day keys, closing or archived seasons included (their archives
+        are not touched). Boards without the window are skipped."""
+        if window not in REBUILDS:
+            raise InvalidInput(f"unknown window {window!r}: use {', '.join(REBUILDS)}")
         periods = self._rebuild_periods(window, period, now)
         outcomes = []
         for name in self._boards(board):
@@ -200,25 +202,36 @@ class Rollup:
         return outcomes
 
     def _rebuild_periods(self, window: str, period: str, now: datetime) -> list[tw.Period]:
-        if window != "all":
-            return [tw.resolve_period(window, period, now, self.settings)]  # type: ignore[arg-type]
+        """The periods a rebuild recomputes. One window: its period ``period``. ``all``:
+        ``current`` / ``previous`` of each rolled-up window; for a day id, every rolled-up
+        period holding that day; for a month or season id, every rolled-up period holding
+        one of its days (a season: its weeks, its months and itself)."""
+        if window != ALL:
+            return [tw.resolve_period(window, period, now, self.settings)]
+        windows = [w for w in tw.SPECS.values() if w.rolled_up]
         if period in ("current", "previous"):
-            out = [tw.resolve_period("week", period, now, self.settings)]
-            with contextlib.suppress(BadPeriod):  # between seasons: only the week
-                out.append(tw.resolve_period("season", period, now, self.settings))
+            out = []
+            for w in windows:
+                with contextlib.suppress(BadPeriod):  # between seasons: no season
+                    out.append(tw.resolve_period(w.name, period, now, self.settings))
             return out
-        try:  # a day or week id: its week, and the season that day is in
-            week = tw.resolve_period("week", period, now, self.settings)
-        except BadPeriod:  # a season id: the season and each of its weeks
-            season = tw.resolve_period("season", period, now, self.settings)
-            weeks: list[tw.Period] = []
-            for d in season.days():
-                w = tw.period_of_day("week", d, self.settings)
-                if w is not None and w not in weeks:
-                    weeks.append(w)
-            return [*weeks, season]
-        found = tw.period_of_day("season", date.fromisoformat(period), self.settings)
-        return [week] if found is None else [week, found]
+        for w in [tw.SPECS["day"], *windows]:
+            with contextlib.suppress(BadPeriod):
+                return self._holding(windows, tw.explicit_period(w, period, self.settings))
+        raise BadPeriod(
+            f"bad period {period!r}: use a day (YYYY-MM-DD), a month (YYYY-MM), a season id, "
+            "current or previous"
+        )
+
+    def _holding(self, windows: list[tw.WindowSpec], named: tw.Period) -> list[tw.Period]:
+        """Every period of ``windows`` that holds a day of ``named``, in order."""
+        out: list[tw.Period] = []
+        for w in windows:
+            for d in named.days():
+                p = w.period_of_day(d, self.settings)
+                if p is not None and p not in out:
+                    out.append(p)
+        return out
 
     def _boards(self, board: str | None) -> list[str]:
         if board is None:

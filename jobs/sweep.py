@@ -1,7 +1,7 @@
 """The sweep job, and erasure of a member (SPEC sections 5, 7 and 10).
 
 Sweep: SCAN the namespace; every key that should expire but has no TTL gets the EXPIREAT
-its name implies (a day, week or season key: its period's end + ``retention``, as the write
+its name implies (a key of a window: its period's end + ``retention``, as the write
 path sets it); then remove the metadata of members that are on none of the board's sorted
 sets, live or archived.
 
@@ -14,13 +14,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from seasons import timewindows as tw
 from seasons.archives import Archives
 from seasons.config.settings import Settings
-from seasons.connection import scan_keys
+from seasons.connection import RedisClient, scan_keys
 from seasons.errors import SeasonsError
 from seasons.events import member_problem
 from seasons.keys import Keys, ParsedKey
@@ -34,7 +34,7 @@ META_SLICE = 200
 # Kinds that never expire.
 NO_TTL = {"archive", "meta", "state", "job", "marker", "safe_mode"}
 TMP_TTL = timedelta(hours=1)
-ZSET_KINDS = ("day", "week", "season", "archive", "tmp")
+ZSET_KINDS = (*tw.WINDOWS, "archive", "tmp")
 
 
 @dataclass
@@ -47,7 +47,12 @@ class SweepResult:
 
 class Sweeper:
     def __init__(
-        self, client: Any, scripts: Scripts, settings: Settings, keys: Keys, archives: Archives
+        self,
+        client: RedisClient,
+        scripts: Scripts,
+        settings: Settings,
+        keys: Keys,
+        archives: Archives,
     ):
         self.client = client
         self.scripts = scripts
@@ -66,13 +71,8 @@ class Sweeper:
         stamp = int(now.timestamp())
         if kind in NO_TTL:
             return None
-        if kind == "day":
-            return tw.expire_at(_checked_period("day", ident, self.settings), self.settings)
-        if kind == "week":
-            return tw.expire_at(_checked_period("week", ident, self.settings), self.settings)
-        if kind == "season":
-            span = tw.season_by_id(ident, self.settings)
-            return tw.expire_at(tw.Period("season", span.id, span.start, span.end), self.settings)
+        if kind in tw.SPECS:
+            return tw.expire_at(_checked_period(kind, ident, self.settings), self.settings)
         if kind in ("events", "batches", "batch_results"):
             return stamp + int(DEDUPE_WINDOW.total_seconds()) + 1
         if kind == "tmp":
@@ -144,16 +144,16 @@ class Sweeper:
         return sorted(out)
 
     def open_keys(self, board: str, now: datetime) -> list[str]:
-        """Day, week and season keys that a write may create right now."""
+        """The keys of every window of ``board`` that a write may create right now."""
         zone = self.settings.zone
         day = tw.local_day(now - self.settings.late_grace, zone)
         last = tw.local_day(now + tw.FUTURE_TOLERANCE, zone)
         out: list[str] = []
         while day <= last:
-            for window in tw.WINDOWS:
-                p = tw.period_of_day(window, day, self.settings)
+            for window in tw.board_windows(self.settings.boards[board]):
+                p = window.period_of_day(day, self.settings)
                 if p is not None:
-                    out.append(self.keys.window(board, window, p.id))
+                    out.append(self.keys.window(board, window.name, p.id))
             day += timedelta(days=1)
         return out
 
@@ -192,7 +192,9 @@ class Sweeper:
 
 
 def _checked_period(window: str, ident: str, settings: Settings) -> tw.Period:
-    found = tw.period_of_day(window, date.fromisoformat(ident), settings)  # type: ignore[arg-type]
-    if found is None or found.id != ident:
+    """The period a key's id names, which must be its own id (``2026-03-04`` names a day,
+    not the week holding it)."""
+    found = tw.explicit_period(tw.SPECS[window], ident, settings)  # type: ignore[index]
+    if found.id != ident:
         raise ValueError(f"{ident!r} is not the id of a {window}")
     return found

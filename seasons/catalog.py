@@ -16,7 +16,7 @@ from pydantic import BaseModel
 
 from seasons import timewindows as tw
 from seasons.config.settings import SeasonSpan, Settings
-from seasons.connection import backend_errors
+from seasons.connection import RedisClient
 from seasons.keys import SEASON_ARCHIVED, SEASON_CLOSING, STATE_SEASON, Keys
 
 # A cycle of seasons never ends: list this many before the current one, and the next.
@@ -31,12 +31,25 @@ class PeriodInfo(BaseModel):
     resets_at: datetime  # when the period ends and the next one begins
 
 
+class WindowInfo(BaseModel):
+    """A window, from the one table (``seasons.timewindows.SPECS``)."""
+
+    window: str
+    ids: str  # how its period ids are written
+    rolled_up: bool  # a weighted aggregate of the day boards
+    archived: bool  # its periods are archived when they end (seasons)
+    history_last: int  # periods a history shows by default
+    recent: list[PeriodInfo]  # the latest periods up to the current one, newest first
+
+
 class BoardInfo(BaseModel):
     board: str
     aggregate: str
     order: str
     ties: str
+    windows: list[str]  # the windows this board keeps
     week_weights: list[float]
+    month_weights: list[float]
     season_weights: list[float]
     max_entries: int
     current: dict[str, PeriodInfo | None]  # window -> period (season: None between seasons)
@@ -46,6 +59,7 @@ class Boards(BaseModel):
     timezone: str
     week_start: str
     late_grace_seconds: float
+    windows: list[WindowInfo]
     boards: list[BoardInfo]
 
 
@@ -90,21 +104,36 @@ def _period(p: tw.Period | None, settings: Settings) -> PeriodInfo | None:
 
 
 def boards(settings: Settings, now: datetime) -> Boards:
-    """Every configured board with its settings and its current day, week and season."""
+    """Every window, and every configured board with its settings and the current period of
+    each window it keeps."""
     today = tw.local_day(now, settings.zone)
     out = []
     for name, cfg in sorted(settings.boards.items()):
+        kept = tw.board_windows(cfg)
         current: dict[str, PeriodInfo | None] = {
-            w: _period(tw.period_of_day(w, today, settings), settings) for w in tw.WINDOWS
+            w.name: _period(w.period_of_day(today, settings), settings) for w in kept
         }
         out.append(BoardInfo(
             board=name, aggregate=cfg.aggregate, order=cfg.order, ties=cfg.ties,
-            week_weights=list(cfg.week_weights), season_weights=list(cfg.season_weights),
+            windows=[w.name for w in kept], week_weights=list(cfg.week_weights),
+            month_weights=list(cfg.month_weights), season_weights=list(cfg.season_weights),
             max_entries=cfg.max_entries, current=current,
         ))  # fmt: skip
+    windows = [
+        WindowInfo(
+            window=w.name, ids=w.ids, rolled_up=w.rolled_up, archived=w.archived,
+            history_last=w.history_last,
+            recent=[
+                info
+                for p in reversed(tw.recent_periods(w.name, w.history_last, now, settings))
+                if (info := _period(p, settings)) is not None
+            ],
+        )
+        for w in tw.SPECS.values()
+    ]  # fmt: skip
     return Boards(
         timezone=settings.timezone, week_start=settings.week_start,
-        late_grace_seconds=settings.late_grace.total_seconds(), boards=out,
+        late_grace_seconds=settings.late_grace.total_seconds(), windows=windows, boards=out,
     )  # fmt: skip
 
 
@@ -156,16 +185,15 @@ def _archives(settings: Settings, board: str) -> dict[str, ArchiveInfo]:
     return out
 
 
-def seasons(client: Any, settings: Settings, keys: Keys, now: datetime) -> SeasonsList:
+def seasons(client: RedisClient, settings: Settings, keys: Keys, now: datetime) -> SeasonsList:
     """The listed seasons, each with its status overall and its state and archive per board."""
     today = tw.local_day(now, settings.zone)
     spans = listed_seasons(settings, today)
     names = sorted(settings.boards)
-    with backend_errors():
-        pipe = client.pipeline(transaction=False)
-        for board in names:
-            pipe.hmget(keys.state(board), [STATE_SEASON + s.id for s in spans])
-        states = pipe.execute() if names else []
+    pipe = client.pipeline(transaction=False)
+    for board in names:
+        pipe.hmget(keys.state(board), [STATE_SEASON + s.id for s in spans])
+    states = pipe.execute() if names else []
     archives = {board: _archives(settings, board) for board in names}
     current = tw.season_of_day(today, settings)
     out = []

@@ -1,16 +1,15 @@
 """Every Redis key Seasons uses is built here, and only here.
 
 All keys of one board share the hash tag ``{<board>}`` so that each multi-key script and
-ZUNIONSTORE stays in one cluster slot. The public keys (SPEC section 5) are the day, week,
-season and archive sorted sets and the metadata hash; apps may read them directly.
+ZUNIONSTORE stays in one cluster slot. The public keys (SPEC section 5) are the sorted sets of
+every window (day, week, month, season: ``<ns>:{<board>}:<window>:<period id>``), the archive
+sorted sets and the metadata hash; apps may read them directly.
 """
 
 from __future__ import annotations
 
 from datetime import date
-from typing import Literal, NamedTuple
-
-Window = Literal["day", "week", "season"]
+from typing import NamedTuple
 
 
 class Keys:
@@ -32,8 +31,9 @@ class Keys:
     def season(self, board: str, season_id: str) -> str:
         return f"{self._board(board)}:season:{season_id}"
 
-    def window(self, board: str, window: Window, period_id: str) -> str:
-        """The live key of ``window``'s period ``period_id``."""
+    def window(self, board: str, window: str, period_id: str) -> str:
+        """The live key of ``window``'s period ``period_id`` (any window of
+        ``seasons.timewindows.SPECS``: day, week, month, season)."""
         return f"{self._board(board)}:{window}:{period_id}"
 
     # Public: final standings of an archived season (or a snapshot ``S@<ts>``), no TTL.
@@ -118,7 +118,7 @@ class Keys:
 
 class ParsedKey(NamedTuple):
     board: str | None  # None for worker keys
-    kind: str  # day | week | season | archive | meta | events | state | tmp | lock | job | ...
+    kind: str  # a window | archive | meta | events | state | tmp | lock | job | ...
     ident: str  # period or season id, scratch or lock name; '' when the kind has none
 
 

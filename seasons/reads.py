@@ -18,8 +18,8 @@ from pydantic import TypeAdapter
 
 from seasons import timewindows as tw
 from seasons.clock import Clock, system_clock
-from seasons.config.settings import Settings
-from seasons.errors import BadWindow, LimitExceeded, NotRanked, UnknownBoard
+from seasons.config.settings import BoardSettings, Settings
+from seasons.errors import LimitExceeded, NotRanked, UnknownBoard
 from seasons.events import member_problem
 from seasons.executor import Call, Reply, script
 from seasons.keys import Keys
@@ -50,11 +50,6 @@ def _not_ranked(board: str, window: str, member: str, period_id: str) -> NotRank
         f"{member!r} is not ranked on board {board!r}, {window} {period_id}",
         {"board": board, "window": window, "period": period_id, "member": member},
     )
-
-
-def _check_window(window: str) -> None:
-    if window not in tw.WINDOWS:
-        raise BadWindow(f"unknown window {window!r}: use day, week or season", {"window": window})
 
 
 T = TypeVar("T")
@@ -102,7 +97,7 @@ class Reads:
 
     # --- resolving a board, a window and a period into keys -------------------------------
 
-    def board(self, board: str) -> Any:
+    def board(self, board: str) -> BoardSettings:
         cfg = self.settings.boards.get(board)
         if cfg is None:
             raise UnknownBoard(board, list(self.settings.boards))
@@ -113,27 +108,26 @@ class Reads:
     ) -> tuple[str, str, str]:
         """(period id, live key, archive key) of a read. Seasons read their archive once it
         exists; a snapshot id ``S@<timestamp>`` exists only as an archive."""
-        self.board(board)
-        _check_window(window)
-        if window == "season" and "@" in period:
+        spec = tw.board_window(board, self.board(board), window)
+        if spec.archived and "@" in period:
             base = period.split("@", 1)[0]
             tw.season_by_id(base, self.settings)  # the season part must name a season
             key = self.keys.archive(board, period)
             return period, key, key
         p = self._resolve(window, period, self.clock() if now is None else now)
         live = self.keys.window(board, p.window, p.id)
-        archive = self.keys.archive(board, p.id) if window == "season" else live
+        archive = self.keys.archive(board, p.id) if spec.archived else live
         return p.id, live, archive
 
     def _resolve(self, window: str, period: str, now: datetime) -> tw.Period:
         """:func:`tw.resolve_period`, remembered for ``current`` and ``previous`` until the
         local day of ``now`` ends: they depend on that day alone (settings are frozen)."""
         if period != "current" and period != "previous":
-            return tw.resolve_period(window, period, now, self.settings)  # type: ignore[arg-type]
+            return tw.resolve_period(window, period, now, self.settings)
         hit = self._relative.get((window, period))
         if hit is not None and hit[0] <= now < hit[1]:
             return hit[2]
-        found = tw.resolve_period(window, period, now, self.settings)  # type: ignore[arg-type]
+        found = tw.resolve_period(window, period, now, self.settings)
         zone = self.settings.zone
         today = tw.local_day(now, zone)
         valid = (tw.day_start(today, zone), tw.day_end(today, zone))
@@ -204,13 +198,13 @@ class Reads:
         """Rank and score of ``member`` in each of the last ``last`` periods, oldest first."""
         cfg = self.board(board)
         _limit("last", last, 1, MAX_LAST)
-        _check_window(window)
+        spec = tw.board_window(board, cfg, window)
         _check_member(member)
-        periods = tw.recent_periods(window, last, self.clock(), self.settings)  # type: ignore[arg-type]
+        periods = tw.recent_periods(window, last, self.clock(), self.settings)
         keys = [self.keys.meta(board)]
         args: list[Any] = [cfg.order, cfg.ties, "history", board, window, member]
         for p in periods:
             live = self.keys.window(board, p.window, p.id)
-            keys += [live, self.keys.archive(board, p.id) if window == "season" else live]
+            keys += [live, self.keys.archive(board, p.id) if spec.archived else live]
             args.append(p.id)
         return Read(Call(_POINTS, keys, args), _HISTORY)

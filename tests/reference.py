@@ -1,5 +1,7 @@
 """A plain-Python reference model of SPEC sections 3, 4 and 6, for the core's correctness tests.
 
+Windows: day, week, month (calendar months, weighted by day of month) and season.
+
 It shares no code with ``seasons/``: the calendar is re-derived from ``zoneinfo`` (a day's first
 instant by bisecting UTC seconds, a week's first day by walking back, seasons by counting from
 the anchor), boards are dicts recomputed from every accepted event with the formulas of section 4,
@@ -58,7 +60,7 @@ class Season:
 
 
 class Calendar:
-    """Days, weeks and seasons of one configuration, derived from first principles."""
+    """Days, weeks, months and seasons of one configuration, derived from first principles."""
 
     def __init__(self, settings: Settings):
         self.zone_name = settings.timezone
@@ -88,6 +90,18 @@ class Calendar:
 
     def week_days(self, first: date) -> list[date]:
         return [first + timedelta(days=i) for i in range(7)]
+
+    # months
+    def month_days(self, any_day: date) -> list[date]:
+        """Every day of the calendar month holding ``any_day``, walked one day at a time."""
+        day = any_day
+        while (day - ONE_DAY).month == any_day.month:
+            day -= ONE_DAY
+        out = []
+        while day.month == any_day.month:
+            out.append(day)
+            day += ONE_DAY
+        return out
 
     # seasons
     def season_of(self, day: date) -> Season | None:
@@ -120,6 +134,8 @@ class Calendar:
             return day.isoformat()
         if window == "week":
             return self.week_first(day).isoformat()
+        if window == "month":
+            return f"{day.year:04d}-{day.month:02d}"
         season = self.season_of(day)
         return season.id if season else None
 
@@ -128,6 +144,9 @@ class Calendar:
             return [date.fromisoformat(pid)]
         if window == "week":
             return self.week_days(date.fromisoformat(pid))
+        if window == "month":
+            year, month = (int(x) for x in pid.split("-"))
+            return self.month_days(date(year, month, 1))
         s = self.season_by_id(pid)
         return [s.first + timedelta(days=i) for i in range((s.last - s.first).days + 1)]
 
@@ -152,6 +171,8 @@ class Calendar:
             return None
         if window == "day":
             return (today - ONE_DAY).isoformat()
+        if window == "month":
+            return self.period_id("month", self.month_days(today)[0] - ONE_DAY)
         return (self.week_first(today) - timedelta(days=7)).isoformat()
 
     def recent(self, window: str, now: datetime, last: int) -> list[str]:
@@ -162,6 +183,13 @@ class Calendar:
         if window == "week":
             first = self.week_first(today)
             return [(first - timedelta(days=7 * i)).isoformat() for i in range(last)][::-1]
+        if window == "month":
+            out, day = [], today
+            for _ in range(last):
+                first = self.month_days(day)[0]
+                out.append(self.period_id("month", first))
+                day = first - ONE_DAY
+            return [pid for pid in out if pid is not None][::-1]
         if self.season_list:  # the seasons begun by today (in a gap: those that ended)
             return [s.id for s in self.season_list if s.first <= today][-last:]
         current = self.season_of(today)
@@ -338,6 +366,9 @@ class Model:
                 weight = 1.0
             elif window == "week":
                 weight = cfg.week_weights[(day - self.cal.week_first(day)).days]
+            elif window == "month":  # by day of the month; days past the list weigh 1
+                index = day.day - 1
+                weight = cfg.month_weights[index] if index < len(cfg.month_weights) else 1.0
             else:
                 season = self.cal.season_by_id(pid)
                 index = self.cal.season_week(day, season)
@@ -347,7 +378,7 @@ class Model:
         return out
 
     def board(self, board: str, window: str, pid: str) -> Scores:
-        """What the live sorted set must hold: the formula, trimmed on week/season boards."""
+        """What the live sorted set must hold: the formula, trimmed on every board but day."""
         scores = self.formula(board, window, pid)
         if window == "day":
             return scores
@@ -358,12 +389,13 @@ class Model:
         return ranked(self.board(board, window, pid), cfg.order, cfg.ties)
 
     def periods(self, board: str) -> set[tuple[str, str]]:
-        """Every (window, period id) whose board has at least one member."""
+        """Every (window, period id) of a window the board keeps whose board has at least one
+        member."""
         out = set()
         for day, scores in self.days[board].items():
             if not scores:
                 continue
-            for window in ("day", "week", "season"):
+            for window in self.cfg(board).windows:
                 pid = self.cal.period_id(window, day)
                 if pid is not None:
                     out.add((window, pid))

@@ -1,13 +1,13 @@
 """Random event streams through :class:`seasons.Seasons`, compared with the reference model.
 
 Hypothesis draws a configuration (zone, week start, short seasons as a cycle or a list with a
-gap, four boards with random weights, ties and ``max_entries``) and a stream of steps: the
-clock moving on (sometimes to just past a local midnight), and batches of
+gap, four boards with random windows, weights, ties and ``max_entries``) and a stream of steps:
+the clock moving on (sometimes to just past a local midnight), and batches of
 events at or a little before the clock's now (some late, some in the future, some repeating an
 event id, some with metadata). The model (tests/reference.py) decides what is accepted and what
-every day, week and season board must hold; the test reads the boards raw from Redis and through
-the API and compares everything: members, scores, ranks under both tie rules, totals, metadata,
-TTLs and the set of keys.
+every board of the windows each board keeps (day, week, month, season) must hold; the test reads
+the boards raw from Redis and through the API and compares everything: members, scores, ranks
+under both tie rules, totals, metadata, TTLs and the set of keys.
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ from reference import Model, Rejected, key, names, ranked, snapshot, zset
 from seasons import Seasons
 from seasons.clock import ManualClock
 from seasons.config import Settings
-from seasons.errors import BadPeriod, BatchRejected
+from seasons.errors import BadPeriod, BadWindow, BatchRejected
+from seasons.timewindows import WINDOWS
 
 # Every test here runs on one redis-server and again on a Redis Cluster (tests/conftest.py).
 pytestmark = pytest.mark.both_backends
@@ -45,6 +46,7 @@ STARTS = (
     datetime(2035, 11, 1, 3, tzinfo=UTC),  # New York falls back on 2035-11-04
     datetime(2036, 2, 26, 22, tzinfo=UTC),  # across a leap day
     datetime(2035, 8, 31, 12, tzinfo=UTC),  # Santiago skips 00:00-01:00 on 2035-09-02
+    datetime(2035, 12, 30, 12, tzinfo=UTC),  # across the year end: a month rolls over
 )
 # Zones with DST (New York at 02:00, Santiago at midnight), none (Istanbul) and odd offsets.
 ZONES = (
@@ -55,7 +57,13 @@ ZONES = (
     "Asia/Kolkata",
     "Pacific/Chatham",
 )
-WINDOWS = ("day", "week", "season")
+# What a board keeps: day and season always; week and month or not.
+KEPT = (
+    ("day", "week", "season"),
+    ("day", "week", "month", "season"),
+    ("day", "month", "season"),
+    ("day", "season"),
+)
 
 
 def board_settings(aggregate: str, order: str) -> st.SearchStrategy[dict[str, Any]]:
@@ -66,6 +74,9 @@ def board_settings(aggregate: str, order: str) -> st.SearchStrategy[dict[str, An
             "ties": st.sampled_from(["member", "shared"]),
             "week_weights": st.lists(st.sampled_from([0, 1, 2]), min_size=7, max_size=7),
             "season_weights": st.lists(st.sampled_from([0, 1, 2]), max_size=3),
+            "windows": st.sampled_from(KEPT),
+            # by day of the month from the 1st; days past the list weigh 1
+            "month_weights": st.lists(st.sampled_from([0, 1, 2, 3]), max_size=31),
             "max_entries": st.sampled_from([0, 2, 3, 3]),
         }
     )
@@ -199,8 +210,14 @@ def check_everything(
             for m, v in cast(dict[bytes, bytes], r.hgetall(meta_key)).items()
         }
         assert stored_meta == {m: v for m, v in model.meta[board].items() if v}
-        # Reads of the current periods resolve like the model's calendar says.
+        # A window the board does not keep is refused; those it keeps are read as the model's
+        # calendar says.
+        kept = settings.boards[board].windows
         for window in WINDOWS:
+            if window not in kept:
+                with pytest.raises(BadWindow):
+                    s.top(board, window)
+                continue
             current = model.cal.current(window, clock())
             if current is None:
                 with pytest.raises(BadPeriod):
@@ -259,7 +276,7 @@ def test_random_streams_match_the_model(
             touched = {
                 (ev["board"], w, model.cal.period_id(w, model.cal.local_date(ts)))
                 for ev, ts in stamped
-                for w in WINDOWS
+                for w in settings.boards[ev["board"]].windows
             }
             for board, window, pid in touched:
                 if pid is not None:

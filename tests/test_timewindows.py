@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from seasons import timewindows as tw
 from seasons.config import Settings, load_settings
-from seasons.errors import BadPeriod
+from seasons.errors import BadPeriod, BadWindow
 
 ZONES = (
     "UTC",
@@ -657,11 +657,12 @@ def test_resolve_bad_period(
     assert err.value.code == "bad_period"
 
 
-@pytest.mark.parametrize("bad", ["month", "Day", "", "seasons"])
+@pytest.mark.parametrize("bad", ["year", "Day", "", "seasons", "months"])
 def test_resolve_bad_window(make_settings: Callable[..., Settings], bad: str) -> None:
-    with pytest.raises(BadPeriod) as err:
-        tw.resolve_period(bad, "current", utc("2026-03-01T12:00"), make_settings())  # type: ignore[arg-type]
+    with pytest.raises(BadWindow) as err:
+        tw.resolve_period(bad, "current", utc("2026-03-01T12:00"), make_settings())
     assert repr(bad) in str(err.value)
+    assert "day, week, month, season" in str(err.value)
 
 
 @pytest.mark.parametrize(

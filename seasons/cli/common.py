@@ -3,30 +3,37 @@
 Settings are loaded once per invocation, on first use (so ``--help`` works with a broken
 config); the :class:`~seasons.api.Seasons` app is built on first use too. Every error of
 the :mod:`seasons.errors` hierarchy becomes a message on stderr and an exit status, in one
-place (:class:`SeasonsGroup`), for the commands of every module.
+place (:class:`SeasonsGroup`), for the commands of every module. Redis errors are among them:
+the Redis clients raise Seasons errors (:mod:`seasons.connection`); any other exception is a
+bug and ends with its traceback.
 """
 
 from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import click
-import redis
 from pydantic import BaseModel
 from rich.console import Console
 
+from seasons import timewindows as tw
 from seasons.api import Seasons
 from seasons.clock import Clock, system_clock
 from seasons.config.loading import ConfigError, load_settings
 from seasons.config.settings import Settings
-from seasons.connection import backend_errors
-from seasons.errors import BatchRejected, EvictionPolicy, InvalidInput, NotFound, SeasonsError
+from seasons.errors import (
+    BatchRejected,
+    EvictionPolicy,
+    InvalidInput,
+    NotFound,
+    SeasonsError,
+    UnsupportedRedis,
+)
 
 # Exit statuses (SPEC section 10).
 EXIT_OK = 0
@@ -34,7 +41,6 @@ EXIT_FAILURE = 1
 EXIT_USAGE = 2  # bad usage or bad input; click uses 2 for its usage errors too
 EXIT_NOT_FOUND = 3
 
-WINDOWS = ("day", "week", "season")
 REDACTED = "<redacted>"
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -63,7 +69,7 @@ def cli_error(message: str, status: int) -> CliError:
 def exit_status(exc: SeasonsError) -> int:
     """The exit status of an error: bad input or a server Seasons must not run on 2, not
     found 3, anything else 1."""
-    if isinstance(exc, InvalidInput | EvictionPolicy):
+    if isinstance(exc, InvalidInput | EvictionPolicy | UnsupportedRedis):
         return EXIT_USAGE
     if isinstance(exc, NotFound):
         return EXIT_NOT_FOUND
@@ -121,10 +127,6 @@ class SeasonsGroup(click.Group):
             raise cli_error(describe(exc), exit_status(exc)) from None
         except ConfigError as exc:
             raise BadInputError(str(exc)) from None
-        except (redis.ConnectionError, redis.TimeoutError) as exc:
-            raise CliError(f"Redis is unreachable: {exc}") from None
-        except redis.RedisError as exc:
-            raise CliError(f"Redis error: {exc}") from None
 
 
 @click.group(cls=SeasonsGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -152,13 +154,6 @@ def cli(ctx: click.Context, config_file: Path | None) -> None:
 pass_state = click.make_pass_decorator(CliState, ensure=True)
 
 
-@contextmanager
-def backend() -> Iterator[None]:
-    """For direct reader/Redis calls outside the facade: Redis down → BackendUnavailable."""
-    with backend_errors():
-        yield
-
-
 # --- shared options ---------------------------------------------------------------------------
 
 
@@ -173,10 +168,10 @@ def window_option(default: str) -> Callable[[F], F]:
         return click.option(
             "--window",
             "-w",
-            type=click.Choice(WINDOWS),
+            type=click.Choice(tw.WINDOWS),
             default=default,
             show_default=True,
-            help="Time window of the board.",
+            help="Time window of the board (one it keeps: boards.<name>.windows).",
         )(f)
 
     return deco
@@ -188,7 +183,9 @@ def period_option(f: F) -> F:
         "-p",
         default="current",
         show_default=True,
-        help="Period id (YYYY-MM-DD for day/week, season id), current or previous.",
+        help="Period id ("
+        + "; ".join(f"{w.name}: {w.ids}" for w in tw.SPECS.values())
+        + "), current or previous.",
     )(f)
 
 

@@ -1,8 +1,9 @@
 """Operator commands: ``worker``, ``rollup``, ``snapshot``, ``rebuild``, ``restore``,
 ``acknowledge-loss``, ``export``, ``status``, ``forget`` (SPEC sections 7, 8 and 10).
 
-Each builds the worker's job objects on the command's app and runs one operation now; long
-ones (rebuild, restore, export) show a progress bar on stderr when it is a terminal.
+Each runs one job's operation now on the command's app (the job object built by
+``seasons.jobs.registry``, no worker or scheduler); long ones (rebuild, restore, export) show
+a progress bar on stderr when it is a terminal.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from seasons import catalog
+from seasons import timewindows as tw
 from seasons.cli.common import (
     EXIT_FAILURE,
     EXIT_USAGE,
@@ -33,16 +35,18 @@ from seasons.cli.common import (
 )
 from seasons.cli.info import print_safety
 from seasons.errors import InvalidInput
+from seasons.jobs import registry
 from seasons.jobs.integrity import mark_recovered, read_safe_mode
+from seasons.jobs.rollup import ALL, REBUILDS
 from seasons.jobs.state import fault_from_env
-from seasons.jobs.worker import Worker, jobs_report, run_worker
+from seasons.jobs.worker import run_worker
 from seasons.restore import RestoreAll, Restorer
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
-
-
-def _worker(state: CliState) -> Worker:
-    return Worker(state.app)
+# `seasons worker --help`: the jobs as the registry declares them (\b keeps click's lines).
+WORKER_HELP = "Run the worker's jobs until SIGTERM/SIGINT.\n\n\b\n" + "\n".join(
+    f"{job.name} (every worker.{job.interval})\n    {job.does}" for job in registry.JOBS
+)
 
 
 @contextmanager
@@ -68,12 +72,11 @@ def _emit(as_json: bool, data: dict[str, Any], text: str) -> None:
         click.echo(text)
 
 
-@cli.command()
+@cli.command(help=WORKER_HELP)
 @click.option("--log-level", default="INFO", show_default=True,
               type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]))  # fmt: skip
 @pass_state
 def worker(state: CliState, log_level: str) -> None:
-    """Run the worker (rollups, closes, archives, sweep, heartbeat) until SIGTERM/SIGINT."""
     logging.basicConfig(level=log_level, format=LOG_FORMAT, stream=sys.stderr)
     logging.getLogger("apscheduler").setLevel(logging.WARNING)
     code = run_worker(lambda: state.app, state.settings, fault=fault_from_env())
@@ -85,8 +88,8 @@ def worker(state: CliState, log_level: str) -> None:
 @json_option
 @pass_state
 def rollup(state: CliState, board: str | None, as_json: bool) -> None:
-    """Reconcile the open week and season boards with their day keys now."""
-    outcomes = _worker(state).rollup.run(state.clock(), board)
+    """Reconcile the open week, month and season boards with their day keys now."""
+    outcomes = registry.rollup_of(state.app).run(state.clock(), board)
     rows = [asdict(o) for o in outcomes]
     lines = [f"{o.target}: {o.size} entries ({o.mode}, {o.changed} repaired)" for o in outcomes]
     _emit(as_json, {"rollups": rows}, "\n".join(lines) or "nothing to roll up")
@@ -99,7 +102,7 @@ def rollup(state: CliState, board: str | None, as_json: bool) -> None:
 def snapshot(state: CliState, season: str, as_json: bool) -> None:
     """Archive a season: a running one as S@<UTC time> (changing nothing else); an ended
     one is closed now (late events for it are rejected from then on)."""
-    results = _worker(state).closes.snapshot(season, state.clock())
+    results = registry.closes_of(state.app).snapshot(season, state.clock())
     lines = []
     for r in results:
         m = r.manifest
@@ -110,15 +113,16 @@ def snapshot(state: CliState, season: str, as_json: bool) -> None:
 
 @cli.command()
 @click.option("--board", "-b", default=None, help="Only this board (default: all).")
-@click.option("--window", "-w", type=click.Choice(["week", "season", "all"]), default="all",
+@click.option("--window", "-w", type=click.Choice(REBUILDS), default=ALL,
               show_default=True)  # fmt: skip
 @click.option("--period", "-p", default="current", show_default=True,
-              help="Week or day id (YYYY-MM-DD), season id, current or previous.")  # fmt: skip
+              help="Day or week id (YYYY-MM-DD), month id (YYYY-MM), season id, current or "
+                   "previous.")  # fmt: skip
 @json_option
 @pass_state
 def rebuild(state: CliState, board: str | None, window: str, period: str, as_json: bool) -> None:
-    """Recompute week and/or season boards from their day keys (after a weight change, or
-    to repair them)."""
+    """Recompute week, month and/or season boards from their day keys (after a weight
+    change, or to repair them)."""
     with _bar("rebuilding") as bar:
         done = [0]
 
@@ -127,7 +131,7 @@ def rebuild(state: CliState, board: str | None, window: str, period: str, as_jso
             if bar:
                 bar(done[0], None)
 
-        outcomes = _worker(state).rollup.rebuild(
+        outcomes = registry.rollup_of(state.app).rebuild(
             state.clock(), board=board, window=window, period=period, progress=advance
         )
     lines = [f"{o.target}: {o.size} entries ({o.mode})" for o in outcomes]
@@ -218,7 +222,7 @@ def acknowledge_loss(state: CliState, as_json: bool) -> None:
 
 @cli.command()
 @click.argument("board")
-@click.option("--window", "-w", type=click.Choice(["day", "week", "season"]), default="season",
+@click.option("--window", "-w", type=click.Choice(tw.WINDOWS), default="season",
               show_default=True)  # fmt: skip
 @click.option("--period", "-p", default="current", show_default=True,
               help="Period id, current or previous; S@<timestamp> for a snapshot.")  # fmt: skip
@@ -228,7 +232,8 @@ def acknowledge_loss(state: CliState, as_json: bool) -> None:
 def export(state: CliState, board: str, window: str, period: str, out: Path | None) -> None:
     """Write a board as JSON lines {rank, member, score, metadata} in rank order."""
     with _bar("exporting") as bar:
-        count = _worker(state).archives.export(board, window, period, out, state.clock(), bar)
+        archives = registry.archives_of(state.app)
+        count = archives.export(board, window, period, out, state.clock(), bar)
     if out is not None:
         click.echo(f"exported {count} entries to {out}", err=True)
 
@@ -240,7 +245,7 @@ def status(state: CliState, as_json: bool) -> None:
     """The worker's heartbeat, each job's last and next run, and the seasons' states."""
     now = state.clock()
     app = state.app
-    report = jobs_report(app, now)
+    report = registry.jobs_report(app, now)
     seasons = catalog.seasons(app.client, app.settings, app.keys, now)
     if as_json:
         print_json({**report, "seasons": seasons.model_dump(mode="json")})
@@ -281,7 +286,7 @@ def status(state: CliState, as_json: bool) -> None:
 def forget(state: CliState, member: str, as_json: bool) -> None:
     """Remove a member everywhere: every live and archived board, its metadata, and the
     archive files it appears in (rewritten with new manifests)."""
-    report = _worker(state).sweeper.forget(member, state.clock())
+    report = registry.sweeper_of(state.app).forget(member, state.clock())
     boards = report["boards"]
     text = (
         "\n".join(

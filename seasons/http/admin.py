@@ -1,25 +1,25 @@
 """Admin calls (admin token, or loopback when none is configured): rollup, snapshot, rebuild,
-erasure of a member, and resetting the demo data set. Each runs the same job code as the
-worker and the CLI (``seasons.jobs.worker.Worker``) and answers the JSON that ``seasons rollup |
-snapshot | rebuild | forget --json`` prints."""
+erasure of a member, and resetting the demo data set. Each runs one job's code on the app's
+client and clock, as the worker and the CLI do (built by ``seasons.jobs.registry``, no worker
+or scheduler), and answers the JSON that ``seasons rollup | snapshot | rebuild | forget
+--json`` prints."""
 
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Request
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from seasons import demo
-from seasons.api import Seasons
-from seasons.connection import backend_errors
 from seasons.http.boards import path_member
 from seasons.http.deps import AdminAccess, SeasonsDep
 from seasons.http.errors import AUTH_RESPONSES, ERROR_RESPONSES, ErrorBody
 from seasons.http.reset import reset_namespace
+from seasons.jobs import registry
 from seasons.jobs.reconcile import Outcome
-from seasons.jobs.worker import Worker
+from seasons.jobs.rollup import ALL, REBUILDS
 from seasons.models import WriteResult
 
 router = APIRouter(
@@ -51,8 +51,21 @@ class RebuildIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     board: str | None = Field(default=None, description="One board; default every board")
-    window: Literal["week", "season", "all"] = "all"
-    period: str = Field(default="current", description="A day/week/season id, current, previous")
+    window: str = Field(
+        default=ALL, json_schema_extra={"enum": list(REBUILDS)},
+        description="A rolled-up window, or all of them",
+    )  # fmt: skip
+    period: str = Field(
+        default="current",
+        description="A day, week, month or season id (YYYY-MM-DD, YYYY-MM, S3), current, previous",
+    )
+
+    @field_validator("window")
+    @classmethod
+    def _rebuildable(cls, window: str) -> str:
+        if window not in REBUILDS:
+            raise ValueError(f"unknown window {window!r}: use {', '.join(REBUILDS)}")
+        return window
 
 
 class Rollups(BaseModel):
@@ -96,19 +109,13 @@ class DemoReset(BaseModel):
     seeded: WriteResult
 
 
-def _jobs(s: Seasons) -> Worker:
-    """The worker's job objects on this app's client and clock (no scheduler is started)."""
-    return Worker(s)
-
-
 def _recomputed(outcomes: list[Outcome]) -> list[Recomputed]:
     return [Recomputed.model_validate(asdict(o)) for o in outcomes]
 
 
 @router.post("/rollup", response_model=Rollups, summary="Run the rollup job now")
 def rollup(s: SeasonsDep, body: RollupIn | None = None) -> Rollups:
-    with backend_errors():
-        outcomes = _jobs(s).rollup.run(s.clock(), body.board if body else None)
+    outcomes = registry.rollup_of(s).run(s.clock(), body.board if body else None)
     return Rollups(rollups=_recomputed(outcomes))
 
 
@@ -117,10 +124,9 @@ def rollup(s: SeasonsDep, body: RollupIn | None = None) -> Rollups:
     summary="Recompute week and/or season boards of a period from their day keys",
 )  # fmt: skip
 def rebuild(body: RebuildIn, s: SeasonsDep) -> Rebuilt:
-    with backend_errors():
-        outcomes = _jobs(s).rollup.rebuild(
-            s.clock(), board=body.board, window=body.window, period=body.period
-        )
+    outcomes = registry.rollup_of(s).rebuild(
+        s.clock(), board=body.board, window=body.window, period=body.period
+    )
     return Rebuilt(rebuilt=_recomputed(outcomes))
 
 
@@ -129,8 +135,7 @@ def rebuild(body: RebuildIn, s: SeasonsDep) -> Rebuilt:
     summary="Archive files of a running season (S@<ts>), or close an ended season now",
 )  # fmt: skip
 def snapshot(body: SnapshotIn, s: SeasonsDep) -> Snapshots:
-    with backend_errors():
-        results = _jobs(s).closes.snapshot(body.season, s.clock())
+    results = registry.closes_of(s).snapshot(body.season, s.clock())
     return Snapshots(snapshots=[r.to_dict() for r in results])
 
 
@@ -143,8 +148,7 @@ def forget_member(
 ) -> Forgotten:
     # The erasure checks the member rule (InvalidMember, 422) before any Redis call.
     member = path_member(request, member, stored=True)
-    with backend_errors():
-        report = _jobs(s).sweeper.forget(member, s.clock())
+    report = registry.sweeper_of(s).forget(member, s.clock())
     return Forgotten(member=report["member"], boards=report["boards"])
 
 
@@ -154,7 +158,6 @@ def forget_member(
 )  # fmt: skip
 def demo_reset(s: SeasonsDep, body: DemoResetIn | None = None) -> DemoReset:
     body = body or DemoResetIn()
-    with backend_errors():
-        keys, files = reset_namespace(s)
-        seeded = demo.seed_demo(s, days=body.days, players=body.players)
+    keys, files = reset_namespace(s)
+    seeded = demo.seed_demo(s, days=body.days, players=body.players)
     return DemoReset(deleted_keys=keys, deleted_files=files, seeded=seeded)

@@ -3,13 +3,13 @@
 "use strict";
 
 const $ = (id) => document.getElementById(id);
-const state = { boards: [], seasons: null, offset: 0, member: "" };
+// windows: the windows of GET /v1/boards (the server's one table), by name.
+const state = { boards: [], windows: {}, seasons: null, offset: 0, member: "" };
 // Each kind of request carries a number; an answer to an older one than the latest is dropped,
 // so quick changes of board/window/period never leave a stale table on the page.
 const latest = { top: 0, find: 0, history: 0 };
 const begin = (kind) => ++latest[kind];
 const stale = (kind, n) => n !== latest[kind];
-const HISTORY_LAST = { day: 14, week: 12, season: 12 };
 
 // --- talking to the API ----------------------------------------------------------------------
 
@@ -88,15 +88,8 @@ function periodOptions() {
   const win = $("window").value;
   const opts = [["current", "current"], ["previous", "previous"]];
   if (!board) return opts;
-  const cur = board.current[win];
-  if (win === "day" && cur) {
-    for (let i = 0; i < 14; i++) opts.push([addDays(cur.first_day, -i), addDays(cur.first_day, -i)]);
-  } else if (win === "week" && cur) {
-    for (let i = 0; i < 8; i++) {
-      const first = addDays(cur.first_day, -7 * i);
-      opts.push([first, `week of ${first}`]);
-    }
-  } else if (win === "season" && state.seasons) {
+  const info = state.windows[win];
+  if (info && info.archived && state.seasons) {  // seasons: with their state and snapshots
     for (const s of [...state.seasons.seasons].reverse()) {
       if (s.status === "upcoming") continue;
       const b = s.boards[board.board];
@@ -104,8 +97,25 @@ function periodOptions() {
       opts.push([s.season, `${s.season} (${tag}, ${s.first_day} – ${s.last_day})`]);
       for (const snap of (b && b.snapshots) || []) opts.push([snap.season, `${snap.season} (snapshot)`]);
     }
+  } else if (info) {
+    for (const p of info.recent) {
+      const span = p.first_day === p.last_day ? "" : ` (${p.first_day} – ${p.last_day})`;
+      opts.push([p.period, `${p.period}${span}`]);
+    }
   }
   return opts;
+}
+
+// The windows the board keeps, in both pickers; the chosen ones stay if the board keeps them.
+function fillWindows(want) {
+  const board = currentBoard();
+  const names = board ? board.windows : [];
+  for (const [id, fallback] of [["window", "season"], ["h-window", "day"]]) {
+    const sel = $(id);
+    const keep = (id === "window" && want) || sel.value || fallback;
+    sel.replaceChildren(...names.map((w) => el("option", { value: w }, w)));
+    sel.value = names.includes(keep) ? keep : (names.includes(fallback) ? fallback : names[0] || "");
+  }
 }
 
 function fillPeriods(keep) {
@@ -204,7 +214,7 @@ async function find(member) {
 
 async function loadHistory(member) {
   const win = $("h-window").value;
-  const q = new URLSearchParams({ window: win, last: HISTORY_LAST[win] });
+  const q = new URLSearchParams({ window: win, last: state.windows[win].history_last });
   const n = begin("history");
   try {
     const h = await api("GET", `/v1/boards/${enc($("board").value)}/members/${enc(member)}/history?${q}`);
@@ -342,11 +352,13 @@ async function refreshStatus() {
 async function refreshCatalog() {
   const [boards, seasons] = await Promise.all([api("GET", "/v1/boards"), api("GET", "/v1/seasons").catch(() => null)]);
   state.boards = boards.boards;
+  state.windows = Object.fromEntries(boards.windows.map((w) => [w.window, w]));
   state.seasons = seasons;
   const sel = $("board");
   const keep = sel.value;
   sel.replaceChildren(...state.boards.map((b) => el("option", { value: b.board }, b.board)));
   if (keep) sel.value = keep;
+  fillWindows();
   fillPeriods();
   fillSeasonsForAdmin();
   describeBoard();
@@ -371,10 +383,10 @@ async function start() {
     return;
   }
   if (saved.get("board")) $("board").value = saved.get("board");
-  if (["day", "week", "season"].includes(saved.get("window"))) $("window").value = saved.get("window");
+  fillWindows(saved.get("window"));
   fillPeriods(saved.get("period") || "current");
   describeBoard();
-  $("board").addEventListener("change", () => changed(true));
+  $("board").addEventListener("change", () => { fillWindows(); changed(true); });
   $("window").addEventListener("change", () => changed(true));
   $("period").addEventListener("change", () => changed(false));
   $("limit").addEventListener("change", () => changed(false));
@@ -386,9 +398,9 @@ async function start() {
   $("a-rollup").addEventListener("click", () => admin("POST", "/v1/admin/rollup", {}));
   $("a-snapshot").addEventListener("click", () => admin("POST", "/v1/admin/snapshot", { season: $("a-season").value }));
   $("a-rebuild").addEventListener("click", () => {
-    // Week and season boards are rebuilt from day keys; on the day window rebuild both, now.
+    // Rolled-up boards are rebuilt from day keys; on a day board rebuild every one, now.
     const win = $("window").value;
-    const body = win === "day" ? { board: $("board").value, window: "all" } : { board: $("board").value, window: win, period: $("period").value };
+    const body = state.windows[win].rolled_up ? { board: $("board").value, window: win, period: $("period").value } : { board: $("board").value, window: "all" };
     admin("POST", "/v1/admin/rebuild", body);
   });
   $("a-reset").addEventListener("click", () => admin("POST", "/v1/admin/demo/reset", {}, "Delete every board's data and seed the demo data set again?"));

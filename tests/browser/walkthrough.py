@@ -129,6 +129,33 @@ def _steps(
         assert f"{key}: {value}" in page.locator("#top tbody tr").first.inner_text()
     shot("top-season")
 
+    # 1b. Each board's window picker lists the windows that board keeps (GET /v1/boards), and a
+    # month board, where one is kept, shows the API's month page.
+    listed = {b["board"]: b["windows"] for b in api.get("/v1/boards").json()["boards"]}
+    for name, windows in listed.items():
+        page.select_option("#board", name)
+        page.wait_for_function(
+            "w => [...document.querySelectorAll('#window option')].map(o => o.value).join() === w",
+            arg=",".join(windows),
+        )
+        for picker in ("#window", "#h-window"):
+            values = page.locator(f"{picker} option").evaluate_all("os => os.map(o => o.value)")
+            assert values == windows, (name, picker, values)
+    monthly = [name for name, windows in listed.items() if "month" in windows]
+    if monthly:
+        page.select_option("#board", monthly[0])
+        page.select_option("#window", "month")
+        month = api.get(f"/v1/boards/{monthly[0]}/month", params={"limit": limit}).json()
+        _wait_title(page, f"{monthly[0]} · month {month['period']}")
+        page.wait_for_function("n => document.querySelectorAll('#top tbody tr').length === n",
+                               arg=len(month["entries"]))  # fmt: skip
+        assert _top_members(page) == [e["member"] for e in month["entries"]]
+        periods = page.locator("#period option").evaluate_all("os => os.map(o => o.value)")
+        assert month["period"] in periods and "previous" in periods
+        shot("month")
+    page.select_option("#board", board)
+    page.select_option("#window", "season")
+
     # 2. Another board, the day window, the previous day; then page 2.
     other = boards[-1]
     page.select_option("#board", other)
