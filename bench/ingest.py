@@ -16,6 +16,7 @@ from typing import Any
 from bench.common import BOARD, Calendar, Section, Sizes, timed
 from seasons import Seasons
 from seasons import timewindows as tw
+from seasons import windows as win
 from seasons.config import Settings
 from seasons.connection import make_client
 from seasons.keys import Keys
@@ -57,7 +58,7 @@ def board_keys(settings: Settings, calendar: Calendar) -> list[str]:
     """The keys of today's periods of the bench board (day, week, season: the windows it keeps)."""
     keys = Keys(settings.namespace)
     out = []
-    for window in tw.board_windows(settings.boards[BOARD]):
+    for window in win.board_windows(settings.boards[BOARD]):
         p = window.period_of_day(calendar.today, settings)
         assert p is not None
         out.append(keys.window(BOARD, window.name, p.id))
@@ -73,9 +74,9 @@ def pipeline_ingest(
     clock = calendar.clock()
     for chunk in chunks:
         day = tw.local_day(clock(), settings.zone)
-        day_p = tw.period_of_day("day", day, settings)
-        week_p = tw.period_of_day("week", day, settings)
-        season_p = tw.period_of_day("season", day, settings)
+        day_p = win.period_of_day("day", day, settings)
+        week_p = win.period_of_day("week", day, settings)
+        season_p = win.period_of_day("season", day, settings)
         span = tw.season_of_day(day, settings)
         assert day_p is not None and week_p is not None and season_p is not None
         assert span is not None
@@ -84,9 +85,9 @@ def pipeline_ingest(
         sk = keys.season(BOARD, season_p.id)
         ww = cfg.week_weights[tw.weekday_index(day, settings.week_start_index)]
         sw = cfg.season_weight(tw.week_of_season(day, span))
-        dx = tw.expire_at(day_p, settings)
-        wx = tw.expire_at(week_p, settings)
-        sx = tw.expire_at(season_p, settings)
+        dx = win.expire_at(day_p, settings)
+        wx = win.expire_at(week_p, settings)
+        sx = win.expire_at(season_p, settings)
         pipe = client.pipeline(transaction=False)
         for ev in chunk:
             m, v = ev["member"], ev["value"]

@@ -115,7 +115,7 @@ class BoardSettings(_Section):
     aggregate: Literal["sum", "max", "min"] = "sum"
     order: Literal["desc", "asc"] = "desc"
     ties: Literal["member", "shared"] = "member"
-    # The windows the board keeps (seasons.timewindows.SPECS names them all). Every board
+    # The windows the board keeps (seasons.windows.SPECS names them all). Every board
     # keeps day (what the others are rolled up from) and season (what is archived); week is
     # kept by default, month on request: each window kept costs one more write per event.
     windows: tuple[str, ...] = ("day", "week", "season")
@@ -128,7 +128,7 @@ class BoardSettings(_Section):
     @field_validator("windows")
     @classmethod
     def _known_windows(cls, found: tuple[str, ...]) -> tuple[str, ...]:
-        from seasons.timewindows import WINDOWS  # the table imports these settings
+        from seasons.windows import WINDOWS  # the table imports these settings
 
         unknown = [w for w in found if w not in WINDOWS]
         if unknown:

@@ -26,6 +26,7 @@ from functools import partial
 from typing import Any
 
 from seasons import timewindows as tw
+from seasons import windows as win
 from seasons.archives import Archives, Manifest, snapshot_id
 from seasons.config.settings import SeasonSpan, Settings
 from seasons.connection import RedisClient
@@ -153,7 +154,7 @@ class Closes:
                 self.clock().isoformat(),
             )  # fmt: skip
             run.step(f"mark:{board}", mark)
-            for window in tw.rolled_up(cfg):  # the final rollup of each period holding the day
+            for window in win.rolled_up(cfg):  # the final rollup of each period holding the day
                 p = window.period_of_day(day, self.settings)
                 if p is not None:
                     run.step(f"{p.window}:{board}", partial(self._final, board, p, now, quiet=True))
@@ -161,7 +162,7 @@ class Closes:
     def _final(
         self,
         board: str,
-        period: tw.Period,
+        period: win.Period,
         now: datetime,
         *,
         force: bool = False,
@@ -208,7 +209,7 @@ class Closes:
         if self.client.hget(state_key, field) == SEASON_ARCHIVED:
             return  # by an earlier run that died before recording it, or by `seasons restore`
         run.step(f"closing:{board}", lambda: self.client.hset(state_key, field, SEASON_CLOSING))
-        period = tw.Period("season", span.id, span.start, span.end)
+        period = win.Period("season", span.id, span.start, span.end)
         run.step(f"rollup:{board}", lambda: self._final(board, period, now, force=True))
         run.step(f"archive:{board}", lambda: self._copy(board, span, live, now))
         run.step(f"files:{board}", lambda: self.archives.write_files(
@@ -219,8 +220,8 @@ class Closes:
 
     def _copy(self, board: str, span: SeasonSpan, live: str, now: datetime) -> None:
         size = self.archives.copy(board, live, span.id)
-        period = tw.Period("season", span.id, span.start, span.end)
-        if size < 0 and now.timestamp() >= tw.expire_at(period, self.settings):
+        period = win.Period("season", span.id, span.start, span.end)
+        if size < 0 and now.timestamp() >= win.expire_at(period, self.settings):
             raise SeasonExpired(
                 f"season {span.id} of board {board!r}: its live key {live} expired (retention "
                 f"{self.settings.retention} after {span.end}) before it was archived; its "

@@ -1,5 +1,5 @@
 """The rollup job: reconcile rolled-up boards (week, month, season: every window whose
-``rolled_up`` is set in ``seasons.timewindows.SPECS``) with their day keys (SPEC sections 4, 7).
+``rolled_up`` is set in ``seasons.windows.SPECS``) with their day keys (SPEC sections 4, 7).
 
 The write path keeps those boards fresh; this job recomputes them from the day keys
 with the board's weights and aggregate (``seasons.jobs.reconcile``: one atomic Lua call for small
@@ -24,6 +24,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from seasons import timewindows as tw
+from seasons import windows as win
 from seasons.config.settings import BoardSettings, Settings
 from seasons.connection import RedisClient, text
 from seasons.errors import BadPeriod, Conflict, InvalidInput, UnknownBoard
@@ -34,7 +35,7 @@ from seasons.scripts import Scripts
 log = logging.getLogger(__name__)
 
 ALL = "all"  # a rebuild of every rolled-up window
-REBUILDS = (*(name for name, spec in tw.SPECS.items() if spec.rolled_up), ALL)
+REBUILDS = (*(name for name, spec in win.SPECS.items() if spec.rolled_up), ALL)
 
 
 def _fingerprint(cfg: BoardSettings, plan: Plan) -> str:
@@ -67,23 +68,23 @@ class Rollup:
 
     # --- what to recompute ----------------------------------------------------------------
 
-    def open_periods(self, board: str, now: datetime) -> list[tw.Period]:
+    def open_periods(self, board: str, now: datetime) -> list[win.Period]:
         """The rolled-up periods of ``board`` holding a day that still takes events at
         ``now``."""
         zone = self.settings.zone
         first = tw.local_day(now - self.settings.late_grace, zone)
         last = tw.local_day(now + tw.FUTURE_TOLERANCE, zone)
-        out: list[tw.Period] = []
+        out: list[win.Period] = []
         day = first
         while day <= last:
-            for window in tw.rolled_up(self.settings.boards[board]):
+            for window in win.rolled_up(self.settings.boards[board]):
                 p = window.period_of_day(day, self.settings)
                 if p is not None and p not in out:
                     out.append(p)
             day += timedelta(days=1)
         return out
 
-    def plan(self, board: str, period: tw.Period, now: datetime) -> Plan:
+    def plan(self, board: str, period: win.Period, now: datetime) -> Plan:
         """The day keys and weights of ``period``'s board, up to the last day that may hold
         events. Raises :class:`DaysExpired` if one of those days is past retention."""
         cfg = self.settings.boards[board]
@@ -91,20 +92,20 @@ class Rollup:
         days = [d for d in period.days() if d <= horizon]
         stamp = now.timestamp()
         for d in days:
-            if stamp >= tw.expire_at(tw.Period("day", d.isoformat(), d, d), self.settings):
+            if stamp >= win.expire_at(win.Period("day", d.isoformat(), d, d), self.settings):
                 raise DaysExpired(
                     f"cannot recompute {period.window} {period.id} of board {board!r} from its "
                     f"day keys: day {d} is past its retention ({self.settings.retention}) and "
                     "its key may be gone; the board is kept as the write path left it",
                     {"board": board, "window": period.window, "period": period.id},
                 )
-        window = tw.SPECS[period.window]
+        window = win.SPECS[period.window]
         weights = [window.weight(cfg, d, self.settings) for d in days]
         return Plan(
             target=self.keys.window(board, period.window, period.id),
             days=[self.keys.day(board, d) for d in days],
             weights=weights,
-            expireat=tw.expire_at(period, self.settings),
+            expireat=win.expire_at(period, self.settings),
         )
 
     # --- recomputing ------------------------------------------------------------------------
@@ -112,7 +113,7 @@ class Rollup:
     def period(
         self,
         board: str,
-        period: tw.Period,
+        period: win.Period,
         now: datetime,
         *,
         force: bool = False,
@@ -129,7 +130,7 @@ class Rollup:
         cfg = self.settings.boards[board]
         if period.window not in cfg.windows:
             return None
-        if tw.SPECS[period.window].archived and not force:
+        if win.SPECS[period.window].archived and not force:
             state = self.client.hget(self.keys.state(board), STATE_SEASON + period.id)
             if state is not None:
                 return None
@@ -201,31 +202,31 @@ class Rollup:
                     outcomes.append(done)
         return outcomes
 
-    def _rebuild_periods(self, window: str, period: str, now: datetime) -> list[tw.Period]:
+    def _rebuild_periods(self, window: str, period: str, now: datetime) -> list[win.Period]:
         """The periods a rebuild recomputes. One window: its period ``period``. ``all``:
         ``current`` / ``previous`` of each rolled-up window; for a day id, every rolled-up
         period holding that day; for a month or season id, every rolled-up period holding
         one of its days (a season: its weeks, its months and itself)."""
         if window != ALL:
-            return [tw.resolve_period(window, period, now, self.settings)]
-        windows = [w for w in tw.SPECS.values() if w.rolled_up]
+            return [win.resolve_period(window, period, now, self.settings)]
+        windows = [w for w in win.SPECS.values() if w.rolled_up]
         if period in ("current", "previous"):
             out = []
             for w in windows:
                 with contextlib.suppress(BadPeriod):  # between seasons: no season
-                    out.append(tw.resolve_period(w.name, period, now, self.settings))
+                    out.append(win.resolve_period(w.name, period, now, self.settings))
             return out
-        for w in [tw.SPECS["day"], *windows]:
+        for w in [win.SPECS["day"], *windows]:
             with contextlib.suppress(BadPeriod):
-                return self._holding(windows, tw.explicit_period(w, period, self.settings))
+                return self._holding(windows, win.explicit_period(w, period, self.settings))
         raise BadPeriod(
             f"bad period {period!r}: use a day (YYYY-MM-DD), a month (YYYY-MM), a season id, "
             "current or previous"
         )
 
-    def _holding(self, windows: list[tw.WindowSpec], named: tw.Period) -> list[tw.Period]:
+    def _holding(self, windows: list[win.WindowSpec], named: win.Period) -> list[win.Period]:
         """Every period of ``windows`` that holds a day of ``named``, in order."""
-        out: list[tw.Period] = []
+        out: list[win.Period] = []
         for w in windows:
             for d in named.days():
                 p = w.period_of_day(d, self.settings)

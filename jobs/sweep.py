@@ -18,6 +18,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from seasons import timewindows as tw
+from seasons import windows as win
 from seasons.archives import Archives
 from seasons.config.settings import Settings
 from seasons.connection import RedisClient, scan_keys
@@ -34,7 +35,7 @@ META_SLICE = 200
 # Kinds that never expire.
 NO_TTL = {"archive", "meta", "state", "job", "marker", "safe_mode"}
 TMP_TTL = timedelta(hours=1)
-ZSET_KINDS = (*tw.WINDOWS, "archive", "tmp")
+ZSET_KINDS = (*win.WINDOWS, "archive", "tmp")
 
 
 @dataclass
@@ -71,8 +72,8 @@ class Sweeper:
         stamp = int(now.timestamp())
         if kind in NO_TTL:
             return None
-        if kind in tw.SPECS:
-            return tw.expire_at(_checked_period(kind, ident, self.settings), self.settings)
+        if kind in win.SPECS:
+            return win.expire_at(_checked_period(kind, ident, self.settings), self.settings)
         if kind in ("events", "batches", "batch_results"):
             return stamp + int(DEDUPE_WINDOW.total_seconds()) + 1
         if kind == "tmp":
@@ -150,7 +151,7 @@ class Sweeper:
         last = tw.local_day(now + tw.FUTURE_TOLERANCE, zone)
         out: list[str] = []
         while day <= last:
-            for window in tw.board_windows(self.settings.boards[board]):
+            for window in win.board_windows(self.settings.boards[board]):
                 p = window.period_of_day(day, self.settings)
                 if p is not None:
                     out.append(self.keys.window(board, window.name, p.id))
@@ -191,10 +192,10 @@ class Sweeper:
         return scan_keys(self.client, pattern, count=SCAN_COUNT, kind=kind)
 
 
-def _checked_period(window: str, ident: str, settings: Settings) -> tw.Period:
+def _checked_period(window: str, ident: str, settings: Settings) -> win.Period:
     """The period a key's id names, which must be its own id (``2026-03-04`` names a day,
     not the week holding it)."""
-    found = tw.explicit_period(tw.SPECS[window], ident, settings)  # type: ignore[index]
+    found = win.explicit_period(win.SPECS[window], ident, settings)  # type: ignore[index]
     if found.id != ident:
         raise ValueError(f"{ident!r} is not the id of a {window}")
     return found

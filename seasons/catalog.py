@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from seasons import timewindows as tw
+from seasons import windows as win
 from seasons.config.settings import SeasonSpan, Settings
 from seasons.connection import RedisClient
 from seasons.keys import SEASON_ARCHIVED, SEASON_CLOSING, STATE_SEASON, Keys
@@ -32,7 +33,7 @@ class PeriodInfo(BaseModel):
 
 
 class WindowInfo(BaseModel):
-    """A window, from the one table (``seasons.timewindows.SPECS``)."""
+    """A window, from the one table (``seasons.windows.SPECS``)."""
 
     window: str
     ids: str  # how its period ids are written
@@ -93,13 +94,13 @@ class SeasonsList(BaseModel):
     seasons: list[SeasonInfo]
 
 
-def _period(p: tw.Period | None, settings: Settings) -> PeriodInfo | None:
+def _period(p: win.Period | None, settings: Settings) -> PeriodInfo | None:
     if p is None:
         return None
     zone = settings.zone
     return PeriodInfo(
         period=p.id, first_day=p.first, last_day=p.last,
-        starts_at=tw.day_start(p.first, zone), resets_at=tw.period_end(p, zone),
+        starts_at=tw.day_start(p.first, zone), resets_at=win.period_end(p, zone),
     )  # fmt: skip
 
 
@@ -109,7 +110,7 @@ def boards(settings: Settings, now: datetime) -> Boards:
     today = tw.local_day(now, settings.zone)
     out = []
     for name, cfg in sorted(settings.boards.items()):
-        kept = tw.board_windows(cfg)
+        kept = win.board_windows(cfg)
         current: dict[str, PeriodInfo | None] = {
             w.name: _period(w.period_of_day(today, settings), settings) for w in kept
         }
@@ -125,11 +126,11 @@ def boards(settings: Settings, now: datetime) -> Boards:
             history_last=w.history_last,
             recent=[
                 info
-                for p in reversed(tw.recent_periods(w.name, w.history_last, now, settings))
+                for p in reversed(win.recent_periods(w.name, w.history_last, now, settings))
                 if (info := _period(p, settings)) is not None
             ],
         )
-        for w in tw.SPECS.values()
+        for w in win.SPECS.values()
     ]  # fmt: skip
     return Boards(
         timezone=settings.timezone, week_start=settings.week_start,

@@ -33,7 +33,7 @@ class Keys:
 
     def window(self, board: str, window: str, period_id: str) -> str:
         """The live key of ``window``'s period ``period_id`` (any window of
-        ``seasons.timewindows.SPECS``: day, week, month, season)."""
+        ``seasons.windows.SPECS``: day, week, month, season)."""
         return f"{self._board(board)}:{window}:{period_id}"
 
     # Public: final standings of an archived season (or a snapshot ``S@<ts>``), no TTL.

@@ -17,6 +17,7 @@ from typing import Any, Generic, TypeVar, cast
 from pydantic import TypeAdapter
 
 from seasons import timewindows as tw
+from seasons import windows as win
 from seasons.clock import Clock, system_clock
 from seasons.config.settings import BoardSettings, Settings
 from seasons.errors import LimitExceeded, NotRanked, UnknownBoard
@@ -93,7 +94,7 @@ class Reads:
         self.keys = keys
         self.clock = clock
         # (window, "current" | "previous") -> (valid from, valid until, period): see _resolve.
-        self._relative: dict[tuple[str, str], tuple[datetime, datetime, tw.Period]] = {}
+        self._relative: dict[tuple[str, str], tuple[datetime, datetime, win.Period]] = {}
 
     # --- resolving a board, a window and a period into keys -------------------------------
 
@@ -108,7 +109,7 @@ class Reads:
     ) -> tuple[str, str, str]:
         """(period id, live key, archive key) of a read. Seasons read their archive once it
         exists; a snapshot id ``S@<timestamp>`` exists only as an archive."""
-        spec = tw.board_window(board, self.board(board), window)
+        spec = win.board_window(board, self.board(board), window)
         if spec.archived and "@" in period:
             base = period.split("@", 1)[0]
             tw.season_by_id(base, self.settings)  # the season part must name a season
@@ -119,15 +120,15 @@ class Reads:
         archive = self.keys.archive(board, p.id) if spec.archived else live
         return p.id, live, archive
 
-    def _resolve(self, window: str, period: str, now: datetime) -> tw.Period:
-        """:func:`tw.resolve_period`, remembered for ``current`` and ``previous`` until the
+    def _resolve(self, window: str, period: str, now: datetime) -> win.Period:
+        """:func:`win.resolve_period`, remembered for ``current`` and ``previous`` until the
         local day of ``now`` ends: they depend on that day alone (settings are frozen)."""
         if period != "current" and period != "previous":
-            return tw.resolve_period(window, period, now, self.settings)
+            return win.resolve_period(window, period, now, self.settings)
         hit = self._relative.get((window, period))
         if hit is not None and hit[0] <= now < hit[1]:
             return hit[2]
-        found = tw.resolve_period(window, period, now, self.settings)
+        found = win.resolve_period(window, period, now, self.settings)
         zone = self.settings.zone
         today = tw.local_day(now, zone)
         valid = (tw.day_start(today, zone), tw.day_end(today, zone))
@@ -198,9 +199,9 @@ class Reads:
         """Rank and score of ``member`` in each of the last ``last`` periods, oldest first."""
         cfg = self.board(board)
         _limit("last", last, 1, MAX_LAST)
-        spec = tw.board_window(board, cfg, window)
+        spec = win.board_window(board, cfg, window)
         _check_member(member)
-        periods = tw.recent_periods(window, last, self.clock(), self.settings)
+        periods = win.recent_periods(window, last, self.clock(), self.settings)
         keys = [self.keys.meta(board)]
         args: list[Any] = [cfg.order, cfg.ties, "history", board, window, member]
         for p in periods:

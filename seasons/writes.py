@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 from redis.exceptions import NoScriptError, ResponseError
 
 from seasons import timewindows as tw
+from seasons import windows as win
 from seasons.config.settings import BoardSettings, Settings
 from seasons.connection import is_cluster, on_one_connection
 from seasons.errors import BatchIdReused, BatchRejected, InvalidBatchId, NotReplicated
@@ -87,12 +88,12 @@ def rollup_targets(
     board: str, day: date, settings: Settings, keys: Keys, horizon: date | None
 ) -> list[RollupTarget]:
     """The boards that events of ``day`` write through to: the period holding ``day`` of each
-    rolled-up window the board keeps (``seasons.timewindows.SPECS``), if there is one (a day
+    rolled-up window the board keeps (``seasons.windows.SPECS``), if there is one (a day
     between seasons has no season). ``horizon`` is the last day a trimmed board recomputes
     from (the later of today and ``day``, plus one); None for a board not trimmed."""
     cfg = settings.boards[board]
     targets = []
-    for window in tw.rolled_up(cfg):
+    for window in win.rolled_up(cfg):
         period = window.period_of_day(day, settings)
         if period is None:
             continue
@@ -107,7 +108,7 @@ def rollup_targets(
                 window.name,
                 keys.window(board, window.name, period.id),
                 window.weight(cfg, day, settings),
-                tw.expire_at(period, settings),
+                win.expire_at(period, settings),
                 days,
             )
         )
@@ -142,8 +143,8 @@ def script_args(
     days = sorted({ev.day for ev in events})
     groups = []
     for day in days:
-        day_p = tw.period_of_day("day", day, settings)
-        season_p = tw.period_of_day("season", day, settings)
+        day_p = win.period_of_day("day", day, settings)
+        season_p = win.period_of_day("season", day, settings)
         assert day_p is not None
         horizon = max(today, day) + timedelta(days=1) if cfg.max_entries > 0 else None
         rollups = rollup_targets(board, day, settings, keys, horizon)
@@ -157,7 +158,7 @@ def script_args(
                 "day": day.isoformat(),
                 "season": season_p.id if season_p else None,
                 "key": day_key,
-                "expire_at": tw.expire_at(day_p, settings),
+                "expire_at": win.expire_at(day_p, settings),
                 "rollups": [r._asdict() for r in rollups],
             }
         )

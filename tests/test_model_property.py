@@ -28,7 +28,7 @@ from seasons import Seasons
 from seasons.clock import ManualClock
 from seasons.config import Settings
 from seasons.errors import BadPeriod, BadWindow, BatchRejected
-from seasons.timewindows import WINDOWS
+from seasons.windows import WINDOWS
 
 # Every test here runs on one redis-server and again on a Redis Cluster (tests/conftest.py).
 pytestmark = pytest.mark.both_backends

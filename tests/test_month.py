@@ -34,6 +34,7 @@ from worker_support import file_rows
 
 from seasons import Seasons
 from seasons import timewindows as tw
+from seasons import windows as win
 from seasons.clock import ManualClock
 from seasons.config import Settings, load_settings
 from seasons.errors import BadPeriod, BadWindow, BatchRejected
@@ -160,16 +161,16 @@ def test_month_periods_equal_the_reference_calendar(
     days = cal.period_days("month", pid)
     assert today in days
 
-    period = tw.SPECS["month"].period_of_day(today, settings)
+    period = win.SPECS["month"].period_of_day(today, settings)
     assert period is not None
     assert (period.window, period.id, period.first, period.last) == (
         "month", pid, days[0], days[-1],
     )  # fmt: skip
     assert period.days() == days
-    assert tw.period_of_day("month", today, settings) == period
+    assert win.period_of_day("month", today, settings) == period
 
-    def resolve(text: str) -> tw.Period:
-        return tw.resolve_period("month", text, now, settings)
+    def resolve(text: str) -> win.Period:
+        return win.resolve_period("month", text, now, settings)
 
     # An explicit month, and any day of it, name the same period.
     assert resolve(pid) == period
@@ -181,16 +182,16 @@ def test_month_periods_equal_the_reference_calendar(
     assert previous.days() == cal.period_days("month", previous.id)
     assert previous.last == days[0] - ONE_DAY
 
-    recent = tw.recent_periods("month", last, now, settings)
+    recent = win.recent_periods("month", last, now, settings)
     assert [p.id for p in recent] == cal.recent("month", now, last)
     assert [p.days() for p in recent] == [cal.period_days("month", p.id) for p in recent]
 
     # The month starts at its first local day's first instant and ends at its last's end.
     assert tw.day_start(period.first, settings.zone) == cal.day_start(days[0])
-    assert tw.period_end(period, settings.zone) == cal.day_end(days[-1])
-    assert tw.expire_at(period, settings) == cal.expire_at("month", pid)
+    assert win.period_end(period, settings.zone) == cal.day_end(days[-1])
+    assert win.expire_at(period, settings) == cal.expire_at("month", pid)
     for p in recent:
-        assert tw.expire_at(p, settings) == cal.expire_at("month", p.id)
+        assert win.expire_at(p, settings) == cal.expire_at("month", p.id)
 
 
 @hsettings(max_examples=100, deadline=None)
@@ -201,10 +202,10 @@ def test_month_ids_of_early_years_have_four_digits(
     """Event times are accepted from the year 2 on: a month's id there is still ``YYYY-MM``,
     the form its reads (and the sweep) parse back, as a day's ``YYYY-MM-DD`` is."""
     settings = make_settings(timezone=zone, retention="P35D")
-    period = tw.SPECS["month"].period_of_day(day, settings)
+    period = win.SPECS["month"].period_of_day(day, settings)
     assert period is not None
     assert period.id == Calendar(settings).period_id("month", day)
-    assert tw.explicit_period(tw.SPECS["month"], period.id, settings) == period
+    assert win.explicit_period(win.SPECS["month"], period.id, settings) == period
 
 
 @pytest.mark.parametrize(
@@ -225,10 +226,10 @@ def test_month_ends_by_hand(
     make_settings: Callable[..., Settings], zone: str, month: str, days: int, resets_at: str
 ) -> None:
     settings = make_settings(timezone=zone, retention="P35D")
-    period = tw.resolve_period("month", month, datetime(2030, 1, 1, tzinfo=UTC), settings)
+    period = win.resolve_period("month", month, datetime(2030, 1, 1, tzinfo=UTC), settings)
     assert (period.id, len(period.days()), period.first.isoformat()) == (month, days, month + "-01")
-    assert tw.period_end(period, settings.zone) == datetime.fromisoformat(resets_at)
-    assert tw.expire_at(period, settings) == int(
+    assert win.period_end(period, settings.zone) == datetime.fromisoformat(resets_at)
+    assert win.expire_at(period, settings) == int(
         (datetime.fromisoformat(resets_at) + timedelta(days=35)).timestamp()
     )
 
@@ -247,7 +248,7 @@ def test_bad_month_ids_name_the_accepted_forms(
 ) -> None:
     settings = make_settings(timezone=zone, retention="P35D")
     with pytest.raises(BadPeriod) as err:
-        tw.resolve_period("month", bad, datetime(2026, 3, 15, tzinfo=UTC), settings)
+        win.resolve_period("month", bad, datetime(2026, 3, 15, tzinfo=UTC), settings)
     message = str(err.value)
     assert repr(bad) in message
     for form in ("YYYY-MM", "YYYY-MM-DD", "current", "previous"):
@@ -263,16 +264,16 @@ def test_months_at_the_ends_of_the_calendar(
     settings = make_settings(timezone=zone, retention="P35D")
     now = datetime(2026, 3, 15, tzinfo=UTC)
     with pytest.raises(BadPeriod):
-        tw.resolve_period("month", "9999-12", now, settings)
-    period = tw.resolve_period("month", "9999-11", now, settings)
+        win.resolve_period("month", "9999-12", now, settings)
+    period = win.resolve_period("month", "9999-11", now, settings)
     assert (period.first, period.last) == (date(9999, 11, 1), date(9999, 11, 30))
     if datetime(1, 1, 2, tzinfo=ZoneInfo(zone)).utcoffset() > timedelta(0):
         # Ahead of UTC (Chatham, and Istanbul on its local mean time): 0001-01-01 begins
         # in year 0 in UTC, which no instant can hold.
         with pytest.raises(BadPeriod):
-            tw.resolve_period("month", "0001-01", now, settings)
+            win.resolve_period("month", "0001-01", now, settings)
     else:
-        period = tw.resolve_period("month", "0001-01-17", now, settings)
+        period = win.resolve_period("month", "0001-01-17", now, settings)
         assert (period.id, period.first, period.last) == (
             "0001-01", date(1, 1, 1), date(1, 1, 31),
         )  # fmt: skip
@@ -443,7 +444,7 @@ def live_boards(r: redis.Redis, board: str) -> set[str]:
     return {
         n
         for n in names(r, f"{NS}:{{{board}}}:*")
-        if n.split(":")[2] in tw.SPECS and r.type(n) == b"zset"
+        if n.split(":")[2] in win.SPECS and r.type(n) == b"zset"
     }
 
 

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from seasons import Seasons
 from seasons import timewindows as tw
+from seasons import windows as win
 from seasons.clock import ManualClock
 from seasons.config.settings import BoardSettings
 from seasons.jobs.reconcile import Plan, reconcile
@@ -106,7 +107,7 @@ def test_sliced_reconcile_under_concurrent_writes(redis_url: str, settings_facto
     clock = ManualClock(datetime.now(UTC))
     app = Seasons(settings, clock=clock)
     rng = random.Random(5)
-    week = tw.period_of_day("week", tw.local_day(clock(), settings.zone), settings)
+    week = win.period_of_day("week", tw.local_day(clock(), settings.zone), settings)
     assert week is not None
     # Past days of the week by backfill, then drift the week board on purpose.
     for day in week.days():
@@ -145,7 +146,7 @@ def test_sliced_reconcile_under_concurrent_writes(redis_url: str, settings_facto
     try:
         days = [app.keys.day("b", d) for d in week.days()]
         weights = [settings.boards["b"].week_weights[tw.weekday_index(d, 0)] for d in week.days()]
-        plan = Plan(target, days, weights, tw.expire_at(week, settings))
+        plan = Plan(target, days, weights, win.expire_at(week, settings))
         outcome = reconcile(
             app.client, app.scripts, settings.boards["b"], plan, atomic_limit=0, slice_size=100
         )

@@ -22,6 +22,7 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
 from seasons import timewindows as tw
+from seasons import windows as win
 from seasons.config import Settings, load_settings
 from seasons.errors import BadPeriod, BadWindow
 
@@ -392,7 +393,7 @@ def test_cycle_season_of_day(
     ref = ref_cycle_season(d(day), d(anchor), length)
     if expected is None:
         assert got is None and ref is None
-        assert tw.period_of_day("season", d(day), s) is None
+        assert win.period_of_day("season", d(day), s) is None
         return
     assert ref is not None and ref[0] == expected
     assert got is not None
@@ -430,7 +431,7 @@ def test_cycle_bad_season_ids(make_settings: Callable[..., Settings], bad: str) 
         tw.season_by_id(bad, s)
     assert repr(bad) in str(err.value)
     with pytest.raises(BadPeriod):
-        tw.resolve_period("season", bad, utc("2026-03-01T12:00"), s)
+        win.resolve_period("season", bad, utc("2026-03-01T12:00"), s)
 
 
 def test_cycle_season_id_past_the_calendar_is_bad_period(
@@ -441,7 +442,7 @@ def test_cycle_season_id_past_the_calendar_is_bad_period(
     with pytest.raises(BadPeriod, match="S9999999"):
         tw.season_by_id("S9999999", s)
     with pytest.raises(BadPeriod, match="S9999999"):
-        tw.resolve_period("season", "S9999999", utc("2026-03-01T12:00"), s)
+        win.resolve_period("season", "S9999999", utc("2026-03-01T12:00"), s)
 
 
 # day, expected season id (None: in no season)
@@ -505,11 +506,11 @@ def test_listed_resolve_current_and_previous(
     for word, expected in (("current", current), ("previous", previous)):
         if expected is None:
             with pytest.raises(BadPeriod):
-                tw.resolve_period("season", word, utc(now), s)
+                win.resolve_period("season", word, utc(now), s)
         else:
-            got = tw.resolve_period("season", word, utc(now), s)
+            got = win.resolve_period("season", word, utc(now), s)
             span = tw.season_by_id(expected, s)
-            assert got == tw.Period("season", expected, span.start, span.end)
+            assert got == win.Period("season", expected, span.start, span.end)
 
 
 # now (UTC), "current" cycle season (None: BadPeriod), "previous" (None: BadPeriod)
@@ -533,9 +534,9 @@ def test_cycle_resolve_current_and_previous(
     for word, expected in (("current", current), ("previous", previous)):
         if expected is None:
             with pytest.raises(BadPeriod):
-                tw.resolve_period("season", word, utc(now), s)
+                win.resolve_period("season", word, utc(now), s)
             continue
-        got = tw.resolve_period("season", word, utc(now), s)
+        got = win.resolve_period("season", word, utc(now), s)
         ref = ref_cycle_season(anchor + timedelta(days=28 * (int(expected[1:]) - 1)), anchor, 28)
         assert ref is not None
         assert (got.window, got.id, got.first, got.last) == ("season", *ref)
@@ -545,8 +546,8 @@ def test_cycle_resolve_current_and_previous(
 def test_season_uses_the_local_day(make_settings: Callable[..., Settings]) -> None:
     # 2026-02-02T03:00Z is still 2026-02-01 (the last day of S1) in New York.
     s = make_settings(seasons=CYCLE, timezone="America/New_York")
-    assert tw.resolve_period("season", "current", utc("2026-02-02T03:00"), s).id == "S1"
-    assert tw.resolve_period("season", "current", utc("2026-02-02T05:00"), s).id == "S2"
+    assert win.resolve_period("season", "current", utc("2026-02-02T03:00"), s).id == "S1"
+    assert win.resolve_period("season", "current", utc("2026-02-02T05:00"), s).id == "S2"
 
 
 # --- resolve_period: day and week ------------------------------------------------------------
@@ -599,20 +600,20 @@ RESOLVE_TABLE = [
 def test_resolve_period_day_week(
     make_settings: Callable[..., Settings],
     clock: str,
-    window: tw.Window,
+    window: win.Window,
     period: str,
     first: str,
     last: str,
 ) -> None:
     zone, week_start, now = CLOCKS[clock]
     s = make_settings(timezone=zone, week_start=week_start)
-    got = tw.resolve_period(window, period, utc(now), s)
-    assert got == tw.Period(window, first, d(first), d(last))
+    got = win.resolve_period(window, period, utc(now), s)
+    assert got == win.Period(window, first, d(first), d(last))
     assert got.days() == list(days_between(d(first), d(last)))
     if window == "week":
         assert ref_weekday_name(got.first) == week_start
     # The period's id resolves back to the same period.
-    assert tw.resolve_period(window, got.id, utc(now), s) == got
+    assert win.resolve_period(window, got.id, utc(now), s) == got
 
 
 @pytest.mark.parametrize("week_start", WEEKDAY_NAMES)
@@ -622,8 +623,8 @@ def test_resolve_week_any_day_names_its_week(
 ) -> None:
     s = make_settings(week_start=week_start)
     first, _ = ref_week_first_day(day, week_start)
-    got = tw.resolve_period("week", day.isoformat(), utc("2026-06-01T00:00"), s)
-    assert got == tw.Period("week", first.isoformat(), first, first + timedelta(days=6))
+    got = win.resolve_period("week", day.isoformat(), utc("2026-06-01T00:00"), s)
+    assert got == win.Period("week", first.isoformat(), first, first + timedelta(days=6))
 
 
 BAD_PERIODS = [
@@ -648,11 +649,11 @@ BAD_PERIODS = [
 
 @pytest.mark.parametrize(("window", "bad"), BAD_PERIODS, ids=[f"{w}-{b!r}" for w, b in BAD_PERIODS])
 def test_resolve_bad_period(
-    make_settings: Callable[..., Settings], window: tw.Window, bad: str
+    make_settings: Callable[..., Settings], window: win.Window, bad: str
 ) -> None:
     s = make_settings(seasons=CYCLE)
     with pytest.raises(BadPeriod) as err:
-        tw.resolve_period(window, bad, utc("2026-03-01T12:00"), s)
+        win.resolve_period(window, bad, utc("2026-03-01T12:00"), s)
     assert repr(bad) in str(err.value)
     assert err.value.code == "bad_period"
 
@@ -660,7 +661,7 @@ def test_resolve_bad_period(
 @pytest.mark.parametrize("bad", ["year", "Day", "", "seasons", "months"])
 def test_resolve_bad_window(make_settings: Callable[..., Settings], bad: str) -> None:
     with pytest.raises(BadWindow) as err:
-        tw.resolve_period(bad, "current", utc("2026-03-01T12:00"), make_settings())
+        win.resolve_period(bad, "current", utc("2026-03-01T12:00"), make_settings())
     assert repr(bad) in str(err.value)
     assert "day, week, month, season" in str(err.value)
 
@@ -676,13 +677,13 @@ def test_resolve_bad_window(make_settings: Callable[..., Settings], bad: str) ->
     ids=["week-9999", "day-9999", "week-0001", "day-0001"],
 )
 def test_resolve_period_at_the_calendar_edges_is_bad_period(
-    make_settings: Callable[..., Settings], window: tw.Window, period: str, week_start: str
+    make_settings: Callable[..., Settings], window: win.Window, period: str, week_start: str
 ) -> None:
     # Periods whose bounds cannot be expressed as instants are refused up front, so nothing
     # downstream (period_end, expire_at) meets an OverflowError.
     s = make_settings(timezone="Pacific/Chatham", week_start=week_start)
     with pytest.raises(BadPeriod, match=period):
-        tw.resolve_period(window, period, utc("2026-03-01T12:00"), s)
+        win.resolve_period(window, period, utc("2026-03-01T12:00"), s)
 
 
 # --- recent_periods -----------------------------------------------------------------------
@@ -701,12 +702,12 @@ def test_resolve_period_at_the_calendar_edges_is_bad_period(
     ids=["ny-day-14", "ny-day-3", "kolkata-day-400", "utc-day-1", "ny-week-8", "chatham-week-60"],
 )
 def test_recent_periods_day_week(
-    make_settings: Callable[..., Settings], zone: str, window: tw.Window, now: str, last: int
+    make_settings: Callable[..., Settings], zone: str, window: win.Window, now: str, last: int
 ) -> None:
     s = make_settings(timezone=zone, week_start="thursday")
-    got = tw.recent_periods(window, last, utc(now), s)
+    got = win.recent_periods(window, last, utc(now), s)
     assert len(got) == last
-    assert got[-1] == tw.resolve_period(window, "current", utc(now), s)
+    assert got[-1] == win.resolve_period(window, "current", utc(now), s)
     assert got[-1].first <= utc(now).astimezone(ZoneInfo(zone)).date() <= got[-1].last
     size = 1 if window == "day" else 7
     for earlier, later in zip(got, got[1:], strict=False):
@@ -717,7 +718,7 @@ def test_recent_periods_day_week(
         if window == "week":
             assert ref_weekday_name(p.first) == "thursday"
     if last > 1:
-        assert got[-2] == tw.resolve_period(window, "previous", utc(now), s)
+        assert got[-2] == win.resolve_period(window, "previous", utc(now), s)
 
 
 @pytest.mark.parametrize(
@@ -759,7 +760,7 @@ def test_recent_periods_season(
     expected: list[str],
 ) -> None:
     s = make_settings(seasons=seasons)
-    got = tw.recent_periods("season", last, utc(now), s)
+    got = win.recent_periods("season", last, utc(now), s)
     assert [p.id for p in got] == expected
     for p in got:
         span = tw.season_by_id(p.id, s)
@@ -980,7 +981,7 @@ def test_expire_at(
     make_settings: Callable[..., Settings],
     zone: str,
     week_start: str,
-    window: tw.Window,
+    window: win.Window,
     pid: str,
     end: str,
     retention: str,
@@ -988,14 +989,14 @@ def test_expire_at(
     s = make_settings(
         timezone=zone, week_start=week_start, seasons=CYCLE, retention=retention, late_grace="PT1H"
     )
-    period = tw.resolve_period(window, pid, utc("2026-06-01T00:00"), s)
+    period = win.resolve_period(window, pid, utc("2026-06-01T00:00"), s)
     assert period.id == pid
     assert utc(end) == ref_day_end(period.last, ZoneInfo(zone))
     seconds = {"P35D": 35 * 86400, "PT2H": 7200, "864000": 864000}[retention]
-    got = tw.expire_at(period, s)
+    got = win.expire_at(period, s)
     assert type(got) is int
     assert got == calendar.timegm(utc(end).timetuple()) + seconds
-    assert tw.period_end(period, ZoneInfo(zone)) == utc(end)
+    assert win.period_end(period, ZoneInfo(zone)) == utc(end)
 
 
 # --- properties ---------------------------------------------------------------------------

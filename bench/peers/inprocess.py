@@ -24,6 +24,7 @@ from bench.common import BOARD, Calendar
 from bench.peers.workload import AROUND, TOP, Answers, Workload
 from seasons import Seasons
 from seasons import timewindows as tw
+from seasons import windows as win
 from seasons.config import Settings
 from seasons.connection import make_client
 from seasons.keys import Keys
@@ -240,7 +241,7 @@ class DayPlan:
         keys = Keys(settings.namespace)
         cfg = settings.boards[BOARD]
         day = tw.local_day(now, settings.zone)
-        periods = [tw.period_of_day(w, day, settings) for w in ("day", "week", "season")]
+        periods = [win.period_of_day(w, day, settings) for w in ("day", "week", "season")]
         span = tw.season_of_day(day, settings)
         day_p, week_p, season_p = periods
         assert day_p is not None and week_p is not None and season_p is not None
@@ -253,9 +254,9 @@ class DayPlan:
             week_weight=cfg.week_weights[tw.weekday_index(day, settings.week_start_index)],
             season_weight=cfg.season_weight(tw.week_of_season(day, span)),
             expire=(
-                tw.expire_at(day_p, settings),
-                tw.expire_at(week_p, settings),
-                tw.expire_at(season_p, settings),
+                win.expire_at(day_p, settings),
+                win.expire_at(week_p, settings),
+                win.expire_at(season_p, settings),
             ),
         )
 

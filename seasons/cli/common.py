@@ -21,7 +21,7 @@ import click
 from pydantic import BaseModel
 from rich.console import Console
 
-from seasons import timewindows as tw
+from seasons import windows as win
 from seasons.api import Seasons
 from seasons.clock import Clock, system_clock
 from seasons.config.loading import ConfigError, load_settings
@@ -168,7 +168,7 @@ def window_option(default: str) -> Callable[[F], F]:
         return click.option(
             "--window",
             "-w",
-            type=click.Choice(tw.WINDOWS),
+            type=click.Choice(win.WINDOWS),
             default=default,
             show_default=True,
             help="Time window of the board (one it keeps: boards.<name>.windows).",
@@ -184,7 +184,7 @@ def period_option(f: F) -> F:
         default="current",
         show_default=True,
         help="Period id ("
-        + "; ".join(f"{w.name}: {w.ids}" for w in tw.SPECS.values())
+        + "; ".join(f"{w.name}: {w.ids}" for w in win.SPECS.values())
         + "), current or previous.",
     )(f)
 

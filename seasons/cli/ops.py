@@ -21,7 +21,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from seasons import catalog
-from seasons import timewindows as tw
+from seasons import windows as win
 from seasons.cli.common import (
     EXIT_FAILURE,
     EXIT_USAGE,
@@ -222,7 +222,7 @@ def acknowledge_loss(state: CliState, as_json: bool) -> None:
 
 @cli.command()
 @click.argument("board")
-@click.option("--window", "-w", type=click.Choice(tw.WINDOWS), default="season",
+@click.option("--window", "-w", type=click.Choice(win.WINDOWS), default="season",
               show_default=True)  # fmt: skip
 @click.option("--period", "-p", default="current", show_default=True,
               help="Period id, current or previous; S@<timestamp> for a snapshot.")  # fmt: skip

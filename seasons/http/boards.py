@@ -16,7 +16,7 @@ from fastapi import APIRouter, Path, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from seasons import catalog
-from seasons import timewindows as tw
+from seasons import windows as win
 from seasons.errors import InvalidMember
 from seasons.events import member_problem
 from seasons.http.deps import NowDep, Services, ServicesDep, SettingsDep
@@ -29,16 +29,16 @@ router = APIRouter(prefix="/v1/boards", tags=["boards"], responses=ERROR_RESPONS
 # Bounds are documented in the schema (json_schema_extra) but checked by the read path, so a
 # request over a limit gets the same limit_exceeded error as the Python API and the CLI.
 Board = Annotated[str, Path(description="A configured board")]
-# The windows are listed in the schema from the one table (seasons.timewindows.SPECS); which
+# The windows are listed in the schema from the one table (seasons.windows.SPECS); which
 # of them a board keeps is checked by the read path (bad_window, naming the board's windows).
-_WINDOWS = {"enum": list(tw.WINDOWS)}
+_WINDOWS = {"enum": list(win.WINDOWS)}
 _WINDOW_HELP = "A window the board keeps (GET /v1/boards lists each board's windows)"
 Window = Annotated[str, Path(description=_WINDOW_HELP, json_schema_extra=_WINDOWS)]
 WindowQ = Annotated[str, Query(description=_WINDOW_HELP, json_schema_extra=_WINDOWS)]
 Member = Annotated[str, Path(description="Member id (1-128 bytes of UTF-8)")]
 PeriodQ = Annotated[
     str,
-    Query(description="A period id (" + "; ".join(f"{w.name}: {w.ids}" for w in tw.SPECS.values())
+    Query(description="A period id (" + "; ".join(f"{w.name}: {w.ids}" for w in win.SPECS.values())
           + "; or S@<ts> for a season snapshot), current or previous"),
 ]  # fmt: skip
 LimitQ = Annotated[
