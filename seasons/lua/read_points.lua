@@ -46,28 +46,14 @@ local function place(key, m)
   return rank, score
 end
 
--- The entries {rank, member, score}, as a JSON array (`many`) or the one entry alone.
-local function entries(found, many)
-  local out, n = {}, 0
-  if many then
-    out[1], n = '[', 1
-  end
-  for i = 1, #found do
-    if i > 1 then
-      n = n + 1
-      out[n] = ','
-    end
-    local rank, m, score = found[i][1], found[i][2], found[i][3]
-    n = json_entry(out, n, rank, m, score, redis.call('HGET', KEYS[1], m))
-  end
-  if many then out[n + 1] = ']' end
-  return table.concat(out)
+local function entry(rank, m, score)
+  return json_entry(rank, m, score, redis.call('HGET', KEYS[1], m))
 end
 
 if shape == 'entry' then
   local rank, score = place(board(1), ARGV[4])
   if not rank then return false end
-  return entries({{rank, ARGV[4], score}}, false)
+  return entry(rank, ARGV[4], score)
 end
 
 if shape == 'entries' then
@@ -80,7 +66,9 @@ if shape == 'entries' then
     if a[1] ~= b[1] then return a[1] < b[1] end
     return a[4] < b[4]
   end)
-  return entries(found, true)
+  local out = {}
+  for i = 1, #found do out[i] = entry(found[i][1], found[i][2], found[i][3]) end
+  return '[' .. table.concat(out, ',') .. ']'
 end
 
 -- history

@@ -20,14 +20,13 @@ local shared = ARGV[2] == 'shared'
 local mode = ARGV[3]
 local total = redis.call('ZCARD', key)
 
--- The reply is built in one buffer and joined once (see json_entry).
-local out = {'{"board":', json_string(ARGV[6]), ',"window":', json_string(ARGV[7]),
-  ',"period":', json_string(ARGV[8]), ',"total":', total, ',"entries":['}
-local n = #out
+local entries = {}
 
+-- The page: its header, then the entries joined once.
 local function reply()
-  out[n + 1] = ']}'
-  return table.concat(out)
+  return '{"board":' .. json_string(ARGV[6]) .. ',"window":' .. json_string(ARGV[7])
+    .. ',"period":' .. json_string(ARGV[8]) .. ',"total":' .. total .. ',"entries":['
+    .. table.concat(entries, ',') .. ']}'
 end
 
 local start, count
@@ -74,10 +73,6 @@ end
 for i = 1, #members do
   local member, score = members[i], rows[2 * i]
   if i > 1 and not (shared and score == rows[2 * i - 2]) then rank = start + i end
-  if i > 1 then
-    n = n + 1
-    out[n] = ','
-  end
-  n = json_entry(out, n, rank, member, score, metas[i])
+  entries[i] = json_entry(rank, member, score, metas[i])
 end
 return reply()

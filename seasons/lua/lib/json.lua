@@ -44,25 +44,14 @@ local function json_flat(obj)
   return '{' .. table.concat(parts, ',') .. '}', #names
 end
 
--- An entry of a read's reply, {"rank","member","score","metadata"}, appended to the buffer
--- `out` after its first `n` pieces; returns the new count. `score` is Redis's text of the
--- score, `metadata` the stored JSON text (nil: none). A reply is built as pieces joined
--- once: Lua interns every string, so joining with `..` would hash every partial result.
-local function json_entry(out, n, rank, member, score, metadata)
-  out[n + 1] = '{"rank":'
-  out[n + 2] = rank
+-- An entry of a read's reply, {"rank","member","score","metadata"}: `score` is Redis's text
+-- of the score, `metadata` the stored JSON text (nil: none). A chain of `..` is one
+-- concatenation in Lua, so each entry is built once; a reply joins its entries once.
+local function json_entry(rank, member, score, metadata)
   if string.find(member, JSON_SPECIAL) then
-    out[n + 3] = ',"member":'
-    out[n + 4] = json_string(member)
-    out[n + 5] = ',"score":'
-  else
-    out[n + 3] = ',"member":"'
-    out[n + 4] = member
-    out[n + 5] = '","score":'
+    return '{"rank":' .. rank .. ',"member":' .. json_string(member) .. ',"score":' .. score
+      .. ',"metadata":' .. (metadata or '{}') .. '}'
   end
-  out[n + 6] = score
-  out[n + 7] = ',"metadata":'
-  out[n + 8] = metadata or '{}'
-  out[n + 9] = '}'
-  return n + 9
+  return '{"rank":' .. rank .. ',"member":"' .. member .. '","score":' .. score
+    .. ',"metadata":' .. (metadata or '{}') .. '}'
 end
