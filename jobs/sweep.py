@@ -195,7 +195,7 @@ class Sweeper:
 def _checked_period(window: str, ident: str, settings: Settings) -> win.Period:
     """The period a key's id names, which must be its own id (``2026-03-04`` names a day,
     not the week holding it)."""
-    found = win.explicit_period(win.SPECS[window], ident, settings)  # type: ignore[index]
+    found = win.explicit_period(win.spec(window), ident, settings)
     if found.id != ident:
         raise ValueError(f"{ident!r} is not the id of a {window}")
     return found

@@ -171,7 +171,7 @@ SPECS: dict[Window, WindowSpec] = {
             day_of_id=None,
             weight_of_day=_season_weight,
         ),
-    )  # fmt: skip
+    )
 }
 WINDOWS: tuple[Window, ...] = tuple(SPECS)
 assert set(WINDOWS) == set(get_args(Window)), "Window and SPECS must name the same windows"
