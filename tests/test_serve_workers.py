@@ -54,9 +54,21 @@ def _pages_served(directory: Path) -> dict[int, float]:
 
 
 def _get(port: int, path: str) -> httpx.Response:
-    # A new connection each time, so the kernel hands requests to either worker.
-    with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as client:
-        return client.get(path)
+    """``path`` on a new connection each time, so the kernel hands requests to either worker.
+
+    A refused connection is tried again for a few seconds: in rare full-suite runs a connect
+    was refused once both workers were up (not reproduced alone). A refused connection never
+    reached a worker, so counting only the answers keeps the metrics' sums exact; a server
+    that is really gone still fails here, and the exit checks of the test still run."""
+    deadline = time.monotonic() + 5
+    while True:
+        try:
+            with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as client:
+                return client.get(path)
+        except httpx.ConnectError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
 
 
 def test_two_workers_on_one_port_add_up_their_metrics_and_stop_on_sigterm(
