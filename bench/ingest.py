@@ -6,6 +6,10 @@ they leave behind are compared member by member, score by score, EXPIRETIME by E
 The pipeline is what an app would write by hand: per event ZINCRBY day / week x weight /
 season x weight and EXPIREAT on each of the three keys (6 commands), ``transaction=False``,
 one ``execute`` per batch; periods, weights and expiry are worked out once per batch.
+
+The same events also go, side by side in each round, to a ``set`` board (the latest value
+wins): its rate against the ``sum`` board's is what the set rule costs on the write path (a
+set board also reads whether a later day of each rolled-up period has the member).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from seasons.keys import Keys
 NS_SEASONS = "bench-ingest-seasons"
 NS_PIPELINE = "bench-ingest-pipeline"
 NS_FULL = "bench-ingest-ids-meta"
+NS_SET = "bench-ingest-set"
 
 
 def make_events(
@@ -100,6 +105,34 @@ def pipeline_ingest(
         pipe.execute()
 
 
+def set_board(settings: Settings) -> Settings:
+    """``settings`` with the bench board's aggregate ``set`` instead of ``sum``."""
+    board = settings.boards[BOARD].model_copy(update={"aggregate": "set"})
+    return settings.model_copy(update={"boards": {BOARD: board}})
+
+
+def set_differences(
+    client: Any, keys: list[str], like: list[str], events: list[dict[str, Any]],
+    weights: list[float],
+) -> list[str]:  # fmt: skip
+    """What differs between the set board's day/week/season boards and each member's last
+    value times the window's weight (EXPIRETIME: as the boards ``like``); [] if nothing."""
+    last = {ev["member"]: float(ev["value"]) for ev in events}
+    problems = []
+    for name, weight, other in zip(keys, weights, like, strict=True):
+        got = {
+            m.decode() if isinstance(m, bytes) else m: score
+            for m, score in client.zrange(name, 0, -1, withscores=True)
+        }
+        want = {m: weight * v for m, v in last.items()}
+        if got != want:
+            diff = sum(1 for m in want if got.get(m) != want[m]) + len(set(got) - set(want))
+            problems.append(f"{name} differs from the last values ({diff} diffs)")
+        if client.expiretime(name) != client.expiretime(other):
+            problems.append(f"EXPIRETIME of {name} is not that of {other}")
+    return problems
+
+
 def seasons_ingest(s: Seasons, chunks: list[list[dict[str, Any]]]) -> None:
     for chunk in chunks:
         result = s.submit_many(chunk)
@@ -134,9 +167,12 @@ def run(url: str, sizes: Sizes, calendar: Calendar | None = None) -> Section:
     """Measure both write paths (plus Seasons with event ids and metadata) and compare boards."""
     calendar = calendar or Calendar.for_today()
     settings = {ns: calendar.settings(url, ns) for ns in (NS_SEASONS, NS_PIPELINE, NS_FULL)}
-    plain = batches(make_events(sizes), sizes.batch)
+    settings[NS_SET] = set_board(calendar.settings(url, NS_SET))
+    events = make_events(sizes)
+    plain = batches(events, sizes.batch)
     seasons_s = Seasons(settings[NS_SEASONS], clock=calendar.clock())
     seasons_f = Seasons(settings[NS_FULL], clock=calendar.clock())
+    seasons_set = Seasons(settings[NS_SET], clock=calendar.clock())
     client = make_client(settings[NS_PIPELINE].redis)  # configured exactly like Seasons' own
     best: dict[str, float] = {}
     try:
@@ -145,6 +181,7 @@ def run(url: str, sizes: Sizes, calendar: Calendar | None = None) -> Section:
             _clear(client, list(settings))
             runs = {
                 "seasons": lambda: seasons_ingest(seasons_s, plain),
+                "set": lambda: seasons_ingest(seasons_set, plain),
                 "pipeline": lambda: pipeline_ingest(client, settings[NS_PIPELINE], calendar, plain),
                 "full": lambda f=full: seasons_ingest(seasons_f, f),  # type: ignore[misc]
             }
@@ -154,10 +191,13 @@ def run(url: str, sizes: Sizes, calendar: Calendar | None = None) -> Section:
         keys = {ns: board_keys(st, calendar) for ns, st in settings.items()}
         same = board_differences(client, keys[NS_SEASONS], keys[NS_PIPELINE])
         same_full = board_differences(client, keys[NS_SEASONS], keys[NS_FULL])
+        day_weights = _weights(settings[NS_SET], calendar)
+        same_set = set_differences(client, keys[NS_SET], keys[NS_SEASONS], events, day_weights)
         members = client.zcard(keys[NS_SEASONS][0])
     finally:
         seasons_s.close()
         seasons_f.close()
+        seasons_set.close()
         client.close()
 
     n = sizes.events
@@ -179,6 +219,7 @@ def run(url: str, sizes: Sizes, calendar: Calendar | None = None) -> Section:
         "ZINCRBY x3 + EXPIREAT x3, transaction=False",
     )
     section.row("Seasons submit_many, event ids + metadata", rate["full"], "information only")
+    section.row("ingest on a set board", rate["set"], "the same events, aggregate = set")
     section.check(
         "Seasons and pipeline boards identical (day/week/season ZRANGE WITHSCORES, EXPIRETIME)"
         + ("" if not same else f" -- {'; '.join(same)}"),
@@ -189,8 +230,20 @@ def run(url: str, sizes: Sizes, calendar: Calendar | None = None) -> Section:
         + ("" if not same_full else f" -- {'; '.join(same_full)}"),
         not same_full,
     )
+    section.check(
+        "set board holds each member's last value x weight (day/week/season, EXPIRETIME)"
+        + ("" if not same_set else f" -- {'; '.join(same_set)}"),
+        not same_set,
+    )
     section.ratio("ratio Seasons / pipeline", rate["seasons"] / rate["pipeline"], ">=", 2.0)
+    section.ratio("ratio set board / sum board", rate["set"] / rate["seasons"], ">=", 0.8)
     section.notes.append(
         "Seasons' time includes validating every event in Python; the pipeline validates nothing"
     )
     return section
+
+
+def _weights(settings: Settings, calendar: Calendar) -> list[float]:
+    """The weight of today in each of the bench board's windows (day, week, season)."""
+    cfg = settings.boards[BOARD]
+    return [window.weight(cfg, calendar.today, settings) for window in win.board_windows(cfg)]

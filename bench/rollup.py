@@ -140,7 +140,7 @@ def _one(
     wall_naive, stall_naive, cmd_naive, _ = _measure(
         url, lambda: client.zunionstore(naive, dict(zip(keys, weights, strict=True)))
     )
-    plan = Plan(target, keys, weights, expireat=int(time.time()) + 86_400)
+    plan = Plan(target, keys, weights, int(time.time()) + 86_400, f"{TAG}:{window}:scratch")
     wall, stall, cmd, outcome = _measure(
         url, lambda: reconcile(client, Scripts(client), board, plan)
     )

@@ -112,9 +112,11 @@ class SeasonsSettings(_Section):
 
 
 class BoardSettings(_Section):
-    aggregate: Literal["sum", "max", "min"] = "sum"
+    # sum, max, min: of the member's scores; set: its latest score replaces the one before.
+    aggregate: Literal["sum", "max", "min", "set"] = "sum"
     order: Literal["desc", "asc"] = "desc"
-    ties: Literal["member", "shared"] = "member"
+    # member: equal scores in member byte order, ranks 1, 2, 3; shared: 1, 1, 3; dense: 1, 1, 2.
+    ties: Literal["member", "shared", "dense"] = "member"
     # The windows the board keeps (seasons.windows.SPECS names them all). Every board
     # keeps day (what the others are rolled up from) and season (what is archived); week is
     # kept by default, month on request: each window kept costs one more write per event.

@@ -1,8 +1,10 @@
 """Closing days and seasons, and snapshots (SPEC sections 7 and 8).
 
 - **close day** ``d`` (due at the end of ``d`` + ``late_grace``): mark ``closed:<d>`` in each
-  board's state hash (the write script rejects later events for it), then the final rollup
-  of each rolled-up period holding it (its week, month and season, as the board keeps them).
+  board's state hash (the write script rejects later events for it); on a board keeping
+  alltime, fold ``d`` into that window's base (each day once, in order: see
+  :meth:`Closes._fold`); then the final rollup of each rolled-up period holding it (its week,
+  month, season and alltime, as the board keeps them).
 - **close season** ``S`` (due once its last day is closed), per board: mark it ``closing``
   (writes for it are rejected from then on) → final rollup of the season board → copy it to
   the archive key → write the archive files → verify → mark it ``archived``; then rebuild
@@ -33,9 +35,16 @@ from seasons.connection import RedisClient
 from seasons.errors import ArchiveError, Conflict, DataLoss, InvalidInput
 from seasons.jobs.integrity import read_safe_mode
 from seasons.jobs.locks import Lock, locked
-from seasons.jobs.rollup import DaysExpired, Rollup
+from seasons.jobs.rollup import DaysExpired, FoldBusy, Rollup, fold_day, fold_lock, folded_through
 from seasons.jobs.state import Checkpoint, JobState, Run
-from seasons.keys import SEASON_ARCHIVED, SEASON_CLOSING, STATE_CLOSED_DAY, STATE_SEASON, Keys
+from seasons.keys import (
+    SEASON_ARCHIVED,
+    SEASON_CLOSING,
+    STATE_CLOSED_DAY,
+    STATE_GAP,
+    STATE_SEASON,
+    Keys,
+)
 from seasons.scripts import Scripts
 
 log = logging.getLogger(__name__)
@@ -130,7 +139,8 @@ class Closes:
     # --- close day ----------------------------------------------------------------------
 
     def close_day(self, day: date, now: datetime) -> bool:
-        """Close ``day`` on every board; False if another worker holds its lock."""
+        """Close ``day`` on every board; False if another worker holds its lock, or a base it
+        folds into (see :meth:`_fold`): the run resumes from there next time."""
         run_id = day.isoformat()
         if not self.state.run_finished(CLOSE_DAY, run_id):
             with self._locked(f"{CLOSE_DAY}:{run_id}") as lock:
@@ -138,7 +148,11 @@ class Closes:
                     return False
                 run = self.state.run(CLOSE_DAY, run_id, self._checkpoint(lock), self.clock)
                 if not run.finished:
-                    self._close_day(run, day, now)
+                    try:
+                        self._close_day(run, day, now)
+                    except FoldBusy as exc:
+                        log.info("close of day %s waits: %s", day, exc.message)
+                        return False
                     # The cursor ("through") is what lasts; the run's record only until the
                     # day's own keys are gone.
                     run.finish(keep=self.settings.retention)
@@ -154,10 +168,51 @@ class Closes:
                 self.clock().isoformat(),
             )  # fmt: skip
             run.step(f"mark:{board}", mark)
+            for window in win.rolled_up(cfg):
+                if not window.expires:
+                    fold = partial(self._fold, run, board, window.name, day, now)
+                    run.step(f"fold:{window.name}:{board}", fold)
             for window in win.rolled_up(cfg):  # the final rollup of each period holding the day
                 p = window.period_of_day(day, self.settings)
                 if p is not None:
                     run.step(f"{p.window}:{board}", partial(self._final, board, p, now, quiet=True))
+
+    def _fold(self, run: Run, board: str, window: str, day: date, now: datetime) -> None:
+        """Fold every closed day up to ``day`` that is not folded yet into the base of
+        ``board``'s ``window``, in order, each in its own atomic call (:func:`fold_day`).
+        Nothing folded yet (the window just kept, or a first start): from the oldest day
+        still within retention. A day whose key expired before its fold is a gap, recorded
+        once (``STATE_GAP``): from then on the board is no longer recomputed.
+
+        Under :func:`fold_lock`, so that no recomputation of the board reads the base between
+        two folds; held by another run, :class:`FoldBusy`."""
+        with self._locked(fold_lock(board, window)) as lock:
+            if lock is None:
+                raise FoldBusy(
+                    f"the {window} board of {board!r} is being recomputed by another run",
+                    {"board": board, "window": window},
+                )
+            state = self.keys.state(board)
+            through, _ = folded_through(self.client, self.keys, board, window)
+            first = (
+                through + timedelta(days=1)
+                if through is not None
+                else win.oldest_kept_day(now, self.settings)
+            )
+            d, stamp = first, now.timestamp()
+            while d <= day:
+                expired = through is not None and stamp >= win.day_expire_at(d, self.settings)
+                if expired and self.client.hsetnx(state, STATE_GAP + window, str(d)):
+                    log.warning(
+                        "%s of board %r: day %s expired before it was folded into its base "
+                        "(the worker was away longer than retention, %s); the board keeps "
+                        "what the write path gave it and is no longer recomputed",
+                        window, board, d, self.settings.retention,
+                    )  # fmt: skip
+                fold_day(self.client, self.scripts, self.keys, self.settings, board, window, d)
+                run.checkpoint(f"{run.name}/fold:{window}:{board}:{d}")
+                lock.extend()
+                d += timedelta(days=1)
 
     def _final(
         self,
@@ -221,7 +276,8 @@ class Closes:
     def _copy(self, board: str, span: SeasonSpan, live: str, now: datetime) -> None:
         size = self.archives.copy(board, live, span.id)
         period = win.Period("season", span.id, span.start, span.end)
-        if size < 0 and now.timestamp() >= win.expire_at(period, self.settings):
+        expires = win.expire_at(period, self.settings)
+        if size < 0 and expires is not None and now.timestamp() >= expires:
             raise SeasonExpired(
                 f"season {span.id} of board {board!r}: its live key {live} expired (retention "
                 f"{self.settings.retention} after {span.end}) before it was archived; its "

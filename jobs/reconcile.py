@@ -1,10 +1,12 @@
 """Recompute a week or season board from its day keys without stalling Redis.
 
-The formula (SPEC section 4) is ZUNIONSTORE of the day keys with WEIGHTS and AGGREGATE. Run as
-one command, a union of 7 x 200 000 entries blocks Redis for over a second. So:
+The formula (SPEC section 4) is ZUNIONSTORE of the day keys with WEIGHTS and AGGREGATE; for a
+``set`` board, each member's weighted score of the latest day that has it. Run as one command,
+a union of 7 x 200 000 entries blocks Redis for over a second. So:
 
 - small inputs (at most ``atomic_limit`` entries in all) are recomputed in one Lua call:
-  ZUNIONSTORE + trim + EXPIREAT, atomic with respect to concurrent writes;
+  the union (for ``set``: the days laid over each other in order, through ``Plan.scratch``)
+  + trim + EXPIREAT, atomic with respect to concurrent writes;
 - larger ones are repaired in slices: every member of the board and of each day key is visited
   once (ZSCAN), and ``reconcile_slice.lua`` sets each member of a slice to exactly the formula's
   score (or removes it), atomically per slice. Between slices the write path keeps the board
@@ -33,12 +35,16 @@ SLICE_BUDGET = 1_500
 
 @dataclass(frozen=True, slots=True)
 class Plan:
-    """What to recompute: ``target`` = AGG over ``days`` of ``weights[i] * day``."""
+    """What to recompute: ``target`` = AGG over ``days`` of ``weights[i] * day``. ``days``
+    are in chronological order (a set board's latest day wins); ``expireat`` 0: the target
+    never expires."""
 
     target: str
     days: Sequence[str]
     weights: Sequence[float]
     expireat: int
+    # A scratch key in the target's slot (a set board's union is built through it).
+    scratch: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +81,9 @@ def reconcile(
         if not plan.days:
             client.delete(plan.target)
             return Outcome(plan.target, "atomic", 0, 0)
-        size = scripts.union_store(keys=[plan.target, *plan.days], args=[*head, *weights])
+        size = scripts.union_store(
+            keys=[plan.target, plan.scratch, *plan.days], args=[*head, *weights]
+        )
         return Outcome(plan.target, "atomic", int(size), 0)
 
     if not slices_wanted:

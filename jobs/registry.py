@@ -5,7 +5,9 @@ setting that spaces its runs, and its pass. The worker schedules them from :data
 
 A pass is a function of a :class:`JobContext` (the job objects of one app, built once) and the
 instant ``now``. The job objects are built here too (:func:`rollup_of`, :func:`closes_of`, ...),
-so that an admin call or a CLI operation runs one job on the app it has, without a worker.
+so that an admin call or a CLI operation runs one job on the app it has, without a worker;
+so are those of the operator's jobs that no schedule runs (:func:`clear_of`: clearing a
+board's period, resumable like a close).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from seasons.api import Seasons
 from seasons.archives import Archives
 from seasons.config.settings import Settings
 from seasons.errors import ArchiveExists
+from seasons.jobs.clear import Clear
 from seasons.jobs.closes import Closes
 from seasons.jobs.heartbeat import Heartbeat
 from seasons.jobs.heartbeat import read as read_heartbeat
@@ -66,6 +69,15 @@ def closes_of(
         rollup=rollup if rollup is not None else rollup_of(app),
         archives=archives if archives is not None else archives_of(app),
         checkpoint=checkpoint, clock=app.clock,
+    )  # fmt: skip
+
+
+def clear_of(app: Seasons, *, checkpoint: Checkpoint = no_checkpoint) -> Clear:
+    """Clears on ``app``'s client and clock; ``checkpoint`` is called between the steps of a
+    run (tests stop or kill a run there)."""
+    return Clear(
+        app.client, app.settings, app.keys, state=JobState(app.client, app.keys),
+        rollup=rollup_of(app), checkpoint=checkpoint, clock=app.clock,
     )  # fmt: skip
 
 

@@ -1,5 +1,5 @@
-"""The rollup job: reconcile rolled-up boards (week, month, season: every window whose
-``rolled_up`` is set in ``seasons.windows.SPECS``) with their day keys (SPEC sections 4, 7).
+"""The rollup job: reconcile rolled-up boards (week, month, season, alltime: every window
+whose ``rolled_up`` is set in ``seasons.windows.SPECS``) with their day keys.
 
 The write path keeps those boards fresh; this job recomputes them from the day keys
 with the board's weights and aggregate (``seasons.jobs.reconcile``: one atomic Lua call for small
@@ -13,6 +13,13 @@ is left alone unless its close asks for the final rollup (``force``).
 A board can only be recomputed while all of its day keys still exist: a day key expires at
 its day's end + ``retention``. A period with a day past that point is refused
 (:class:`DaysExpired`) rather than rebuilt from part of its days.
+
+The alltime board outlives its days: it is recomputed from its *base* (every closed day
+folded in, once, by the day close: :func:`fold_day`) and the days after the last one folded
+(up to the last that may hold events), base first. Reading that day and recomputing happen
+under the lock :func:`fold_lock`, which each fold takes as well, so a day is never counted
+both in the base and as an open day. A day that expired before it was folded is a gap
+(``STATE_GAP``): the base lacks it for good, and the board is no longer recomputed.
 """
 
 from __future__ import annotations
@@ -21,15 +28,16 @@ import contextlib
 import hashlib
 import logging
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 
 from seasons import timewindows as tw
 from seasons import windows as win
 from seasons.config.settings import BoardSettings, Settings
 from seasons.connection import RedisClient, text
 from seasons.errors import BadPeriod, Conflict, InvalidInput, UnknownBoard
+from seasons.jobs.locks import Lock, locked
 from seasons.jobs.reconcile import Outcome, Plan, reconcile
-from seasons.keys import STATE_SEASON, Keys
+from seasons.keys import STATE_FOLDED, STATE_GAP, STATE_SEASON, Keys
 from seasons.scripts import Scripts
 
 log = logging.getLogger(__name__)
@@ -48,6 +56,45 @@ class DaysExpired(Conflict):
     """A rolled-up board cannot be recomputed: some of its day keys are past retention."""
 
     code = "days_expired"
+
+
+class FoldBusy(Conflict):
+    """The base of a board's alltime window is being folded or its board recomputed by
+    another run right now."""
+
+    code = "fold_busy"
+
+
+def fold_lock(board: str, window: str) -> str:
+    """The lock (``seasons.jobs.locks``) that a fold into ``board``'s ``window`` base and a
+    recomputation of that board hold: each must see the other's work whole."""
+    return f"{window}:{board}"
+
+
+def folded_through(client: RedisClient, keys: Keys, board: str, window: str) -> tuple[
+    date | None, date | None
+]:  # fmt: skip
+    """(the last day folded into the base, the first gap) of ``board``'s ``window``."""
+    through, gap = client.hmget(keys.state(board), [STATE_FOLDED + window, STATE_GAP + window])
+    return (
+        date.fromisoformat(text(through)) if through else None,
+        date.fromisoformat(text(gap)) if gap else None,
+    )
+
+
+def fold_day(
+    client: RedisClient, scripts: Scripts, keys: Keys, settings: Settings, board: str,
+    window: str, day: date,
+) -> bool:  # fmt: skip
+    """Fold ``day``'s key into the base of ``board``'s ``window``, unless it is folded
+    already (one atomic call: the check and the record go together). True if folded now."""
+    cfg = settings.boards[board]
+    done = scripts.fold_day(
+        keys=[keys.base(board, window), keys.day(board, day), keys.state(board),
+              keys.tmp(board, "union")],
+        args=[day.isoformat(), cfg.aggregate, STATE_FOLDED + window],
+    )  # fmt: skip
+    return bool(int(done))
 
 
 class Rollup:
@@ -86,13 +133,18 @@ class Rollup:
 
     def plan(self, board: str, period: win.Period, now: datetime) -> Plan:
         """The day keys and weights of ``period``'s board, up to the last day that may hold
-        events. Raises :class:`DaysExpired` if one of those days is past retention."""
+        events. Raises :class:`DaysExpired` if one of those days is past retention.
+
+        The alltime period: its base, then the days after the last one folded into it (all
+        weighing 1); read under :func:`fold_lock`, which the caller holds."""
+        if period.endless:
+            return self._endless_plan(board, period, now)
         cfg = self.settings.boards[board]
         horizon = tw.local_day(now + tw.FUTURE_TOLERANCE, self.settings.zone)
         days = [d for d in period.days() if d <= horizon]
         stamp = now.timestamp()
         for d in days:
-            if stamp >= win.expire_at(win.Period("day", d.isoformat(), d, d), self.settings):
+            if stamp >= win.day_expire_at(d, self.settings):
                 raise DaysExpired(
                     f"cannot recompute {period.window} {period.id} of board {board!r} from its "
                     f"day keys: day {d} is past its retention ({self.settings.retention}) and "
@@ -105,7 +157,43 @@ class Rollup:
             target=self.keys.window(board, period.window, period.id),
             days=[self.keys.day(board, d) for d in days],
             weights=weights,
-            expireat=win.expire_at(period, self.settings),
+            expireat=win.expire_at(period, self.settings) or 0,
+            scratch=self.keys.tmp(board, "union"),
+        )
+
+    def _endless_plan(self, board: str, period: win.Period, now: datetime) -> Plan:
+        through, gap = folded_through(self.client, self.keys, board, period.window)
+        what = f"cannot recompute {period.window} of board {board!r}"
+        if gap is not None:
+            raise DaysExpired(
+                f"{what}: day {gap} expired before it was folded into its base (the worker was "
+                f"away longer than retention, {self.settings.retention}); the board is kept as "
+                "the write path left it",
+                {"board": board, "window": period.window, "period": period.id, "gap": str(gap)},
+            )
+        first = (
+            through + timedelta(days=1)
+            if through is not None
+            else win.oldest_kept_day(now, self.settings)
+        )
+        horizon = tw.local_day(now + tw.FUTURE_TOLERANCE, self.settings.zone)
+        days = [first + timedelta(days=i) for i in range((horizon - first).days + 1)]
+        stamp = now.timestamp()
+        for d in days:
+            if stamp >= win.day_expire_at(d, self.settings):
+                raise DaysExpired(
+                    f"{what}: day {d} is past its retention ({self.settings.retention}) and not "
+                    "folded into its base yet (its day close has not run); the board is kept as "
+                    "the write path left it",
+                    {"board": board, "window": period.window, "period": period.id},
+                )
+        sources = [self.keys.base(board, period.window), *(self.keys.day(board, d) for d in days)]
+        return Plan(
+            target=self.keys.window(board, period.window, period.id),
+            days=sources,  # the base first: on a set board a later day's value wins
+            weights=[1.0] * len(sources),
+            expireat=0,  # never expires
+            scratch=self.keys.tmp(board, "union"),
         )
 
     # --- recomputing ------------------------------------------------------------------------
@@ -126,6 +214,9 @@ class Rollup:
         ``routine`` (the scheduled rollup): a board too large for one atomic call is repaired
         in slices only if its plan changed or its last full repair is older than
         ``worker.full_reconcile_interval``; between those the write-through keeps it exact.
+
+        The alltime board is recomputed under :func:`fold_lock`: held by another run, it is
+        skipped (None), or with ``force`` (a rebuild) :class:`FoldBusy` is raised.
         """
         cfg = self.settings.boards[board]
         if period.window not in cfg.windows:
@@ -134,6 +225,29 @@ class Rollup:
             state = self.client.hget(self.keys.state(board), STATE_SEASON + period.id)
             if state is not None:
                 return None
+        if not period.endless:
+            return self._recompute(board, period, now, progress, routine)
+        ttl = self.settings.worker.lock_ttl
+        with locked(self.client, self.keys, fold_lock(board, period.window), ttl) as lock:
+            if lock is None:
+                if force:
+                    raise FoldBusy(
+                        f"the {period.window} board of {board!r} is being folded or recomputed "
+                        "by another run right now; try again",
+                        {"board": board, "window": period.window},
+                    )
+                return None  # the fold's run recomputes it, or the next rollup does
+            return self._recompute(board, period, now, _extending(lock, progress), routine)
+
+    def _recompute(
+        self,
+        board: str,
+        period: win.Period,
+        now: datetime,
+        progress: Callable[[int], None] | None,
+        routine: bool,
+    ) -> Outcome:
+        cfg = self.settings.boards[board]
         plan = self.plan(board, period, now)
         mark = _fingerprint(cfg, plan)
         wanted = True
@@ -204,17 +318,20 @@ class Rollup:
 
     def _rebuild_periods(self, window: str, period: str, now: datetime) -> list[win.Period]:
         """The periods a rebuild recomputes. One window: its period ``period``. ``all``:
-        ``current`` / ``previous`` of each rolled-up window; for a day id, every rolled-up
-        period holding that day; for a month or season id, every rolled-up period holding
-        one of its days (a season: its weeks, its months and itself)."""
+        ``current`` / ``previous`` of each rolled-up window (and alltime's one period); for a
+        day id, every rolled-up period holding that day; for a month or season id, every
+        rolled-up period holding one of its days (a season: its weeks, its months, itself
+        and alltime); for ``all``, the alltime period."""
         if window != ALL:
             return [win.resolve_period(window, period, now, self.settings)]
         windows = [w for w in win.SPECS.values() if w.rolled_up]
         if period in ("current", "previous"):
             out = []
             for w in windows:
+                # The alltime board holds the previous periods' days too.
+                wanted = "current" if not w.expires else period
                 with contextlib.suppress(BadPeriod):  # between seasons: no season
-                    out.append(win.resolve_period(w.name, period, now, self.settings))
+                    out.append(win.resolve_period(w.name, wanted, now, self.settings))
             return out
         for w in [win.SPECS["day"], *windows]:
             with contextlib.suppress(BadPeriod):
@@ -226,6 +343,8 @@ class Rollup:
 
     def _holding(self, windows: list[win.WindowSpec], named: win.Period) -> list[win.Period]:
         """Every period of ``windows`` that holds a day of ``named``, in order."""
+        if named.endless:
+            return [named]
         out: list[win.Period] = []
         for w in windows:
             for d in named.days():
@@ -240,3 +359,14 @@ class Rollup:
         if board not in self.settings.boards:
             raise UnknownBoard(board, list(self.settings.boards))
         return [board]
+
+
+def _extending(lock: Lock, progress: Callable[[int], None] | None) -> Callable[[int], None]:
+    """``progress``, renewing ``lock`` at each slice of a long repair."""
+
+    def tick(n: int) -> None:
+        lock.extend()
+        if progress is not None:
+            progress(n)
+
+    return tick

@@ -5,8 +5,9 @@ its name implies (a key of a window: its period's end + ``retention``, as the wr
 path sets it); then remove the metadata of members that are on none of the board's sorted
 sets, live or archived.
 
-Keys without TTL by design: archives, the ``meta`` and ``state`` hashes, job state, the
-namespace marker and safe mode (``seasons.jobs.integrity``).
+Keys without TTL by design: archives, the alltime board and its base, the ``meta`` and
+``state`` hashes, job state, the namespace marker and safe mode (``seasons.jobs.integrity``).
+The sweep deletes no key: a member on the alltime board or its base keeps its metadata.
 """
 
 from __future__ import annotations
@@ -32,10 +33,12 @@ log = logging.getLogger(__name__)
 
 SCAN_COUNT = 1000
 META_SLICE = 200
-# Kinds that never expire.
-NO_TTL = {"archive", "meta", "state", "job", "marker", "safe_mode"}
+# Kinds that never expire (besides the keys of a window that never ends: alltime).
+NO_TTL = {"archive", "base", "meta", "state", "job", "marker", "safe_mode"}
 TMP_TTL = timedelta(hours=1)
-ZSET_KINDS = (*win.WINDOWS, "archive", "tmp")
+# The sorted sets of a board: a member on one of them keeps its metadata, and erasure
+# removes it from each.
+ZSET_KINDS = (*win.WINDOWS, "base", "archive", "tmp")
 
 
 @dataclass

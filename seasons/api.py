@@ -11,12 +11,13 @@ from seasons.clock import Clock, system_clock
 from seasons.config.loading import load_settings
 from seasons.config.settings import Settings
 from seasons.connection import RedisClient, make_client
+from seasons.erasure import Cleared, Forgotten
 from seasons.errors import BackendUnreachable
 from seasons.events import validate_batch
 from seasons.executor import sync_executor
 from seasons.keys import Keys
-from seasons.models import Entry, Event, HistoryPoint, Page, WriteResult
-from seasons.reads import Read, Reads, T
+from seasons.models import Climb, Entry, EntryDetail, Event, HistoryPoint, Page, WriteResult
+from seasons.reads import DEFAULT_TO, Read, Reads, T
 from seasons.scripts import Scripts
 from seasons.writes import (
     apply_batch,
@@ -161,9 +162,25 @@ class Seasons:
 
     def rank(
         self, board: str, member: str, window: str = "season", *, period: str = "current"
-    ) -> Entry | None:
-        """The member's entry, or None if it is not on the board."""
+    ) -> EntryDetail | None:
+        """The member's entry with its ``percentile``, ``gap_up`` and the board's ``total``,
+        or None if it is not on the board."""
         return self.run(self.reads.entry(board, window, member, period))
+
+    def climb(
+        self,
+        board: str,
+        member: str,
+        window: str = "season",
+        *,
+        to: Iterable[int] = DEFAULT_TO,
+        period: str = "current",
+    ) -> Climb | None:
+        """The member's rank and score and, for each rank of ``to`` (1 to 1000 ranks, each
+        1 to 10^9), the score at that position of the board and the change of score that
+        reaches it (0 once the member's rank is that rank or better); None if it is not on
+        the board."""
+        return self.run(self.reads.climb(board, window, member, period, to=to))
 
     def around(
         self,
@@ -205,6 +222,42 @@ class Seasons:
     ) -> list[HistoryPoint]:
         """Rank and score of the member in each of the last ``last`` periods, oldest first."""
         return self.run(self.reads.history(board, member, window, last=last)).history
+
+    # --- erasure --------------------------------------------------------------------------
+
+    def forget(self, member: str) -> Forgotten:
+        """Remove ``member`` everywhere: every live and archived board, its metadata, and
+        the archive files it is in (rewritten with new manifests), as ``seasons forget`` and
+        ``DELETE /v1/admin/members/{member}`` do. A member Seasons cannot hold raises
+        :class:`seasons.errors.InvalidMember` before any Redis call."""
+        from seasons.jobs import registry  # it builds its jobs on a Seasons: a cycle at import
+
+        return Forgotten.model_validate(registry.sweeper_of(self).forget(member, self.clock()))
+
+    def clear(
+        self,
+        board: str,
+        window: str,
+        period: str,
+        with_days: bool = False,
+        *,
+        run_id: str | None = None,
+    ) -> Cleared:
+        """Clear one period of a board (``seasons clear``, ``POST
+        /v1/admin/boards/{board}/clear``): a day's key is deleted and every rolled-up board
+        holding the day recomputed; a week, month, season or all-time board is recomputed
+        from its days, which ``with_days`` clears first.
+
+        ``run_id`` (generated when None, returned in the result) makes it safe to call again:
+        a clear stopped midway resumes without deleting again, a finished one answers its
+        result for 48 hours. Refused with :class:`seasons.errors.Conflict` (nothing changed):
+        a closing or archived season, a day folded into an all-time base, a board to
+        recompute with days past retention, another clear of the board running."""
+        from seasons.jobs import registry
+
+        return registry.clear_of(self).run(
+            board, window, period, self.clock(), with_days=with_days, run_id=run_id
+        )
 
 
 def _ts(event: object) -> Any:

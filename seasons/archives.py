@@ -212,6 +212,8 @@ class Archives:
         start = 0
         prev_score: float | None = None
         prev_rank = 0
+        # Walked from the best entry, so a dense rank is one more at each new score.
+        dense = cfg.ties == "dense"
         while True:
             chunk = self.client.zrange(key, start, start + CHUNK - 1, desc=desc, withscores=True)
             if not chunk:
@@ -220,8 +222,10 @@ class Archives:
             metas = self.client.hmget(self.keys.meta(board), members)
             for i, ((member, score), raw) in enumerate(zip(chunk, metas, strict=True)):
                 position = start + i + 1
-                shared = cfg.ties == "shared" and score == prev_score
-                rank = prev_rank if shared else position
+                if score == prev_score and cfg.ties != "member":
+                    rank = prev_rank
+                else:
+                    rank = prev_rank + 1 if dense else position
                 prev_score, prev_rank = score, rank
                 yield rank, member, float(score), json.loads(raw) if raw else {}
             start += len(chunk)

@@ -25,11 +25,12 @@ SEASONS_LISTED = 24
 
 
 class PeriodInfo(BaseModel):
+    # The one period of a window that never ends (alltime) has no days, start or end: null.
     period: str
-    first_day: date
-    last_day: date
-    starts_at: datetime
-    resets_at: datetime  # when the period ends and the next one begins
+    first_day: date | None
+    last_day: date | None
+    starts_at: datetime | None
+    resets_at: datetime | None  # when the period ends and the next one begins
 
 
 class WindowInfo(BaseModel):
@@ -39,6 +40,7 @@ class WindowInfo(BaseModel):
     ids: str  # how its period ids are written
     rolled_up: bool  # a weighted aggregate of the day boards
     archived: bool  # its periods are archived when they end (seasons)
+    expires: bool  # false: one period that never ends (alltime), its key without TTL
     history_last: int  # periods a history shows by default
     recent: list[PeriodInfo]  # the latest periods up to the current one, newest first
 
@@ -98,6 +100,9 @@ def _period(p: win.Period | None, settings: Settings) -> PeriodInfo | None:
     if p is None:
         return None
     zone = settings.zone
+    if p.endless:
+        return PeriodInfo(period=p.id, first_day=None, last_day=None, starts_at=None,
+                          resets_at=None)  # fmt: skip
     return PeriodInfo(
         period=p.id, first_day=p.first, last_day=p.last,
         starts_at=tw.day_start(p.first, zone), resets_at=win.period_end(p, zone),
@@ -123,7 +128,7 @@ def boards(settings: Settings, now: datetime) -> Boards:
     windows = [
         WindowInfo(
             window=w.name, ids=w.ids, rolled_up=w.rolled_up, archived=w.archived,
-            history_last=w.history_last,
+            expires=w.expires, history_last=w.history_last,
             recent=[
                 info
                 for p in reversed(win.recent_periods(w.name, w.history_last, now, settings))

@@ -9,6 +9,7 @@ What a board gets follows from its configuration:
 
 - ``order = "asc"``: lap times in seconds, one decimal (so equal times happen);
 - ``aggregate = "max"`` (high first): ``level * 10^10 + power``, a :class:`CompositeScore`;
+- ``aggregate = "set"``: a rating around a level of its own, up and down from match to match;
 - otherwise: counts per match (kills, goals, ...).
 """
 
@@ -133,6 +134,8 @@ def _roster(rng: random.Random, players: int) -> list[_Player]:
 def _value(cfg: BoardSettings, rng: random.Random, p: _Player, level: int) -> float | int:
     if cfg.order == "asc":  # a lap time: faster with skill
         return round(max(30.0, rng.gauss(95.0 - 20.0 * p.skill, 2.5)), 1)
+    if cfg.aggregate == "set":  # a rating: the latest value stands, so it can fall
+        return 1000 + 10 * level + round(rng.gauss(0, 4)) * 5
     if cfg.aggregate == "max":
         power = int(p.skill * 40_000) + level * 1_500 + rng.randint(0, 5_000)
         return LEVEL_POWER.build(level=level, power=power)

@@ -1,9 +1,10 @@
 """Every Redis key Seasons uses is built here, and only here.
 
 All keys of one board share the hash tag ``{<board>}`` so that each multi-key script and
-ZUNIONSTORE stays in one cluster slot. The public keys (SPEC section 5) are the sorted sets of
-every window (day, week, month, season: ``<ns>:{<board>}:<window>:<period id>``), the archive
-sorted sets and the metadata hash; apps may read them directly.
+ZUNIONSTORE stays in one cluster slot. The public keys are the sorted sets of every window
+(day, week, month, season, alltime: ``<ns>:{<board>}:<window>:<period id>``; alltime's one
+period is ``all``), the archive sorted sets and the metadata hash; apps may read them
+directly.
 """
 
 from __future__ import annotations
@@ -33,8 +34,15 @@ class Keys:
 
     def window(self, board: str, window: str, period_id: str) -> str:
         """The live key of ``window``'s period ``period_id`` (any window of
-        ``seasons.windows.SPECS``: day, week, month, season)."""
+        ``seasons.windows.SPECS``: day, week, month, season, alltime)."""
         return f"{self._board(board)}:{window}:{period_id}"
+
+    # The base of an all-time board, no TTL: every closed day folded in once, in order, up to
+    # the day in the board's state hash under STATE_FOLDED + window. The all-time board is
+    # the base combined with the days after that one (what its repair recomputes from, once
+    # the day keys have expired).
+    def base(self, board: str, window: str) -> str:
+        return f"{self._board(board)}:base:{window}"
 
     # Public: final standings of an archived season (or a snapshot ``S@<ts>``), no TTL.
     def archive(self, board: str, season_id: str) -> str:
@@ -60,7 +68,10 @@ class Keys:
         return f"{self._board(board)}:batch_results"
 
     # Board state, no TTL (job state): closed days ("closed:<YYYY-MM-DD>") and season
-    # states ("season:<id>" -> closing | archived) that the write script checks.
+    # states ("season:<id>" -> closing | archived) that the write script checks; for a board
+    # keeping alltime, the last day folded into its base ("folded:alltime") and the first
+    # day that expired before it was folded ("gap:alltime"), if one did; while a clear
+    # runs, the marker of its deletion ("clearing:<run id>").
     def state(self, board: str) -> str:
         return f"{self._board(board)}:state"
 
@@ -118,7 +129,7 @@ class Keys:
 
 class ParsedKey(NamedTuple):
     board: str | None  # None for worker keys
-    kind: str  # a window | archive | meta | events | state | tmp | lock | job | ...
+    kind: str  # a window | base | archive | meta | events | state | tmp | lock | job | ...
     ident: str  # period or season id, scratch or lock name; '' when the kind has none
 
 
@@ -128,5 +139,10 @@ def _iso(day: date | str) -> str:
 
 STATE_CLOSED_DAY = "closed:"
 STATE_SEASON = "season:"
+STATE_FOLDED = "folded:"  # + window: the last day folded into that window's base
+# + window: the first day whose key expired before it was folded. The base lacks it for
+# good, so the board can no longer be recomputed (it stays as the write-through left it).
+STATE_GAP = "gap:"
+STATE_CLEARING = "clearing:"  # + run id: that clear's deletion is done (jobs/clear.py)
 SEASON_CLOSING = "closing"
 SEASON_ARCHIVED = "archived"

@@ -46,6 +46,21 @@ class Entry(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 
+class EntryDetail(Entry):
+    """One member's entry with where it stands on the whole board (a read of one member)."""
+
+    percentile: float = Field(
+        description="100 x (ranked members with a strictly worse score) / (ranked members), "
+        "0..100: the share of the board this member is ahead of (0 for the last, or alone)"
+    )
+    gap_up: float | None = Field(
+        description="How much the score must improve to reach the nearest strictly better "
+        "score on the board (|better - score|); null when no score is better (first, or "
+        "tied for first)"
+    )
+    total: int = Field(description="Ranked members on the board")
+
+
 class Page(BaseModel):
     board: str
     window: str
@@ -65,3 +80,28 @@ class History(BaseModel):
     window: str
     member: str
     history: list[HistoryPoint]
+
+
+class ClimbTarget(BaseModel):
+    rank: int = Field(description="The rank asked for")
+    score: float | None = Field(
+        description="The score at that position in the board's order; null when the board "
+        "has fewer members"
+    )
+    gap: float = Field(
+        description="How much the member's score must change to reach that score (its "
+        "absolute difference); 0 when the member's rank is that rank or better, or the board "
+        "has fewer members"
+    )
+
+
+class Climb(BaseModel):
+    """What a member needs to reach some ranks of a board."""
+
+    board: str
+    window: str
+    period: str
+    member: str
+    rank: int
+    score: float
+    targets: list[ClimbTarget]

@@ -10,6 +10,7 @@ checked here, before any Redis call, for every interface alike.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Generic, TypeVar, cast
@@ -20,16 +21,21 @@ from seasons import timewindows as tw
 from seasons import windows as win
 from seasons.clock import Clock, system_clock
 from seasons.config.settings import BoardSettings, Settings
-from seasons.errors import LimitExceeded, NotRanked, UnknownBoard
+from seasons.errors import InvalidInput, LimitExceeded, NotRanked, UnknownBoard
 from seasons.events import member_problem
 from seasons.executor import Call, Reply, script
 from seasons.keys import Keys
-from seasons.models import Entry, History, Page
+from seasons.models import Climb, Entry, EntryDetail, History, Page
 
 MAX_LIMIT = 1000
 MAX_SIZE = 101
 MAX_LAST = 400
 MAX_LOOKUP = 1000
+MAX_TARGETS = 1000
+MAX_TARGET_RANK = 10**9
+# The ranks a climb reaches for when none are given (every interface).
+DEFAULT_TO = (10, 100)
+DEFAULT_TO_TEXT = ",".join(map(str, DEFAULT_TO))
 
 
 def _limit(name: str, value: int, low: int, high: int) -> None:
@@ -56,9 +62,49 @@ def _not_ranked(board: str, window: str, member: str, period_id: str) -> NotRank
 T = TypeVar("T")
 
 _RANGE, _POINTS = script("read_range"), script("read_points")
-_PAGE, _ENTRY, _ENTRIES, _HISTORY = (
-    TypeAdapter(Page), TypeAdapter(Entry), TypeAdapter(list[Entry]), TypeAdapter(History)
+_PAGE, _ENTRY, _ENTRIES, _HISTORY, _CLIMB = (
+    TypeAdapter(Page), TypeAdapter(EntryDetail), TypeAdapter(list[Entry]), TypeAdapter(History),
+    TypeAdapter(Climb),
 )  # fmt: skip
+
+
+def parse_targets(text: str) -> list[int]:
+    """The ranks of a climb as the HTTP query and the CLI give them: ``"10,100"``. Raises
+    :class:`InvalidInput` naming ``to`` for anything but comma-separated integers (the
+    limits are :meth:`Reads.climb`'s)."""
+    parts = text.split(",")
+    if not all(p.strip().isascii() and p.strip().isdigit() for p in parts):
+        raise InvalidInput(
+            f"to must be ranks separated by commas, such as 10,100; got {text!r}", {"to": text}
+        )
+    ranks = []
+    for part in parts:
+        digits = part.strip().lstrip("0") or "0"
+        if len(digits) > len(str(MAX_TARGET_RANK)):
+            raise LimitExceeded(
+                f"to: each rank must be between 1 and {MAX_TARGET_RANK}, got {part.strip()}",
+                {"to": part.strip()},
+            )
+        ranks.append(int(digits))
+    return ranks
+
+
+def _check_targets(to: Any) -> list[int]:
+    if isinstance(to, str) or not isinstance(to, Iterable):
+        raise InvalidInput(f"to must be a list of ranks, got {to!r}", {"to": to})
+    ranks = list(to)
+    if not 1 <= len(ranks) <= MAX_TARGETS:
+        raise LimitExceeded(
+            f"to takes 1 to {MAX_TARGETS} ranks, got {len(ranks)}", {"to": len(ranks)}
+        )
+    for rank in ranks:
+        if isinstance(rank, bool) or not isinstance(rank, int):
+            raise LimitExceeded(f"to: each rank must be an integer, got {rank!r}", {"to": rank})
+        if not 1 <= rank <= MAX_TARGET_RANK:
+            raise LimitExceeded(
+                f"to: each rank must be between 1 and {MAX_TARGET_RANK}, got {rank}", {"to": rank}
+            )
+    return ranks
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,14 +218,28 @@ class Reads:
         absent = _not_ranked(board, window, a, pid) if mode == "member" else None
         return Read(Call(_RANGE, keys, args), _PAGE, absent)
 
-    def entry(self, board: str, window: str, member: str, period: str) -> Read[Entry | None]:
-        """``member``'s entry; nil if it is not ranked."""
+    def entry(self, board: str, window: str, member: str, period: str) -> Read[EntryDetail | None]:
+        """``member``'s entry with its percentile, gap up and the board's total; nil if it is
+        not ranked."""
         cfg = self.board(board)
         _check_member(member)
         pid, live, archive = self.target(board, window, period)
         args = [cfg.order, cfg.ties, "entry", member]
         call = Call(_POINTS, [self.keys.meta(board), live, archive], args)
         return Read(call, _ENTRY, _not_ranked(board, window, member, pid))
+
+    def climb(
+        self, board: str, window: str, member: str, period: str, *, to: Iterable[int]
+    ) -> Read[Climb | None]:
+        """``member``'s rank and score, and for each rank of ``to`` the score at that position
+        of the board and how far the member's score is from it; nil if it is not ranked."""
+        cfg = self.board(board)
+        ranks = _check_targets(to)
+        _check_member(member)
+        pid, live, archive = self.target(board, window, period)
+        args = [cfg.order, cfg.ties, "climb", board, window, pid, member, *ranks]
+        call = Call(_POINTS, [self.keys.meta(board), live, archive], args)
+        return Read(call, _CLIMB, _not_ranked(board, window, member, pid))
 
     def lookup(self, board: str, window: str, members: list[str], period: str) -> Read[list[Entry]]:
         """The ranked ones among ``members`` (a friends board), best first."""

@@ -348,6 +348,10 @@ def _read_checked(file: Path, cfg: BoardSettings) -> list[Row]:
                     expected = n
                     if prev is not None:
                         expected = _against(row, prev, n, cfg, mine)
+                    elif n > 1 and cfg.ties != "member" and type(row[0]) is int:
+                        # After a bad line the ties before are unknown: a shared or dense
+                        # rank is only known to be at most the line's number.
+                        expected = row[0] if 1 <= row[0] <= n else n
                     if type(row[0]) is int and row[0] >= 1 and row[0] != expected:
                         mine.append(f"rank {row[0]} should be {expected} (ties={cfg.ties!r})")
                     prev = (member, score, expected)
@@ -389,8 +393,8 @@ def _against(
         )
         return n
     if score != p_score:
-        return n
-    if cfg.ties == "shared":
+        return p_rank + 1 if cfg.ties == "dense" else n
+    if cfg.ties != "member":
         return p_rank
     # Redis orders equal scores by member bytes (reversed on a high-first board, read with
     # REV): another order would give the members other ranks once loaded.

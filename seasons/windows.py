@@ -1,12 +1,18 @@
 """The windows, declared once: :data:`SPECS` holds a :class:`WindowSpec` per window (day,
-week, month, season), and every layer reads it: keys, the write path, reads, rollup, closes,
-sweep, CLI choices, HTTP validation and OpenAPI, and the web page (through ``GET /v1/boards``).
+week, month, season, alltime), and every layer reads it: keys, the write path, reads, rollup,
+closes, sweep, CLI choices, HTTP validation and OpenAPI, and the web page (through
+``GET /v1/boards``).
 
 A window maps each local day to its period (:class:`Period`: an id and its first and last
 day), reads period ids, weighs a day's scores in its period, and says whether its boards are
 rolled up from day keys and archived when they end. Adding a window means a spec here, its
 calendar arithmetic in :mod:`seasons.timewindows`, and its tests. Pure functions of settings
 and ``now``, like the calendar.
+
+A window whose ``expires`` is false (``alltime``) has one period that never ends: its key
+has no TTL, its period is no list of days (:meth:`Period.days` refuses it), and what its
+board is recomputed from is the window's *base* (every closed day folded in once, by the day
+close) and the days after the last one folded (``seasons.jobs.rollup``).
 """
 
 from __future__ import annotations
@@ -33,7 +39,8 @@ from seasons.timewindows import (
     weekday_index,
 )
 
-Window = Literal["day", "week", "month", "season"]
+Window = Literal["day", "week", "month", "season", "alltime"]
+ALLTIME_ID = "all"  # the one period of the alltime window
 # fromisoformat alone also takes 20260308 and 2026-W10-1; period ids are YYYY-MM-DD.
 _ISO_DAY = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 _ISO_MONTH = re.compile(r"[0-9]{4}-[0-9]{2}")
@@ -41,14 +48,25 @@ _ISO_MONTH = re.compile(r"[0-9]{4}-[0-9]{2}")
 
 @dataclass(frozen=True, slots=True)
 class Period:
-    """One period of a window: its id and its local days ``first`` .. ``last`` inclusive."""
+    """One period of a window: its id and its local days ``first`` .. ``last`` inclusive
+    (``date.min`` .. ``date.max`` for the one period of a window that never ends)."""
 
     window: Window
     id: str
     first: date
     last: date
 
+    @property
+    def endless(self) -> bool:
+        """The period of a window that never ends (``alltime``): no end, no TTL, no list of
+        days."""
+        return not SPECS[self.window].expires
+
     def days(self) -> list[date]:
+        if self.endless:
+            # Every calendar day is not what anyone wants to loop over: the rollup computes
+            # an endless period's open days from its base (seasons.jobs.rollup).
+            raise ValueError(f"the {self.window} period is not a list of days")
         return [self.first + timedelta(days=i) for i in range((self.last - self.first).days + 1)]
 
 
@@ -60,7 +78,9 @@ class WindowSpec:
     """One window: how a local day maps to its period, how period ids read, and how a day
     weighs in it. ``rolled_up``: a weighted aggregate of the board's day keys, written through
     by every write and recomputed from the days by the rollup. ``archived``: its periods are
-    closed and archived when they end (seasons). ``tiles``: every local day has a period."""
+    closed and archived when they end (seasons). ``tiles``: every local day has a period.
+    ``expires`` false: one period that never ends (``alltime``): its key has no TTL and
+    each closed day is folded into the window's base (``seasons.keys.Keys.base``)."""
 
     name: Window
     ids: str  # how its period ids are written, for help texts and error messages
@@ -71,6 +91,7 @@ class WindowSpec:
     of_day: Callable[[date, Settings], tuple[str, date, date] | None]
     day_of_id: Callable[[str], date] | None  # a calendar window: the day an explicit id names
     weight_of_day: Callable[[BoardSettings, date, Settings], float]
+    expires: bool = True
 
     def period_of_day(self, day: date, settings: Settings) -> Period | None:
         """The period holding ``day`` (None for a day outside every season)."""
@@ -99,6 +120,16 @@ def _month_of(day: date, settings: Settings) -> tuple[str, date, date]:
 def _season_of(day: date, settings: Settings) -> tuple[str, date, date] | None:
     span = season_of_day(day, settings)
     return None if span is None else (span.id, span.start, span.end)
+
+
+def _alltime_of(day: date, settings: Settings) -> tuple[str, date, date]:
+    return ALLTIME_ID, date.min, date.max
+
+
+def _alltime_id(text: str) -> date:
+    if text != ALLTIME_ID:
+        raise ValueError(text)
+    return date.min
 
 
 def _iso_day(text: str) -> date:
@@ -171,6 +202,18 @@ SPECS: dict[Window, WindowSpec] = {
             day_of_id=None,
             weight_of_day=_season_weight,
         ),
+        WindowSpec(
+            "alltime",
+            ALLTIME_ID,
+            rolled_up=True,
+            archived=False,
+            tiles=True,
+            history_last=1,
+            of_day=_alltime_of,
+            day_of_id=_alltime_id,
+            weight_of_day=lambda cfg, day, settings: 1.0,
+            expires=False,
+        ),
     )
 }
 WINDOWS: tuple[Window, ...] = tuple(SPECS)
@@ -216,9 +259,9 @@ def period_of_day(window: Window, day: date, settings: Settings) -> Period | Non
     return SPECS[window].period_of_day(day, settings)
 
 
-def period_end(period: Period, zone: ZoneInfo) -> datetime:
-    """The instant (UTC) a period ends."""
-    return day_end(period.last, zone)
+def period_end(period: Period, zone: ZoneInfo) -> datetime | None:
+    """The instant (UTC) a period ends; None for one that never ends."""
+    return None if period.endless else day_end(period.last, zone)
 
 
 def resolve_period(window: str, period: str, now: datetime, settings: Settings) -> Period:
@@ -232,6 +275,8 @@ def resolve_period(window: str, period: str, now: datetime, settings: Settings) 
         return found
     if period == "previous":
         return previous_period(found_spec.name, today, settings)
+    if not found_spec.expires:
+        return explicit_period(found_spec, period, settings)
     try:
         found = explicit_period(found_spec, period, settings)
         # At the calendar's ends a period's bounds may not be instants: refuse it here, not
@@ -263,6 +308,10 @@ def explicit_period(window: WindowSpec, period: str, settings: Settings) -> Peri
 
 def previous_period(window: Window, today: date, settings: Settings) -> Period:
     """The last period of ``window`` that has ended by ``today``."""
+    if not SPECS[window].expires:
+        raise BadPeriod(
+            f"the {window} window has one period: use {ALLTIME_ID} or current, not previous"
+        )
     if not SPECS[window].tiles:
         if settings.seasons.list:
             ended = [s for s in settings.seasons.list if s.end < today]
@@ -290,6 +339,10 @@ def recent_periods(window: str, last: int, now: datetime, settings: Settings) ->
     name = spec(window).name
     today = local_day(now, settings.zone)
     out: list[Period] = []
+    if not SPECS[name].expires:
+        found = period_of_day(name, today, settings)
+        assert found is not None
+        return [found]  # its one period, however many were asked for
     if not SPECS[name].tiles:
         cursor: date | None = today
         while cursor is not None and len(out) < last:
@@ -316,6 +369,21 @@ def recent_periods(window: str, last: int, now: datetime, settings: Settings) ->
     return out[::-1]
 
 
-def expire_at(period: Period, settings: Settings) -> int:
-    """EXPIREAT (epoch seconds) of a live key of ``period``: its end + retention."""
-    return int((period_end(period, settings.zone) + settings.retention).timestamp())
+def expire_at(period: Period, settings: Settings) -> int | None:
+    """EXPIREAT (epoch seconds) of a live key of ``period``: its end + retention; None for
+    a period that never ends (its key has no TTL)."""
+    end = period_end(period, settings.zone)
+    return None if end is None else int((end + settings.retention).timestamp())
+
+
+def day_expire_at(day: date, settings: Settings) -> int:
+    """EXPIREAT of ``day``'s day key: the instant from which it may be gone."""
+    return int((day_end(day, settings.zone) + settings.retention).timestamp())
+
+
+def oldest_kept_day(now: datetime, settings: Settings) -> date:
+    """The first local day whose day key has not expired at ``now``."""
+    day = local_day(now - settings.retention, settings.zone) - timedelta(days=1)
+    while now.timestamp() >= day_expire_at(day, settings):
+        day += timedelta(days=1)
+    return day

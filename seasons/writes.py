@@ -24,14 +24,14 @@ from seasons.config.settings import BoardSettings, Settings
 from seasons.connection import is_cluster, on_one_connection
 from seasons.errors import BatchIdReused, BatchRejected, InvalidBatchId, NotReplicated
 from seasons.events import META_MAX_BYTES, META_MAX_FIELDS, ValidEvent, check_id
-from seasons.keys import Keys
+from seasons.keys import STATE_FOLDED, Keys
 from seasons.models import WriteResult
 from seasons.scripts import Scripts
 
 DEDUPE_WINDOW = timedelta(hours=48)
 # The shape of write.lua's argument (its header), which the script checks: a batch of
 # another version, or with other columns of events, is refused before anything is done.
-PROTOCOL = 1
+PROTOCOL = 2
 EVENT_FIELDS = ("group", "index", "member", "value", "event_id", "metadata")
 # How write.lua's refusals of a malformed batch begin.
 REFUSAL = "write.lua: "
@@ -78,10 +78,15 @@ class RollupTarget(NamedTuple):
     window: str  # named in the batch for whoever reads it; write.lua treats every one alike
     key: str
     weight: float  # the weight of that day's scores in the period
-    expire_at: int  # EXPIREAT of the key
-    # What a trimmed board (max_entries > 0) recomputes a member new to it from: each
-    # (day key, weight) of the period up to the horizon; empty for a board not trimmed.
-    days: list[tuple[str, float]]
+    expire_at: int | None  # EXPIREAT of the key; None: it never expires (alltime)
+    # What a trimmed board (max_entries > 0) recomputes a member new to it from, and what a
+    # set board looks for a later value in: each (day key, weight, day) of the period up to the
+    # horizon, in order; empty for a board that is neither.
+    days: list[tuple[str, float, str]]
+    # A window that never ends (alltime): its base, {"key", "through"}: the sorted set every
+    # closed day is folded into, and the state field naming the last day folded (an event
+    # of a day up to that one is applied to the base too). None for the other windows.
+    base: dict[str, str] | None = None
 
 
 def rollup_targets(
@@ -89,30 +94,49 @@ def rollup_targets(
 ) -> list[RollupTarget]:
     """The boards that events of ``day`` write through to: the period holding ``day`` of each
     rolled-up window the board keeps (``seasons.windows.SPECS``), if there is one (a day
-    between seasons has no season). ``horizon`` is the last day a trimmed board recomputes
-    from (the later of today and ``day``, plus one); None for a board not trimmed."""
+    between seasons has no season). ``horizon`` is the last day a trimmed or set board
+    recomputes from (the later of today and ``day``, plus one); None for a board that is
+    neither.
+
+    The days of the alltime window are those whose keys may still exist (from the day of
+    ``horizon - retention`` on), and ``day``: the board is its base plus the days after the
+    last one folded into it."""
     cfg = settings.boards[board]
     targets = []
     for window in win.rolled_up(cfg):
         period = window.period_of_day(day, settings)
         if period is None:
             continue
-        days = (
-            [(keys.day(board, d), window.weight(cfg, d, settings)) for d in period.days()
-             if d <= horizon]
-            if horizon is not None
-            else []
-        )  # fmt: skip
+        if horizon is None:
+            span: list[date] = []
+        elif period.endless:
+            # The day before the horizon is today (or a day of the future tolerance): one
+            # more day back covers a key that is still there a little past its expiry.
+            oldest = horizon - timedelta(days=settings.retention.days + 2)
+            span = sorted({day, *_days(oldest, horizon)})
+        else:
+            span = [d for d in period.days() if d <= horizon]
         targets.append(
             RollupTarget(
                 window.name,
                 keys.window(board, window.name, period.id),
                 window.weight(cfg, day, settings),
                 win.expire_at(period, settings),
-                days,
+                [
+                    (keys.day(board, d), window.weight(cfg, d, settings), d.isoformat())
+                    for d in span
+                ],
+                {"key": keys.base(board, window.name), "through": STATE_FOLDED + window.name}
+                if period.endless
+                else None,
             )
         )
     return targets
+
+
+def _days(first: date, last: date) -> list[date]:
+    """``first`` .. ``last`` inclusive (empty if ``last`` is before ``first``)."""
+    return [first + timedelta(days=i) for i in range((last - first).days + 1)]
 
 
 def script_args(
@@ -137,6 +161,7 @@ def script_args(
         "meta": keys.meta(board),
         "batches": keys.batches(board),
         "batch_results": keys.batch_results(board),
+        "scratch": keys.tmp(board, "union"),  # a set board's rebuild builds its union there
     }
     declared = dict.fromkeys(board_keys.values())  # an ordered set
     today = tw.local_day(now, settings.zone)
@@ -146,13 +171,21 @@ def script_args(
         day_p = win.period_of_day("day", day, settings)
         season_p = win.period_of_day("season", day, settings)
         assert day_p is not None
-        horizon = max(today, day) + timedelta(days=1) if cfg.max_entries > 0 else None
+        # A trimmed board recomputes a member new to it from its days; a set board reads
+        # whether a later day has the member (then that day's value stands).
+        horizon = (
+            max(today, day) + timedelta(days=1)
+            if cfg.max_entries > 0 or cfg.aggregate == "set"
+            else None
+        )
         rollups = rollup_targets(board, day, settings, keys, horizon)
         day_key = keys.day(board, day)
         declared[day_key] = None
         for r in rollups:
             declared[r.key] = None
-            declared.update(dict.fromkeys(k for k, _ in r.days))
+            declared.update(dict.fromkeys(k for k, _, _ in r.days))
+            if r.base is not None:
+                declared[r.base["key"]] = None
         groups.append(
             {
                 "day": day.isoformat(),

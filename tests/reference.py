@@ -218,15 +218,15 @@ def redis_order(scores: Mapping[str, float], order: str) -> list[tuple[str, floa
 
 
 def ranked(scores: Mapping[str, float], order: str, ties: str) -> list[tuple[int, str, float]]:
-    """(rank, member, score) best first; ``shared``: 1 + members strictly better."""
+    """(rank, member, score) best first; ``shared``: 1 + members strictly better; ``dense``:
+    1 + distinct scores strictly better."""
     out = []
     for position, (member, score) in enumerate(redis_order(scores, order)):
         if ties == "member":
-            rank = position + 1
-        elif order == "desc":
-            rank = 1 + sum(1 for s in scores.values() if s > score)
-        else:
-            rank = 1 + sum(1 for s in scores.values() if s < score)
+            out.append((position + 1, member, score))
+            continue
+        better = [s for s in scores.values() if (s > score if order == "desc" else s < score)]
+        rank = 1 + len(set(better) if ties == "dense" else better)
         out.append((rank, member, score))
     return out
 
@@ -246,8 +246,50 @@ def around_start(position: int, size: int, total: int) -> int:
     return min(start, total - size)
 
 
+def percentile(scores: Mapping[str, float], order: str, member: str) -> float:
+    """100 x members with a strictly worse score / members on the board."""
+    mine = scores[member]
+    worse = sum(1 for s in scores.values() if (s < mine if order == "desc" else s > mine))
+    return 100 * worse / len(scores)
+
+
+def gap_up(scores: Mapping[str, float], order: str, member: str) -> float | None:
+    """How far the member's score is from the nearest strictly better one; None if none."""
+    mine = scores[member]
+    better = [s for s in scores.values() if (s > mine if order == "desc" else s < mine)]
+    if not better:
+        return None
+    nearest = min(better) if order == "desc" else max(better)
+    return abs(nearest - mine)
+
+
+def climb_targets(
+    scores: Mapping[str, float], order: str, ties: str, member: str, to: list[int]
+) -> list[dict[str, Any]]:
+    """``{"rank", "score", "gap"}`` per rank of ``to``: the score that reaches that rank by
+    tying it -- the score at that position in Redis order, or with ``dense`` ties the k-th
+    distinct score -- (None past the end), and how far the member's score is from it (0 once
+    its rank, by ``ties``, is that rank or better, or past the end)."""
+    rows = ranked(scores, order, ties)
+    rank = next(r for r, m, _ in rows if m == member)
+    if ties == "dense":
+        targets = sorted(set(scores.values()), reverse=order == "desc")
+    else:
+        targets = [s for _, _, s in rows]
+    out: list[dict[str, Any]] = []
+    for k in to:
+        if k > len(targets):
+            out.append({"rank": k, "score": None, "gap": 0})
+            continue
+        at = targets[k - 1]
+        out.append({"rank": k, "score": at, "gap": 0 if rank <= k else abs(at - scores[member])})
+    return out
+
+
 def combine(aggregate: str, old: float | None, new: float) -> float:
-    if old is None:
+    """``old`` (None: nothing yet) and a later ``new`` combined the board's way: ``set`` keeps
+    the later one, so callers combine in time order (events in batch order, days in order)."""
+    if old is None or aggregate == "set":
         return new
     if aggregate == "sum":
         return old + new
@@ -355,7 +397,8 @@ class Model:
 
     # boards
     def formula(self, board: str, window: str, pid: str) -> Scores:
-        """The board of section 4, untrimmed."""
+        """The board of section 4, untrimmed. A ``set`` board's member: the weighted score of
+        the latest day that has it (the days are walked in order)."""
         cfg = self.cfg(board)
         out: Scores = {}
         for day in self.cal.period_days(window, pid):
@@ -430,3 +473,19 @@ def snapshot(client: Any) -> dict[bytes, tuple[bytes, int]]:
         out[name] = (client.dump(name), client.pexpiretime(name))
     assert len(out) == client.dbsize()
     return out
+
+
+def alltime(model: Model, board: str, days: Iterable[date] | None = None) -> Scores:
+    """What the alltime board must hold: every accepted event's day combined, each day
+    weighing 1, in day order (a ``set`` board: the latest day with the member), trimmed like
+    the other rolled-up boards. ``days``: only those days (a base folded up to some day, or a
+    board whose alltime window was kept only from some day on)."""
+    cfg = model.cfg(board)
+    wanted = None if days is None else set(days)
+    out: Scores = {}
+    for day in sorted(model.days[board]):
+        if wanted is not None and day not in wanted:
+            continue
+        for member, score in model.days[board][day].items():
+            out[member] = combine(cfg.aggregate, out.get(member), score)
+    return best(out, cfg.order, cfg.max_entries)

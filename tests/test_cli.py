@@ -643,6 +643,9 @@ def test_demo_config_is_as_documented(demo_settings: Settings) -> None:
     assert kills.week_weights == (1, 1, 1, 1, 1, 2, 2) and kills.season_weights == (1, 1, 1, 2)
     assert (lap.aggregate, lap.order, lap.ties) == ("min", "asc", "shared")
     assert (power.aggregate, power.order, power.max_entries) == ("max", "desc", 100)
+    rating = s.boards["rating"]
+    assert (rating.aggregate, rating.order, rating.ties) == ("set", "desc", "dense")
+    assert "alltime" in kills.windows and "alltime" not in rating.windows
 
 
 def test_seed_demo_fills_every_board_for_several_days(
@@ -653,7 +656,7 @@ def test_seed_demo_fills_every_board_for_several_days(
         assert result.applied > 0 and result.duplicates == 0
         first = contents(r)
         keys = Keys("demo")
-        for board in ("kills", "best_lap", "power"):
+        for board in ("kills", "best_lap", "power", "rating"):
             expected = {keys.day(board, DEMO_TODAY - timedelta(days=i)) for i in range(6)}
             assert demo_day_keys(r, board) == expected
             for key in expected:
@@ -669,6 +672,11 @@ def test_seed_demo_fills_every_board_for_several_days(
         assert [e.score for e in lap] == sorted(e.score for e in lap)  # fastest first
         for entry in app.top("power", "season", limit=20).entries:  # level * 10^10 + power
             assert LEVEL_POWER.split(entry.score)["level"] == entry.metadata["level"]
+        # Ratings: dense ranks, one more at each lower rating.
+        ratings = app.top("rating", "season", limit=1000).entries
+        distinct = sorted({e.score for e in ratings}, reverse=True)
+        assert len(distinct) < len(ratings)  # some ratings are shared
+        assert [e.rank for e in ratings] == [distinct.index(e.score) + 1 for e in ratings]
 
         again = seed_demo(app, days=6, players=40)  # event ids make it idempotent
         assert again == WriteResult(applied=0, duplicates=result.applied)

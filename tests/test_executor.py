@@ -35,7 +35,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis_cluster import LocalCluster, find_redis_cli
 from redis_server import RedisServer
-from reference import Calendar, around_start, ranked
+from reference import Calendar, around_start, gap_up, percentile, ranked
 
 from seasons import Seasons
 from seasons.config import Settings, load_settings
@@ -307,7 +307,15 @@ class World:
         position = self._position.get((s.board, pid), {})
         if s.what == "entry":
             found = self._place(s.board, pid, s.a)
-            return None if found is None else self._entry(s.board, found)
+            if found is None:
+                return None
+            scores, order = self.scores[(s.board, pid)], self.settings.boards[s.board].order
+            return {
+                **self._entry(s.board, found),
+                "percentile": percentile(scores, order, s.a),
+                "gap_up": gap_up(scores, order, s.a),
+                "total": len(rows),
+            }
         if s.what == "lookup":
             asked = list(dict.fromkeys(s.a))
             hits = [(rows[position[m]][0], i, m) for i, m in enumerate(asked) if m in position]

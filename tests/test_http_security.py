@@ -49,6 +49,7 @@ CHANGES: list[tuple[str, str, Any]] = [
     ("POST", "/v1/admin/rebuild", {}),
     ("POST", "/v1/admin/snapshot", {"season": "S3"}),
     ("DELETE", "/v1/admin/members/p001", None),
+    ("POST", "/v1/admin/boards/kills/clear", {"window": "day", "period": "current"}),
     ("POST", "/v1/admin/demo/reset", {"days": 1, "players": 1}),
 ]
 

@@ -1,7 +1,8 @@
 """Random event streams through :class:`seasons.Seasons`, compared with the reference model.
 
 Hypothesis draws a configuration (zone, week start, short seasons as a cycle or a list with a
-gap, four boards with random windows, weights, ties and ``max_entries``) and a stream of steps:
+gap, four boards with random windows, weights, ties and ``max_entries``; one of them of a random
+aggregate, ``set`` included) and a stream of steps:
 the clock moving on (sometimes to just past a local midnight), and batches of
 events at or a little before the clock's now (some late, some in the future, some repeating an
 event id, some with metadata). The model (tests/reference.py) decides what is accepted and what
@@ -111,7 +112,9 @@ def configs(draw: st.DrawFn) -> tuple[dict[str, Any], datetime]:
         "fastest": draw(board_settings("min", "asc")),
         "mixed": draw(
             board_settings(
-                draw(st.sampled_from(["sum", "max", "min"])), draw(st.sampled_from(["desc", "asc"]))
+                # set twice: the only board that may draw it
+                draw(st.sampled_from(["sum", "max", "min", "set", "set"])),
+                draw(st.sampled_from(["desc", "asc"])),
             )
         ),
     }

@@ -210,14 +210,16 @@ def test_boards_describe_the_windows_and_each_boards_windows(
 ) -> None:
     body = http.get("/v1/boards").json()
     table = {w["window"]: w for w in body["windows"]}
-    assert list(table) == ["day", "week", "month", "season"]
+    assert list(table) == ["day", "week", "month", "season", "alltime"]
     flags = {w: (t["rolled_up"], t["archived"], t["history_last"]) for w, t in table.items()}
     assert flags == {
         "day": (False, False, 14),
         "week": (True, False, 12),
         "month": (True, False, 12),
         "season": (True, True, 12),
+        "alltime": (True, False, 1),
     }
+    assert [p["period"] for p in table.pop("alltime")["recent"]] == ["all"]
     assert "YYYY-MM" in table["month"]["ids"] and "YYYY-MM-DD" in table["day"]["ids"]
     cal = model.cal
     for window, info in table.items():

@@ -1,4 +1,5 @@
-"""seasons.jobs.reconcile: both modes give exactly ZUNIONSTORE of the day keys, under writes too."""
+"""seasons.jobs.reconcile: both modes give exactly ZUNIONSTORE of the day keys (for a ``set``
+board: each member's weighted score of the latest day that has it), under writes too."""
 
 from __future__ import annotations
 
@@ -29,13 +30,26 @@ TAG = "t:{b}"
 def union_reference(
     client: redis.Redis, plan: Plan, board: BoardSettings
 ) -> list[tuple[str, float]]:
-    """ZUNIONSTORE into a scratch key of the same slot, trimmed like the board."""
-    scratch = f"{TAG}:scratch"
-    client.zunionstore(
-        scratch, dict(zip(plan.days, plan.weights, strict=True)), aggregate=board.aggregate.upper()
-    )
-    rows = client.zrange(scratch, 0, -1, withscores=True, desc=board.order == "desc")
-    client.delete(scratch)
+    """ZUNIONSTORE into a scratch key of the same slot, trimmed like the board. A set board
+    (which ZUNIONSTORE cannot compute) in Python: the days read in order, a later day's
+    weighted score replacing an earlier one's."""
+    if board.aggregate == "set":
+        latest: dict[str, float] = {}
+        for day, weight in zip(plan.days, plan.weights, strict=True):
+            for member, score in client.zrange(day, 0, -1, withscores=True):
+                latest[member] = weight * score
+        rows = sorted(((m, s) for m, s in latest.items()), key=lambda kv: (kv[1], kv[0]))
+        if board.order == "desc":
+            rows.reverse()
+    else:
+        scratch = f"{TAG}:scratch"
+        client.zunionstore(
+            scratch,
+            dict(zip(plan.days, plan.weights, strict=True)),
+            aggregate=board.aggregate.upper(),
+        )
+        rows = client.zrange(scratch, 0, -1, withscores=True, desc=board.order == "desc")
+        client.delete(scratch)
     if board.max_entries:
         rows = rows[: board.max_entries]
     return sorted(rows)
@@ -61,7 +75,7 @@ day_scores = st.dictionaries(
 @given(
     days=st.lists(day_scores, min_size=1, max_size=6),
     weights=st.lists(st.sampled_from([0, 0.5, 1, 2, 3]), min_size=6, max_size=6),
-    aggregate=st.sampled_from(["sum", "max", "min"]),
+    aggregate=st.sampled_from(["sum", "max", "min", "set"]),
     order=st.sampled_from(["desc", "asc"]),
     max_entries=st.sampled_from([0, 1, 5, 25]),
     junk=day_scores,
@@ -79,7 +93,7 @@ def test_reconcile_equals_zunionstore(
     target = f"{TAG}:week"
     if junk:  # a board that drifted: wrong scores, members on no day
         client.zadd(target, {m: s * 7 + 1 for m, s in junk.items()})
-    plan = Plan(target, keys, weights[: len(keys)], expireat=4_000_000_000)
+    plan = Plan(target, keys, weights[: len(keys)], 4_000_000_000, f"{TAG}:union")
     outcome = reconcile(
         client, Scripts(client), board, plan, atomic_limit=0 if sliced else 10**9, slice_size=7
     )
@@ -95,6 +109,7 @@ def test_reconcile_equals_zunionstore(
         assert got == want
     if got:
         assert client.expiretime(target) == 4_000_000_000
+    assert client.exists(plan.scratch) == 0
 
 
 def test_sliced_reconcile_under_concurrent_writes(redis_url: str, settings_factory) -> None:
@@ -146,7 +161,7 @@ def test_sliced_reconcile_under_concurrent_writes(redis_url: str, settings_facto
     try:
         days = [app.keys.day("b", d) for d in week.days()]
         weights = [settings.boards["b"].week_weights[tw.weekday_index(d, 0)] for d in week.days()]
-        plan = Plan(target, days, weights, win.expire_at(week, settings))
+        plan = Plan(target, days, weights, win.expire_at(week, settings), app.keys.tmp("b", "u"))
         outcome = reconcile(
             app.client, app.scripts, settings.boards["b"], plan, atomic_limit=0, slice_size=100
         )
@@ -195,3 +210,30 @@ def test_routine_rollup_repairs_large_boards_when_their_plan_changes(settings_fa
     expected = sorted((f"p{i}", 3.0 * i) for i in range(50))
     assert board_rows(app.client, week_key) == expected
     app.close()
+
+
+@settings(
+    max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    days=st.lists(day_scores, min_size=1, max_size=4),
+    weights=st.lists(st.sampled_from([0.5, 1, 2]), min_size=4, max_size=4),
+)
+def test_a_set_union_may_store_into_its_first_day(
+    client: redis.Redis, days: list[dict[str, int]], weights: list[float]
+) -> None:
+    """A base that the next days are folded into is the target and the first day at once:
+    the later days' values replace its own, which it keeps for the members they lack."""
+    client.flushall()
+    keys = [f"{TAG}:base", *(f"{TAG}:day:{i}" for i in range(1, len(days)))]
+    for name, scores in zip(keys, days, strict=True):
+        if scores:
+            client.zadd(name, scores)
+    want: dict[str, float] = {}
+    for scores, weight in zip(days, weights, strict=False):
+        want.update({m: weight * s for m, s in scores.items()})
+    args = ["set", "desc", "0", "0", *(repr(float(w)) for w in weights[: len(keys)])]
+    size = Scripts(client).union_store(keys=[keys[0], f"{TAG}:union", *keys], args=args)
+    assert dict(client.zrange(keys[0], 0, -1, withscores=True)) == want
+    assert size == len(want) and client.exists(f"{TAG}:union") == 0
+    assert client.ttl(keys[0]) in (-1, -2)  # expireat 0: never expires

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from collections.abc import Callable
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -80,13 +81,15 @@ def stream() -> list[dict[str, Any]]:
 
 
 def combine(aggregate: str, old: float | None, new: float) -> float:
+    """``new`` comes after ``old`` (set: it replaces it)."""
     if old is None:
         return new
-    return {"sum": old + new, "max": max(old, new), "min": min(old, new)}[aggregate]
+    return {"sum": old + new, "max": max(old, new), "min": min(old, new), "set": new}[aggregate]
 
 
 def model(events: list[dict[str, Any]], aggregate: str, order: str, max_entries: int) -> Any:
-    """{(window, period id): {member: score}} of the day, week and season boards."""
+    """{(window, period id): {member: score}} of the day, week and season boards. The events
+    come day after day, so combining in their order makes a set board's latest day win."""
     day_boards: dict[date, dict[str, float]] = {}
     for ev in events:
         d = date.fromisoformat(ev["ts"][:10])
@@ -145,7 +148,7 @@ def named_keys(batch: dict[str, Any]) -> set[str]:
         found.add(group["key"])
         for rollup in group["rollups"]:
             found.add(rollup["key"])
-            found.update(k for k, _ in rollup["days"])
+            found.update(k for k, _, _ in rollup["days"])
     return found
 
 
@@ -158,6 +161,8 @@ def named_keys(batch: dict[str, Any]) -> set[str]:
         ("min", "asc", 0),
         ("sum", "desc", 3),
         ("max", "asc", 2),
+        ("set", "desc", 0),
+        ("set", "asc", 2),
     ],
 )
 def test_a_batch_round_trips_into_the_boards_of_the_model(
@@ -187,7 +192,9 @@ def test_a_batch_round_trips_into_the_boards_of_the_model(
             assert group["season"] == ("S1" if in_season else None)
             windows = [r["window"] for r in group["rollups"]]
             assert windows == (["week", "season"] if in_season else ["week"])
-            assert all(bool(r["days"]) == (max_entries > 0) for r in group["rollups"])
+            # Trimmed and set boards read the days of the period; the others need none.
+            wanted = max_entries > 0 or aggregate == "set"
+            assert all(bool(r["days"]) == wanted for r in group["rollups"])
         result = parse_reply(scripts.write(keys=keys, args=[json.dumps(batch)]), f"batch-{n}")
         assert (result.applied, result.duplicates) == (len(part), 0)
     want = model(events, aggregate, order, max_entries)
@@ -244,18 +251,24 @@ def put(path: str, value: Any) -> Callable[[Any], None]:
 MALFORMED: list[tuple[str, Callable[[Any], None], str]] = [
     (
         "another version",
-        put("protocol", 2),
-        "protocol: this script speaks protocol 1, got the number 2",
+        put("protocol", 1),
+        "protocol: this script speaks protocol 2, got the number 1",
     ),
-    ("no version", delete("protocol"), "protocol: this script speaks protocol 1, got nothing"),
+    ("no version", delete("protocol"), "protocol: this script speaks protocol 2, got nothing"),
     ("missing field", delete("max_entries"), "max_entries: must be an integer >= 0, got nothing"),
     ("missing key", delete("keys.meta"), "keys.meta: must be a string, got nothing"),
+    ("no scratch key", delete("keys.scratch"), "keys.scratch: must be a string, got nothing"),
+    (
+        "expiry as text",
+        put("groups.0.rollups.0.expire_at", "never"),
+        'groups[0].rollups[0].expire_at: must be an integer or null, got the string "never"',
+    ),
     ("wrong type", put("now", "soon"), 'now: must be a number, got the string "soon"'),
     ("not a boolean", put("check_only", 0), "check_only: must be true or false, got the number 0"),
     (
         "unknown value",
         put("aggregate", "avg"),
-        'aggregate: must be sum or max or min, got the string "avg"',
+        'aggregate: must be sum or max or min or set, got the string "avg"',
     ),
     ("misspelled field", put("max_entrys", 3), "max_entrys: unknown field"),
     (
@@ -347,7 +360,12 @@ TRIMMED: list[tuple[str, Callable[[Any], None], str]] = [
     (
         "a day without weight",
         put("groups.0.rollups.0.days.0", ["wpr:{b}:day:2035-06-12"]),
-        "groups[0].rollups[0].days[0]: must be [day key, weight], got an array",
+        "groups[0].rollups[0].days[0]: must be [day key, weight, day], got an array",
+    ),
+    (
+        "a day that is not a date",
+        put("groups.0.rollups.0.days.0.2", "monday"),
+        'groups[0].rollups[0].days[0][2]: must be a day, YYYY-MM-DD, got the string "monday"',
     ),
     (
         "a day undeclared",
@@ -471,10 +489,10 @@ def test_the_python_side_raises_a_clear_error_and_writes_nothing(
     with Seasons(settings, clock=ManualClock(NOW)) as s:
         s.submit_many([{"board": "b", "member": "ann", "value": 1}])
         before = state_of(r)
-        monkeypatch.setattr(writes, "PROTOCOL", 2)
+        monkeypatch.setattr(writes, "PROTOCOL", 3)
         one = [{"board": "b", "member": "bob", "value": 2}]
         with pytest.raises(
-            RuntimeError, match="write.lua: protocol: this script speaks protocol 1"
+            RuntimeError, match="write.lua: protocol: this script speaks protocol 2"
         ):
             s.submit_many(one)
         assert state_of(r) == before
@@ -482,7 +500,7 @@ def test_the_python_side_raises_a_clear_error_and_writes_nothing(
         with pytest.raises(RuntimeError, match="nothing written"):
             s.submit_many(two)
         assert state_of(r) == before
-        monkeypatch.setattr(writes, "PROTOCOL", 1)
+        monkeypatch.setattr(writes, "PROTOCOL", 2)
         monkeypatch.setattr(writes, "EVENT_FIELDS", ("group", "index", "member", "value"))
         with pytest.raises(RuntimeError, match="write.lua: event_fields: "):
             s.submit_many(two)
@@ -531,14 +549,22 @@ def test_state_refusals_are_batch_rejected_with_their_field(
 
 def test_each_script_is_one_body_with_its_fragments_included_once() -> None:
     lib = sorted(p.stem for p in (LUA / "lib").glob("*.lua"))
-    assert lib == ["aggregate", "json", "trim"]
+    assert {"aggregate", "json", "trim"} <= set(lib)
+    # Each fragment is recognised by the first function it defines.
+    first_function = {}
+    for part in lib:
+        found = re.search(
+            r"^local function (\w+)\(", (LUA / "lib" / f"{part}.lua").read_text(), re.M
+        )
+        assert found is not None, part
+        first_function[part] = found.group(1)
     for name in names():
         source = script(name).source
         own = (LUA / f"{name}.lua").read_text()
         assert "--! include" not in source
         assert source.splitlines()[0] == own.splitlines()[0]  # a shebang stays first
         for part in lib:
-            marker = f"local function {'json_string' if part == 'json' else part + '_'}"
+            marker = f"local function {first_function[part]}("
             included = f"--! include {part}" in own
             assert (marker in source) == included, (name, part)
             assert source.count(f"-- {part}: ") == included, (name, part)

@@ -1,5 +1,6 @@
 """Operator commands: ``worker``, ``rollup``, ``snapshot``, ``rebuild``, ``restore``,
-``acknowledge-loss``, ``export``, ``status``, ``forget`` (SPEC sections 7, 8 and 10).
+``acknowledge-loss``, ``export``, ``status``, ``forget``, ``clear`` (SPEC sections 7, 8 and
+10).
 
 Each runs one job's operation now on the command's app (the job object built by
 ``seasons.jobs.registry``, no worker or scheduler); long ones (rebuild, restore, export) show
@@ -38,9 +39,10 @@ from seasons.errors import InvalidInput
 from seasons.jobs import registry
 from seasons.jobs.integrity import mark_recovered, read_safe_mode
 from seasons.jobs.rollup import ALL, REBUILDS
-from seasons.jobs.state import fault_from_env
+from seasons.jobs.state import fault_from_env, no_checkpoint
 from seasons.jobs.worker import run_worker
 from seasons.restore import RestoreAll, Restorer
+from seasons.writes import new_batch_id
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 # `seasons worker --help`: the jobs as the registry declares them (\b keeps click's lines).
@@ -286,19 +288,62 @@ def status(state: CliState, as_json: bool) -> None:
 def forget(state: CliState, member: str, as_json: bool) -> None:
     """Remove a member everywhere: every live and archived board, its metadata, and the
     archive files it appears in (rewritten with new manifests)."""
-    report = registry.sweeper_of(state.app).forget(member, state.clock())
-    boards = report["boards"]
+    report = state.app.forget(member)
     text = (
         "\n".join(
-            f"{b}: removed from {len(r['keys'])} keys"
-            + (", metadata" if r["metadata"] else "")
-            + (
-                f", rewrote {len(r['files_rewritten'])} archive files"
-                if r["files_rewritten"]
-                else ""
-            )
-            for b, r in boards.items()
+            f"{b}: removed from {len(r.keys)} keys"
+            + (", metadata" if r.metadata else "")
+            + (f", rewrote {len(r.files_rewritten)} archive files" if r.files_rewritten else "")
+            for b, r in report.boards.items()
         )
         or f"{member!r} was on no board"
     )
-    _emit(as_json, report, text)
+    _emit(as_json, report.model_dump(), text)
+
+
+@cli.command()
+@click.argument("board")
+@click.option("--window", "-w", required=True, type=click.Choice(win.WINDOWS),
+              help="The window of the period (one the board keeps).")  # fmt: skip
+@click.option("--period", "-p", required=True,
+              help="Period id (" + "; ".join(f"{w.name}: {w.ids}" for w in win.SPECS.values())
+                   + "), current or previous.")  # fmt: skip
+@click.option("--with-days", is_flag=True,
+              help="A rolled-up window: clear its days too (else only recompute it).")  # fmt: skip
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@click.option("--id", "run_id", default=None,
+              help="The clear's id (default: generated). The same id again resumes a clear "
+                   "that was stopped, or answers the one that finished; it never deletes "
+                   "twice.")  # fmt: skip
+@json_option
+@pass_state
+def clear(
+    state: CliState, board: str, window: str, period: str, with_days: bool, yes: bool,
+    run_id: str | None, as_json: bool,
+) -> None:  # fmt: skip
+    """Clear one period of a board (a test event, an incident).
+
+    A day: its key is deleted and every rolled-up board holding it (week, month, season,
+    all-time) recomputed from its remaining days. A rolled-up window: the board is recomputed
+    from its days; with --with-days its days are cleared first. Metadata is left to the sweep.
+
+    Refused, changing nothing (exit 1): a closing or archived season, a day folded into an
+    all-time base, a board to recompute with days past retention, another clear of the board
+    running. Bad input exits 2. Without --yes it asks first (on stderr); any answer but y
+    changes nothing and exits 1.
+    """
+    app = state.app
+    job = registry.clear_of(app, checkpoint=fault_from_env() or no_checkpoint)
+    now = state.clock()
+    if not yes:
+        plan = job.plan(board, window, period, now, with_days=with_days)
+        click.echo(plan.describe(), err=True)
+        click.confirm("go ahead?", abort=True, err=True)
+    if run_id is None:  # named now, so that a clear stopped midway can be resumed
+        run_id = new_batch_id()
+        click.echo(f"clear id {run_id} (stopped midway: run again with --id {run_id})", err=True)
+    result = job.run(board, window, period, now, with_days=with_days, run_id=run_id)
+    lines = [f"clear {result.run_id}: {result.window} {result.period} of {result.board}"]
+    lines += [f"deleted {key}" for key in result.deleted]
+    lines += [f"rebuilt {o.target}: {o.size} entries ({o.mode})" for o in result.rebuilt]
+    _emit(as_json, result.model_dump(), "\n".join(lines))

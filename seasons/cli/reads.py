@@ -1,4 +1,4 @@
-"""Read commands: ``top``, ``rank``, ``around``, ``history`` (SPEC sections 10 and 11).
+"""Read commands: ``top``, ``rank``, ``around``, ``climb``, ``history``.
 
 ``--json`` prints exactly the HTTP API's JSON for the same query; without it, a table.
 """
@@ -21,7 +21,8 @@ from seasons.cli.common import (
     window_option,
 )
 from seasons.errors import NotRanked
-from seasons.models import Entry, Page
+from seasons.models import Entry, EntryDetail, Page
+from seasons.reads import DEFAULT_TO_TEXT, parse_targets
 
 
 def _period_id(state: CliState, board: str, window: str, period: str) -> str:
@@ -84,7 +85,52 @@ def rank(state: CliState, board: str, member: str, window: str, period: str, as_
         print_json(entry)
     else:
         title = f"{board} · {window} {_period_id(state, board, window, period)}"
-        console().print(_entries_table(title, [entry]))
+        out = console()
+        out.print(_entries_table(title, [entry]))
+        out.print(_standing(entry))
+
+
+def _standing(entry: EntryDetail) -> str:
+    """Where the entry stands on its board, in words."""
+    ahead = f"ahead of {entry.percentile:.4g}% of the {entry.total} ranked"
+    if entry.gap_up is None:
+        return f"{ahead} · no better score on the board"
+    return f"{ahead} · {fmt_score(entry.gap_up)} to the next better score"
+
+
+@cli.command()
+@click.argument("board")
+@click.argument("member")
+@window_option("season")
+@period_option
+@click.option(
+    "--to", "to", default=DEFAULT_TO_TEXT, show_default=True,
+    help="Ranks to reach, comma separated (1 to 1000 of them, each 1 to 10^9).",
+)  # fmt: skip
+@json_option
+@pass_state
+def climb(
+    state: CliState, board: str, member: str, window: str, period: str, to: str, as_json: bool
+) -> None:
+    """The score at each rank of --to and how far MEMBER's score is from it (exit status 3
+    if not ranked)."""
+    result = state.app.climb(board, member, window, to=parse_targets(to), period=period)
+    if result is None:
+        raise _not_ranked(state, board, member, window, period)
+    if as_json:
+        print_json(result)
+        return
+    title = (
+        f"{board} · {window} {result.period} · {member}: rank {result.rank}, "
+        f"score {fmt_score(result.score)}"
+    )
+    table = Table(title=title, title_justify="left")
+    table.add_column("rank", justify="right")
+    table.add_column("score there", justify="right")
+    table.add_column("gap", justify="right")
+    for t in result.targets:
+        table.add_row(str(t.rank), fmt_score(t.score), fmt_score(t.gap))
+    console().print(table)
 
 
 @cli.command()

@@ -1,22 +1,25 @@
 """Admin calls (admin token, or loopback when none is configured): rollup, snapshot, rebuild,
-erasure of a member, and resetting the demo data set. Each runs one job's code on the app's
-client and clock, as the worker and the CLI do (built by ``seasons.jobs.registry``, no worker
-or scheduler), and answers the JSON that ``seasons rollup | snapshot | rebuild | forget
---json`` prints."""
+erasure of a member, clearing a board's period, and resetting the demo data set. Each runs
+one job's code on the app's client and clock, as the worker and the CLI do (built by
+``seasons.jobs.registry``, no worker or scheduler), and answers the JSON that ``seasons
+rollup | snapshot | rebuild | forget | clear --json`` prints."""
 
 from __future__ import annotations
 
 from dataclasses import asdict
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Request
+from fastapi import APIRouter, Header, Path, Request
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from seasons import demo
+from seasons import windows as win
+from seasons.erasure import Cleared, Forgotten, Recomputed
 from seasons.http.boards import path_member
 from seasons.http.deps import AdminAccess, SeasonsDep
 from seasons.http.errors import AUTH_RESPONSES, ERROR_RESPONSES, ErrorBody
 from seasons.http.reset import reset_namespace
+from seasons.http.scores import IDEMPOTENCY_KEY, batch_id_of
 from seasons.jobs import registry
 from seasons.jobs.reconcile import Outcome
 from seasons.jobs.rollup import ALL, REBUILDS
@@ -29,16 +32,6 @@ router = APIRouter(
         409: {"model": ErrorBody, "description": "Conflicts with stored state"},
     },
 )  # fmt: skip
-
-
-class Recomputed(BaseModel):
-    """One week or season board recomputed from its day keys
-    (``seasons.jobs.reconcile.Outcome``)."""
-
-    target: str
-    mode: str  # atomic | sliced
-    size: int
-    changed: int
 
 
 class RollupIn(BaseModel):
@@ -89,11 +82,19 @@ class Snapshots(BaseModel):
     snapshots: list[dict[str, Any]]
 
 
-class Forgotten(BaseModel):
-    """Where the member was removed: per board, the keys, its metadata, rewritten files."""
+class ClearIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
 
-    member: str
-    boards: dict[str, Any]
+    window: str = Field(
+        json_schema_extra={"enum": list(win.WINDOWS)},
+        description="The window of the period (one the board keeps)",
+    )
+    period: str = Field(
+        description="A day, week, month or season id (YYYY-MM-DD, YYYY-MM, S3), current, previous"
+    )
+    with_days: bool = Field(
+        default=False, description="A rolled-up window: clear its days too (else recompute it)"
+    )
 
 
 class DemoResetIn(BaseModel):
@@ -148,8 +149,32 @@ def forget_member(
 ) -> Forgotten:
     # The erasure checks the member rule (InvalidMember, 422) before any Redis call.
     member = path_member(request, member, stored=True)
-    report = registry.sweeper_of(s).forget(member, s.clock())
-    return Forgotten(member=report["member"], boards=report["boards"])
+    return s.forget(member)
+
+
+@router.post(
+    "/boards/{board}/clear", response_model=Cleared,
+    summary="Clear one period of a board: a day's key (and recompute the boards holding it), "
+    "or recompute a rolled-up board from its days (with_days: clear them first)",
+)  # fmt: skip
+def clear(
+    body: ClearIn, s: SeasonsDep, board: Annotated[str, Path(description="Board name")],
+    idempotency_key: Annotated[
+        str | None,
+        Header(
+            alias=IDEMPOTENCY_KEY,
+            description=(
+                "The clear's id (1-128 bytes of UTF-8, no control characters; generated when "
+                "absent and returned as run_id). The same request again with it resumes a "
+                "clear that was stopped, or answers the finished one (48 hours), never "
+                "deleting twice; another request under the same key is refused (409 "
+                "run_id_reused)."
+            ),
+        ),
+    ] = None,
+) -> Cleared:  # fmt: skip
+    run_id = None if idempotency_key is None else batch_id_of(idempotency_key)
+    return s.clear(board, body.window, body.period, body.with_days, run_id=run_id)
 
 
 @router.post(

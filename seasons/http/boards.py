@@ -1,4 +1,4 @@
-"""Reads of boards: pages, members, around, friends lookup and history (SPEC section 9).
+"""Reads of boards: pages, members, around, climb, friends lookup and history.
 
 Every route runs the facade's prepared read (:attr:`seasons.Seasons.reads`) on the event loop
 and sends the script's JSON, the same JSON the Python API validates into its model: each body
@@ -21,8 +21,18 @@ from seasons.errors import InvalidMember
 from seasons.events import member_problem
 from seasons.http.deps import NowDep, Services, ServicesDep, SettingsDep
 from seasons.http.errors import ERROR_RESPONSES
-from seasons.models import Entry, History, Page
-from seasons.reads import MAX_LAST, MAX_LIMIT, MAX_LOOKUP, MAX_SIZE, Read
+from seasons.models import Climb, Entry, EntryDetail, History, Page
+from seasons.reads import (
+    DEFAULT_TO_TEXT,
+    MAX_LAST,
+    MAX_LIMIT,
+    MAX_LOOKUP,
+    MAX_SIZE,
+    MAX_TARGET_RANK,
+    MAX_TARGETS,
+    Read,
+    parse_targets,
+)  # fmt: skip
 
 router = APIRouter(prefix="/v1/boards", tags=["boards"], responses=ERROR_RESPONSES)
 
@@ -56,6 +66,12 @@ LastQ = Annotated[
 ]  # fmt: skip
 
 
+ToQ = Annotated[
+    str, Query(description=f"Ranks to reach, comma separated: 1-{MAX_TARGETS} of them, each "
+               f"1-{MAX_TARGET_RANK}", examples=["10,100"])
+]  # fmt: skip
+
+
 class LookupIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -75,7 +91,7 @@ def _answers(model: Any) -> dict[int | str, dict[str, Any]]:
 
 
 # Registered before the member routes: "/members/{member:path}" takes slashes (member ids may have
-# them) and would otherwise swallow ".../history" and ".../around".
+# them) and would otherwise swallow ".../history", ".../around" and ".../climb".
 @router.get(
     "/{board}/members/{member:path}/history", response_model=None, responses=_answers(History),
     summary="A member's rank and score in each of the last periods",
@@ -101,8 +117,22 @@ async def around_member(
 
 
 @router.get(
-    "/{board}/{window}/members/{member:path}", response_model=None, responses=_answers(Entry),
-    summary="A member's entry (404 not_ranked if absent)",
+    "/{board}/{window}/members/{member:path}/climb", response_model=None,
+    responses=_answers(Climb),
+    summary="The scores at some ranks and how far a member's score is from each",
+)  # fmt: skip
+async def member_climb(
+    request: Request, services: ServicesDep, board: Board, window: Window, member: Member,
+    to: ToQ = DEFAULT_TO_TEXT, period: PeriodQ = "current",
+) -> JsonBody:  # fmt: skip
+    read = climb(services, board, window, path_member(request, member), to, period)
+    return JsonBody(await services.body(read))
+
+
+@router.get(
+    "/{board}/{window}/members/{member:path}", response_model=None,
+    responses=_answers(EntryDetail),
+    summary="A member's entry with its percentile and gap up (404 not_ranked if absent)",
 )  # fmt: skip
 async def member_entry(
     request: Request, services: ServicesDep, board: Board, window: Window, member: Member,
@@ -172,8 +202,15 @@ def around(
 
 def entry(
     services: Services, board: str, window: str, member: str, period: str
-) -> Read[Entry | None]:
+) -> Read[EntryDetail | None]:
     return services.seasons.reads.entry(board, window, member, period)
+
+
+def climb(
+    services: Services, board: str, window: str, member: str, to: str, period: str
+) -> Read[Climb | None]:
+    ranks = parse_targets(to)
+    return services.seasons.reads.climb(board, window, member, period, to=ranks)
 
 
 def history(services: Services, board: str, member: str, window: str, last: int) -> Read[History]:

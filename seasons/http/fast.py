@@ -4,7 +4,7 @@ FastAPI's routing, dependency resolution and validation cost more CPU per reques
 read itself (``docs/http-performance.md``). This layer sits inside the metrics middleware and
 the guard (so limits, access and request metrics are exactly as for any request) and in
 front of the FastAPI app. For a ``GET`` of a page, around a rank, around a member, a member's
-entry or history, a ``POST`` of a lookup (and ``/healthz``) it finds the route the router
+entry, climb or history, a ``POST`` of a lookup (and ``/healthz``) it finds the route the router
 would find (the guard's :class:`Rules`, the router's own patterns in its order), reads the
 query (and the lookup's body) itself, prepares the same read as the FastAPI route
 (:mod:`seasons.http.boards`) and sends the script's JSON. A ``POST /v1/scores`` runs the
@@ -36,7 +36,7 @@ from seasons.http.errors import response_of
 from seasons.http.guard import Rules
 from seasons.http.guard import replay as _replay
 from seasons.models import WriteResult
-from seasons.reads import Read
+from seasons.reads import DEFAULT_TO_TEXT, Read
 
 _PREFIX = "/v1/boards/"
 _METHODS = ("GET", "POST")
@@ -123,6 +123,16 @@ def _entry(services: Services, asked: Asked) -> Answer:
     return boards.entry(services, board, window, member, asked.query.get("period", "current"))
 
 
+def _climb(services: Services, asked: Asked) -> Answer:
+    member = _member(asked.params)
+    if member is None:
+        return None
+    q = asked.query
+    board, window = asked.params["board"], asked.params["window"]
+    to, period = q.get("to", DEFAULT_TO_TEXT), q.get("period", "current")
+    return boards.climb(services, board, window, member, to, period)
+
+
 def _history(services: Services, asked: Asked) -> Answer:
     q = asked.query
     member, last = _member(asked.params), _int(q, "last", 14)
@@ -179,6 +189,7 @@ FAST: dict[Callable[..., Any], tuple[Handler, frozenset[str]]] = {
     boards.around_rank: (_around_rank, frozenset({"size", "period"})),
     boards.around_member: (_around_member, frozenset({"size", "period"})),
     boards.member_entry: (_entry, frozenset({"period"})),
+    boards.member_climb: (_climb, frozenset({"to", "period"})),
     boards.member_history: (_history, frozenset({"window", "last"})),
     scores.post_scores: (_scores, frozenset()),
     health.healthz: (_healthz, frozenset()),

@@ -1,23 +1,32 @@
 #!lua flags=no-writes
 -- Members' places on boards, in one call, answered as the JSON of the result:
---   entry    one member on one board: {"rank","member","score","metadata"}, or nil (a nil
---            reply) when the member is not on the board;
---   entries  many members on one board (a friends lookup): a JSON array of the entries of
---            the ranked ones, best first (ties in the order asked);
+--   entry    one member on one board: {"rank","member","score","metadata","percentile",
+--            "gap_up","total"}, or nil (a nil reply) when the member is not on the board;
+--   entries  many members on one board (a friends lookup): a JSON array of the entries
+--            {"rank","member","score","metadata"} of the ranked ones, best first (ties in
+--            the order asked);
 --   history  one member on many boards (its last periods):
 --            {"board","window","member","history":[{"period","rank","score"}]}, rank and score
---            null in a period where it is not ranked.
+--            null in a period where it is not ranked;
+--   climb    one member on one board and the scores at some ranks:
+--            {"board","window","period","member","rank","score","targets":[{"rank","score",
+--            "gap"}]}, or nil when the member is not on the board.
 --
 -- KEYS[1] meta hash
 -- KEYS[2..] pairs of (live sorted set, archive sorted set); the archive is read when it exists
--- ARGV[1] order (desc|asc)  ARGV[2] ties (member|shared)  ARGV[3] shape (entry|entries|history)
+-- ARGV[1] order (desc|asc)  ARGV[2] ties (member|shared|dense)
+-- ARGV[3] shape (entry|entries|history|climb)
 -- entry, entries: ARGV[4..] the members, on the board of the first pair
 -- history: ARGV[4] board  ARGV[5] window  ARGV[6] member  ARGV[7..] the period id of each pair
+-- climb: ARGV[4] board  ARGV[5] window  ARGV[6] period id  ARGV[7] member
+--        ARGV[8..] the target ranks (1-based), on the board of the first pair
 
 --! include json
+--! include ranks
 
 local desc = ARGV[1] == 'desc'
 local shared = ARGV[2] == 'shared'
+local dense = ARGV[2] == 'dense'
 local shape = ARGV[3]
 
 local function board(pair)
@@ -26,24 +35,27 @@ local function board(pair)
   return live
 end
 
+-- The 1-based rank of `m`, whose score is `score`, on `key`.
+local function rank_of(key, m, score)
+  if shared then
+    -- Standard competition ranking: 1 + members with a strictly better score.
+    if desc then
+      return 1 + redis.call('ZCOUNT', key, '(' .. score, '+inf')
+    end
+    return 1 + redis.call('ZCOUNT', key, '-inf', '(' .. score)
+  elseif dense then
+    return dense_rank(key, desc, score)
+  elseif desc then
+    return 1 + redis.call('ZREVRANK', key, m)
+  end
+  return 1 + redis.call('ZRANK', key, m)
+end
+
 -- The 1-based rank and the score of `m` on `key`, or nil when it is not there.
 local function place(key, m)
   local score = redis.call('ZSCORE', key, m)
   if not score then return nil end
-  local rank
-  if shared then
-    -- Standard competition ranking: 1 + members with a strictly better score.
-    if desc then
-      rank = 1 + redis.call('ZCOUNT', key, '(' .. score, '+inf')
-    else
-      rank = 1 + redis.call('ZCOUNT', key, '-inf', '(' .. score)
-    end
-  elseif desc then
-    rank = 1 + redis.call('ZREVRANK', key, m)
-  else
-    rank = 1 + redis.call('ZRANK', key, m)
-  end
-  return rank, score
+  return rank_of(key, m, score), score
 end
 
 local function entry(rank, m, score)
@@ -51,16 +63,56 @@ local function entry(rank, m, score)
 end
 
 if shape == 'entry' then
-  local rank, score = place(board(1), ARGV[4])
+  local key, m = board(1), ARGV[4]
+  local rank, score = place(key, m)
   if not rank then return false end
-  return entry(rank, ARGV[4], score)
+  local total = redis.call('ZCARD', key)
+  -- The members strictly worse, and the nearest strictly better score.
+  local worse, better
+  if desc then
+    worse = redis.call('ZCOUNT', key, '-inf', '(' .. score)
+    better = redis.call('ZRANGE', key, '(' .. score, '+inf', 'BYSCORE', 'LIMIT', 0, 1,
+      'WITHSCORES')[2]
+  else
+    worse = redis.call('ZCOUNT', key, '(' .. score, '+inf')
+    better = redis.call('ZRANGE', key, '(' .. score, '-inf', 'BYSCORE', 'REV', 'LIMIT', 0, 1,
+      'WITHSCORES')[2]
+  end
+  local gap = 'null'
+  if better then gap = json_number(math.abs(tonumber(better) - tonumber(score))) end
+  local plain = entry(rank, m, score)
+  return string.sub(plain, 1, -2) .. ',"percentile":' .. json_number(100 * worse / total)
+    .. ',"gap_up":' .. gap .. ',"total":' .. total .. '}'
 end
 
 if shape == 'entries' then
   local key, found = board(1), {}
   for i = 4, #ARGV do
-    local rank, score = place(key, ARGV[i])
-    if rank then found[#found + 1] = {rank, ARGV[i], score, i} end
+    local score = redis.call('ZSCORE', key, ARGV[i])
+    if score then found[#found + 1] = {0, ARGV[i], score, i} end
+  end
+  if dense then
+    -- One walk down the distinct scores for all of them, best score first: each rank is
+    -- the one before + 1 + the distinct scores between the two.
+    table.sort(found, function(a, b)
+      local x, y = tonumber(a[3]), tonumber(b[3])
+      if x ~= y then
+        if desc then return x > y end
+        return x < y
+      end
+      return a[4] < b[4]
+    end)
+    local rank, prev, from = 0, nil, desc and '+inf' or '-inf'
+    for _, f in ipairs(found) do
+      local s = tonumber(f[3])
+      if s ~= prev then
+        rank = rank + 1 + distinct_before(key, desc, from, f[3])
+        prev, from = s, '(' .. f[3]
+      end
+      f[1] = rank
+    end
+  else
+    for _, f in ipairs(found) do f[1] = rank_of(key, f[2], f[3]) end
   end
   table.sort(found, function(a, b)
     if a[1] ~= b[1] then return a[1] < b[1] end
@@ -69,6 +121,33 @@ if shape == 'entries' then
   local out = {}
   for i = 1, #found do out[i] = entry(found[i][1], found[i][2], found[i][3]) end
   return '[' .. table.concat(out, ',') .. ']'
+end
+
+if shape == 'climb' then
+  local key, m = board(1), ARGV[7]
+  local rank, score = place(key, m)
+  if not rank then return false end
+  local total, here, out = redis.call('ZCARD', key), tonumber(score), {}
+  for i = 8, #ARGV do
+    local k = tonumber(ARGV[i])
+    local at, gap = 'null', '0'
+    if dense then
+      -- Dense rank k is reached by tying the k-th distinct score.
+      at = nth_distinct(key, desc, k) or 'null'
+      if at ~= 'null' and rank > k then gap = json_number(math.abs(tonumber(at) - here)) end
+    elseif k <= total then
+      if desc then
+        at = redis.call('ZRANGE', key, k - 1, k - 1, 'REV', 'WITHSCORES')[2]
+      else
+        at = redis.call('ZRANGE', key, k - 1, k - 1, 'WITHSCORES')[2]
+      end
+      if rank > k then gap = json_number(math.abs(tonumber(at) - here)) end
+    end
+    out[#out + 1] = '{"rank":' .. ARGV[i] .. ',"score":' .. at .. ',"gap":' .. gap .. '}'
+  end
+  return '{"board":' .. json_string(ARGV[4]) .. ',"window":' .. json_string(ARGV[5])
+    .. ',"period":' .. json_string(ARGV[6]) .. ',"member":' .. json_string(m) .. ',"rank":'
+    .. rank .. ',"score":' .. score .. ',"targets":[' .. table.concat(out, ',') .. ']}'
 end
 
 -- history

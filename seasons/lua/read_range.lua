@@ -4,7 +4,8 @@
 --
 -- KEYS[1] live sorted set   KEYS[2] archive sorted set (read instead when it exists; the same
 --         name as KEYS[1] for windows that have no archive)   KEYS[3] meta hash
--- ARGV[1] order (desc|asc)  ARGV[2] ties (member|shared)  ARGV[3] mode (page|rank|member)
+-- ARGV[1] order (desc|asc)  ARGV[2] ties (member|shared|dense)
+-- ARGV[3] mode (page|rank|member)
 -- ARGV[4] page: offset; rank: 1-based centre rank; member: the member
 -- ARGV[5] page: limit; rank and member: size
 -- ARGV[6] board  ARGV[7] window  ARGV[8] period id (copied into the reply)
@@ -12,11 +13,13 @@
 -- in mode member, nil (a nil reply) when the member is not on the board.
 
 --! include json
+--! include ranks
 
 local key = KEYS[1]
 if KEYS[2] ~= KEYS[1] and redis.call('EXISTS', KEYS[2]) == 1 then key = KEYS[2] end
 local desc = ARGV[1] == 'desc'
 local shared = ARGV[2] == 'shared'
+local dense = ARGV[2] == 'dense'
 local mode = ARGV[3]
 local total = redis.call('ZCARD', key)
 
@@ -68,11 +71,21 @@ if shared then
   else
     rank = 1 + redis.call('ZCOUNT', key, '-inf', '(' .. rows[2])
   end
+elseif dense then
+  -- Dense ranking: the first entry's rank is walked (lib/ranks.lua); each new score after
+  -- it is the next rank.
+  rank = dense_rank(key, desc, rows[2])
 end
 
 for i = 1, #members do
   local member, score = members[i], rows[2 * i]
-  if i > 1 and not (shared and score == rows[2 * i - 2]) then rank = start + i end
+  if i > 1 then
+    if dense then
+      if score ~= rows[2 * i - 2] then rank = rank + 1 end
+    elseif not (shared and score == rows[2 * i - 2]) then
+      rank = start + i
+    end
+  end
   entries[i] = json_entry(rank, member, score, metas[i])
 end
 return reply()

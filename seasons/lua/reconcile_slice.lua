@@ -2,11 +2,12 @@
 -- score the formula gives from the day keys, or leaves the board if it is on no day.
 -- Atomic per slice, so a concurrent write-through is never lost or counted twice.
 --
--- KEYS[1] target sorted set   KEYS[2..] day sorted sets
--- ARGV[1] aggregate (sum|max|min)  ARGV[2] order (desc|asc)
+-- KEYS[1] target sorted set   KEYS[2..] day sorted sets, in chronological order (a set
+--         board's member takes its score from the latest day that has it)
+-- ARGV[1] aggregate (sum|max|min|set)  ARGV[2] order (desc|asc)
 -- ARGV[3] max_entries to trim to after the slice (0 = do not trim: while the board's own
 --         members are still being settled, a stale score must not push out a right one)
--- ARGV[4] expireat of the target  ARGV[5] number of day keys n
+-- ARGV[4] expireat of the target (0: it never expires)  ARGV[5] number of day keys n
 -- ARGV[6 .. 5+n] one weight per day key; ARGV[6+n ..] members
 -- Returns the number of members whose entry changed.
 
@@ -56,7 +57,7 @@ end
 if max_entries > 0 and redis.call('ZCARD', target) > max_entries then
   trim_board(target, desc, max_entries)
 end
-if changed > 0 and redis.call('TTL', target) == -1 then
+if changed > 0 and tonumber(ARGV[4]) > 0 and redis.call('TTL', target) == -1 then
   redis.call('EXPIREAT', target, ARGV[4])
 end
 return changed

@@ -1,13 +1,13 @@
 -- Apply one validated batch of events to ONE board, atomically (SPEC sections 4 and 6).
 --
 -- KEYS: every key the script touches, in any order: the board's keys below, each group's
---       day key and rollup keys, and the day keys of the rollups' `days`. On a cluster they
---       share the board's hash tag, hence one slot. The batch names keys by their names,
---       and each must be one of KEYS.
+--       day key and rollup keys, the day keys of the rollups' `days` and their bases. On a
+--       cluster they share the board's hash tag, hence one slot. The batch names keys by
+--       their names, and each must be one of KEYS.
 -- ARGV[1]: the batch, one JSON object (seasons/writes.py::script_args builds it):
 --   protocol          PROTOCOL below
 --   now               epoch seconds
---   aggregate, order  'sum' | 'max' | 'min', 'desc' | 'asc'
+--   aggregate, order  'sum' | 'max' | 'min' | 'set', 'desc' | 'asc'
 --   max_entries       0, or the size trimmed boards keep
 --   dedupe_cutoff     epoch seconds: event and batch ids recorded before it are forgotten
 --   events_expire_at  EXPIREAT of the event and batch id keys
@@ -15,15 +15,31 @@
 --   check_only        true: check every event, write nothing
 --   meta_max_fields, meta_max_bytes   limits of a member's metadata after merging
 --   batch_id, digest  the batch's id and a digest of its content
---   keys              the board's keys: {state, events, meta, batches, batch_results}
+--   keys              the board's keys: {state, events, meta, batches, batch_results,
+--                     scratch} (scratch: where a set board's rebuild builds its union)
 --   groups            one per local day of the batch, each
 --                       {day, season, key, expire_at, rollups}: its day id, its season id
 --                       (or null; the season's state is checked by it), its day board and
 --                       that board's EXPIREAT, and the boards it writes through to, each
---                       {window, key, weight, expire_at, days}; `window` only names it,
---                       every rollup is written alike: weight x value, and when
---                       max_entries > 0 a member new to it gets its score from `days`,
---                       [[day key, weight], ...]
+--                       {window, key, weight, expire_at, days, base?}; `window` only names
+--                       it, every rollup is written alike:
+--                       expire_at   its EXPIREAT, or null: the key never expires
+--                       days        [[day key, weight, day], ...], the period's days in
+--                                   chronological order up to the horizon; required when
+--                                   max_entries > 0 (a member new to a trimmed board gets
+--                                   its score from them) or aggregate is 'set' (then it
+--                                   holds the group's day key: the event's weight x value
+--                                   is written only if no later day of `days` has the
+--                                   member, else that later day's value stands)
+--                       base        optional, null or {key, through}: the window keeps a
+--                                   base sorted set `key` (no TTL) holding every day up to
+--                                   the ISO day stored in `state` under field `through`; an
+--                                   event of a day up to that one is also applied to the
+--                                   base (weight x value, the board's aggregate), and on a
+--                                   set board it is rejected (day_folded). The board is the
+--                                   base then the days of `days` after that day (by their
+--                                   `day`, YYYY-MM-DD): what a trimmed board recomputes
+--                                   from; `days` lists no base
 --   event_fields      the names of the columns of `events`: EVENT_FIELDS below
 --   events            the events in batch order, one array each: group (its 0-based
 --                     position in `groups`), index in the batch, member, value, event_id
@@ -44,7 +60,7 @@
 --! include aggregate
 --! include trim
 
-local PROTOCOL = 1
+local PROTOCOL = 2
 local EVENT_FIELDS = {'group', 'index', 'member', 'value', 'event_id', 'metadata'}
 local GROUP, INDEX, MEMBER, VALUE, EVENT_ID, METADATA = 1, 2, 3, 4, 5, 6
 
@@ -121,9 +137,10 @@ local BATCH_FIELDS = set({
   'backfill', 'check_only', 'meta_max_fields', 'meta_max_bytes', 'batch_id', 'digest', 'keys',
   'groups', 'event_fields', 'events',
 })
-local BOARD_KEYS = {'state', 'events', 'meta', 'batches', 'batch_results'}
+local BOARD_KEYS = {'state', 'events', 'meta', 'batches', 'batch_results', 'scratch'}
 local GROUP_FIELDS = set({'day', 'season', 'key', 'expire_at', 'rollups'})
-local ROLLUP_FIELDS = set({'window', 'key', 'weight', 'expire_at', 'days'})
+local ROLLUP_FIELDS = set({'window', 'key', 'weight', 'expire_at', 'days', 'base'})
+local BASE_FIELDS = set({'key', 'through'})
 
 local function one_of(v, choices, path)
   check(v, 'string', path)
@@ -131,30 +148,55 @@ local function one_of(v, choices, path)
   refuse(path, 'must be ' .. table.concat(choices, ' or ') .. ', got ' .. describe(v))
 end
 
-local function parse_rollup(r, at, trimmed)
+-- `board`: {trimmed, set}; `day_key`: the day board of the rollup's group.
+local function parse_rollup(r, at, board, day_key)
   check(r, 'object', at)
   only(r, ROLLUP_FIELDS, at .. '.')
   local rollup = {
     window = check(r.window, 'string', at .. '.window'),
     key = check_key(r.key, at .. '.key'),
     weight = check(r.weight, 'number', at .. '.weight'),
-    expire_at = check(r.expire_at, 'integer', at .. '.expire_at'),
+    expire_at = check(r.expire_at, 'integer', at .. '.expire_at', true),
     days = {},
   }
-  -- Only a trimmed board reads them; when given they must be right all the same.
-  if trimmed or r.days ~= nil then
+  -- Only trimmed and set boards read them; when given they must be right all the same.
+  if board.trimmed or board.set or r.days ~= nil then
     for j, d in ipairs(check(r.days, 'array', at .. '.days')) do
       local path = at .. '.days[' .. (j - 1) .. ']'
-      if not (KINDS.array[2](d) and #d == 2) then
-        refuse(path, 'must be [day key, weight], got ' .. describe(d))
+      if not (KINDS.array[2](d) and #d == 3) then
+        refuse(path, 'must be [day key, weight, day], got ' .. describe(d))
       end
-      rollup.days[j] = {check_key(d[1], path .. '[0]'), check(d[2], 'number', path .. '[1]')}
+      local day = check(d[3], 'string', path .. '[2]')
+      if not day:find('^%d%d%d%d%-%d%d%-%d%d$') then
+        refuse(path .. '[2]', 'must be a day, YYYY-MM-DD, got ' .. describe(day))
+      end
+      rollup.days[j] = {check_key(d[1], path .. '[0]'), check(d[2], 'number', path .. '[1]'), day}
     end
+  end
+  if board.set then
+    -- The day keys after the group's own: one of them holding the member keeps its value.
+    local at_day
+    for j = 1, #rollup.days do
+      if rollup.days[j][1] == day_key then at_day = j end
+    end
+    if not at_day then
+      refuse(at .. '.days', 'must hold the day key of its group, ' .. json_string(day_key)
+        .. ' (a set board writes a value only if no later day has the member)')
+    end
+    rollup.later = {}
+    for j = at_day + 1, #rollup.days do rollup.later[#rollup.later + 1] = rollup.days[j][1] end
+  end
+  if r.base ~= nil and r.base ~= null then
+    local path = at .. '.base'
+    check(r.base, 'object', path)
+    only(r.base, BASE_FIELDS, path .. '.')
+    rollup.base = check_key(r.base.key, path .. '.key')
+    rollup.through = check(r.base.through, 'string', path .. '.through')
   end
   return rollup
 end
 
-local function parse_group(g, at, trimmed)
+local function parse_group(g, at, board)
   check(g, 'object', at)
   only(g, GROUP_FIELDS, at .. '.')
   local group = {
@@ -167,7 +209,7 @@ local function parse_group(g, at, trimmed)
   local keys = {[group.key] = true}
   for j, r in ipairs(check(g.rollups, 'array', at .. '.rollups')) do
     local path = at .. '.rollups[' .. (j - 1) .. ']'
-    local rollup = parse_rollup(r, path, trimmed)
+    local rollup = parse_rollup(r, path, board, group.key)
     if keys[rollup.key] then
       refuse(path .. '.key', json_string(rollup.key) .. ' is written twice by this group')
     end
@@ -225,7 +267,7 @@ local function parse()
   only(batch, BATCH_FIELDS, '')
   local b = {
     now = check(batch.now, 'number', 'now'),
-    aggregate = one_of(batch.aggregate, {'sum', 'max', 'min'}, 'aggregate'),
+    aggregate = one_of(batch.aggregate, {'sum', 'max', 'min', 'set'}, 'aggregate'),
     desc = one_of(batch.order, {'desc', 'asc'}, 'order') == 'desc',
     max_entries = check(batch.max_entries, 'count', 'max_entries'),
     cutoff = check(batch.dedupe_cutoff, 'number', 'dedupe_cutoff'),
@@ -244,11 +286,11 @@ local function parse()
   for _, name in ipairs(BOARD_KEYS) do
     b.keys[name] = check_key(batch.keys[name], 'keys.' .. name)
   end
-  local trimmed = b.max_entries > 0
+  local board = {trimmed = b.max_entries > 0, set = b.aggregate == 'set'}
   local days = {}
   for g, grp in ipairs(check(batch.groups, 'array', 'groups')) do
     local at = 'groups[' .. (g - 1) .. ']'
-    b.groups[g] = parse_group(grp, at, trimmed)
+    b.groups[g] = parse_group(grp, at, board)
     local day = b.groups[g].day
     if days[day] then refuse(at .. '.day', json_string(day) .. ' is the day of another group') end
     days[day] = true
@@ -277,7 +319,7 @@ local max_entries, cutoff = batch.max_entries, batch.cutoff
 local backfill, check_only = batch.backfill, batch.check_only
 local state, events, meta = batch.keys.state, batch.keys.events, batch.keys.meta
 local batches, batch_results = batch.keys.batches, batch.keys.batch_results
-local batch_id, digest = batch.batch_id, batch.digest
+local batch_id, digest, scratch = batch.batch_id, batch.digest, batch.keys.scratch
 local groups, all = batch.groups, batch.events
 
 -- A resend of a batch already applied (a retry after a timeout, by redis-py or the caller)
@@ -312,6 +354,23 @@ for _, grp in ipairs(groups) do
   grp.day_closed = (not backfill) and redis.call('HEXISTS', state, 'closed:' .. grp.day) == 1
   grp.season_state = false
   if grp.season then grp.season_state = redis.call('HGET', state, 'season:' .. grp.season) end
+  -- A day already folded into a rollup's base: its events go to the base too (ISO days
+  -- compare as text the way they compare as dates).
+  grp.folded = false
+  for _, r in ipairs(grp.rollups) do
+    if r.base then
+      local through = redis.call('HGET', state, r.through)
+      r.folded = through and grp.day <= through or false
+      if r.folded and not grp.folded then grp.folded = {r.window, through} end
+      -- What a trimmed board is recomputed from: the base, then the days after it (a day
+      -- folded already is in the base; its key may still exist).
+      local from = {{r.base, 1}}
+      for _, d in ipairs(r.days) do
+        if not through or d[3] > through then from[#from + 1] = d end
+      end
+      r.days = from
+    end
+  end
 end
 -- What pass 1 found for the i-th event: a duplicate, the metadata text to write ('' to delete).
 local duplicate, meta_text = {}, {}
@@ -323,6 +382,10 @@ for i = 1, #all do
     reject(ev, 'ts', 'season_closed', 'season ' .. grp.season .. ' is ' .. grp.season_state)
   elseif grp.day_closed then
     reject(ev, 'ts', 'late_event', 'day ' .. grp.day .. ' is closed')
+  elseif grp.folded and aggregate == 'set' then
+    reject(ev, 'ts', 'day_folded', 'day ' .. grp.day .. ' is folded into the ' .. grp.folded[1]
+      .. ' base already (through ' .. grp.folded[2] .. '), and a set board\'s base does not '
+      .. 'keep which day each value came from: its events can no longer be applied')
   end
   if event_id ~= null then
     if seen[event_id] then
@@ -393,28 +456,46 @@ local function put(key, member, value)
     redis.call('ZINCRBY', key, value, member)
   elseif aggregate == 'max' then
     redis.call('ZADD', key, 'GT', value, member)
-  else
+  elseif aggregate == 'min' then
     redis.call('ZADD', key, 'LT', value, member)
+  else
+    redis.call('ZADD', key, value, member)
   end
+end
+
+-- Set boards: whether a day after the event's, in its rollup's period, has the member.
+local function later_has(later, member)
+  for k = 1, #later do
+    if redis.call('ZSCORE', later[k], member) then return true end
+  end
+  return false
 end
 
 -- A trimmed board holds only members with their exact score: a member that is not on it
 -- gets its score recomputed from the day keys, never an increment on a partial score.
 -- A member whose score gets worse on a full board may fall below members trimmed away
 -- earlier: that board is rebuilt from its day keys (aggregate_store) before it is trimmed.
+-- On a set board the caller has checked that the event's day is the latest with the member:
+-- weight x value is its score, whatever it had.
 local stale = {}
 local function put_trimmed(key, days, member, value, weight)
   local old = redis.call('ZSCORE', key, member)
   if old then
     old = tonumber(old)
-    local new = aggregate_pair(aggregate, old, weight * value)
+    local new = weight * value
+    if aggregate ~= 'set' then new = aggregate_pair(aggregate, old, new) end
     if (desc and new < old) or (not desc and new > old) then
       if redis.call('ZCARD', key) >= max_entries then stale[key] = days end
     end
     put(key, member, weight * value)
     return
   end
-  local total = aggregate_days(aggregate, days, member)
+  local total
+  if aggregate == 'set' then
+    total = weight * value
+  else
+    total = aggregate_days(aggregate, days, member)
+  end
   if total then redis.call('ZADD', key, total, member) end
 end
 
@@ -432,7 +513,11 @@ for i = 1, #all do
     local rollups = grp.rollups
     for j = 1, #rollups do
       local r = rollups[j]
-      if max_entries > 0 then
+      -- A day folded into the window's base: the base must hold its events too.
+      if r.folded then put(r.base, member, r.weight * value) end
+      if aggregate == 'set' and later_has(r.later, member) then
+        -- a later day's value stands: the rollup does not change
+      elseif max_entries > 0 then
         put_trimmed(r.key, r.days, member, value, r.weight)
       else
         put(r.key, member, r.weight * value)
@@ -447,13 +532,13 @@ for i = 1, #all do
     end
   end
 end
-for key, days in pairs(stale) do aggregate_store(key, days, aggregate) end
+for key, days in pairs(stale) do aggregate_store(key, days, aggregate, scratch) end
 for _, grp in ipairs(groups) do
   if grp.applied > 0 then
     applied = applied + grp.applied
     redis.call('EXPIREAT', grp.key, grp.expire_at)
     for _, r in ipairs(grp.rollups) do
-      redis.call('EXPIREAT', r.key, r.expire_at)
+      if r.expire_at then redis.call('EXPIREAT', r.key, r.expire_at) end
       if max_entries > 0 then trim_board(r.key, desc, max_entries) end
     end
   end

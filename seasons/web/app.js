@@ -86,9 +86,11 @@ function addDays(iso, n) {
 function periodOptions() {
   const board = currentBoard();
   const win = $("window").value;
+  const info = state.windows[win];
+  // A window that never expires (alltime) has one period: there is no previous one.
+  if (info && info.expires === false) return [["current", "current"]];
   const opts = [["current", "current"], ["previous", "previous"]];
   if (!board) return opts;
-  const info = state.windows[win];
   if (info && info.archived && state.seasons) {  // seasons: with their state and snapshots
     for (const s of [...state.seasons.seasons].reverse()) {
       if (s.status === "upcoming") continue;
@@ -129,7 +131,8 @@ function describeBoard() {
   const b = currentBoard();
   if (!b) return say("board-info", "No boards are configured.");
   const cur = b.current[$("window").value];
-  const resets = cur ? ` · current ${$("window").value} ${cur.period} resets ${new Date(cur.resets_at).toLocaleString()}` : "";
+  const when = cur && (cur.resets_at ? `resets ${new Date(cur.resets_at).toLocaleString()}` : "never resets");
+  const resets = cur ? ` · current ${$("window").value} ${cur.period} ${when}` : "";
   say("board-info", `${b.aggregate}, ${b.order === "desc" ? "high first" : "low first"}, ties ${b.ties}` +
     (b.max_entries ? `, best ${b.max_entries} kept` : "") + resets);
   $("s-board").textContent = b.board;
@@ -193,23 +196,42 @@ async function find(member) {
   $("member").value = member;
   saveHash();
   const table = $("around");
-  if (!member) { table.hidden = true; $("history").hidden = true; say("find-result", ""); return; }
-  const q = new URLSearchParams({ period: $("period").value, size: 7 });
+  if (!member) {
+    table.hidden = true; $("history").hidden = true; say("find-result", ""); say("find-standing", "");
+    return;
+  }
+  const period = $("period").value;
+  const q = new URLSearchParams({ period, size: 7 });
   const n = begin("find");
   try {
-    const page = await api("GET", `${boardPath()}/members/${enc(member)}/around?${q}`);
+    const path = `${boardPath()}/members/${enc(member)}`;
+    const [page, me] = await Promise.all([
+      api("GET", `${path}/around?${q}`), api("GET", `${path}?${new URLSearchParams({ period })}`),
+    ]);
     if (stale("find", n)) return;
-    const me = page.entries.find((e) => e.member === member);
-    say("find-result", me ? `${member} is #${me.rank} of ${page.total} with ${fmtScore(me.score)}` : "");
+    say("find-result", `${member} is #${me.rank} of ${me.total} with ${fmtScore(me.score)}`);
+    say("find-standing", standing(me));
     table.tBodies[0].replaceChildren(...page.entries.map((e) => entryRow(e, member)));
     table.hidden = false;
   } catch (err) {
     if (stale("find", n)) return;
     table.hidden = true;
+    say("find-standing", "");
     say("find-result", err.code === "not_ranked" ? `${member} is not ranked in this period.` : errorText(err), err.code !== "not_ranked");
   }
   loadTop();  // highlight the member in the top list too
   await loadHistory(member);
+}
+
+// Where a member's entry stands: "top 12% · 40 to the next better score". The share is of
+// the members ranked level with or ahead of it (100 - percentile), shown as a whole number
+// from 10% up.
+function standing(me) {
+  const top = 100 - me.percentile;
+  const share = top >= 10 ? String(Math.round(top)) : String(Number(top.toPrecision(2)));
+  const gap = me.gap_up === null ? "no better score on the board"
+    : `${fmtScore(me.gap_up)} to the next better score`;
+  return `top ${share}% · ${gap}`;
 }
 
 async function loadHistory(member) {

@@ -12,6 +12,7 @@ playwright drives that binary, it never downloads a browser of its own.
 from __future__ import annotations
 
 import argparse
+import math
 import shutil
 import sys
 import tempfile
@@ -42,6 +43,11 @@ class Walk:
     screenshots: list[Path] = field(default_factory=list)
     page_errors: list[str] = field(default_factory=list)
     failed_requests: list[str] = field(default_factory=list)
+
+
+def _js_score(x: float) -> str:
+    """A score as the page's fmtScore writes it."""
+    return f"{int(x):,}" if float(x).is_integer() else repr(float(x))
 
 
 def chromium_path() -> str | None:
@@ -208,6 +214,18 @@ def _steps(
                      params={"size": 7}).json()  # fmt: skip
     assert _top_members(page, "#around") == [e["member"] for e in around["entries"]]
     assert page.locator("#around tbody tr.hit td.member").inner_text() == member
+    # Where the member stands: its percentile and gap up, from the member's entry.
+    entry = api.get(f"/v1/boards/{board}/season/members/{member}").json()
+    assert page.locator("#find-result").inner_text() == (
+        f"{member} is #{entry['rank']} of {entry['total']} with {_js_score(entry['score'])}"
+    )
+    top = 100 - entry["percentile"]
+    gap = ("no better score on the board" if entry["gap_up"] is None
+           else f"{_js_score(entry['gap_up'])} to the next better score")  # fmt: skip
+    shown = page.locator("#find-standing").inner_text()
+    assert shown.startswith("top ") and shown.endswith(f"% · {gap}"), shown
+    if top >= 10:
+        assert shown == f"top {math.floor(top + 0.5)}% · {gap}", shown
     page.wait_for_selector("#chart svg circle.rank")
     history = api.get(f"/v1/boards/{board}/members/{member}/history",
                       params={"window": "day", "last": 14}).json()  # fmt: skip

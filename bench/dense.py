@@ -1,0 +1,130 @@
+"""What ``ties = "dense"`` costs a read, side by side with ``member`` and ``shared`` ties.
+
+A dense rank counts distinct scores, which a sorted set cannot count in O(log n): the read
+scripts walk the distinct scores better than the first entry they answer
+(``seasons/lua/lib/ranks.lua``). This bench puts 100 000 members on a day board three ways
+-- few distinct scores (100), groups of about 10 equal scores (10 000 distinct), all scores
+distinct -- and times, per tie rule, a page of 10, a member's entry and 10 entries around a
+member, at positions 1, 1 000 and 50 000 of the board (the dense rank there is printed too:
+with few distinct scores it stays small). Each figure is the median of a few reads through
+the Python API (``Seasons.run``, one EVALSHA each), so it includes the client's overhead,
+the same for every tie rule.
+
+    flock /tmp/bench.lock .venv/bin/python -m bench.dense [--members N] [--reads N]
+
+It starts its own redis-server (``bench.common.own_redis``) and writes the boards' day keys
+directly (their layout is public), which is much faster than ``submit_many`` and reads the same.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import redis
+
+from bench.common import Calendar, own_redis
+from seasons import Seasons
+from seasons.config import Settings, load_settings
+from seasons.keys import Keys
+
+NS = "bench-dense"
+TIES = ("member", "shared", "dense")
+POSITIONS = (1, 1_000, 50_000)
+# name -> value of the i-th of n members
+SPREADS: dict[str, Callable[[int, int, random.Random], float]] = {
+    "few distinct (100)": lambda i, n, rnd: float(rnd.randint(1, 100)),
+    "groups of ~10": lambda i, n, rnd: float(rnd.randint(1, max(1, n // 10))),
+    "all distinct": lambda i, n, rnd: float(i),
+}
+
+
+def settings(url: str) -> Settings:
+    boards = {
+        f"s{k}_{ties}": {"aggregate": "max", "order": "desc", "ties": ties}
+        for k in range(len(SPREADS))
+        for ties in TIES
+    }
+    with tempfile.TemporaryDirectory(prefix="seasons-bench-") as tmp:
+        empty = Path(tmp) / "seasons.toml"
+        empty.write_text("")
+        return load_settings(
+            environ={}, path=empty, namespace=NS, timezone="UTC", redis={"url": url},
+            boards=boards,
+        )  # fmt: skip
+
+
+def populate(client: redis.Redis, keys: Keys, calendar: Calendar, members: int) -> None:
+    for k, value in enumerate(SPREADS.values()):
+        rnd = random.Random(k)
+        first = keys.day(f"s{k}_{TIES[0]}", calendar.today)
+        for start in range(0, members, 10_000):
+            chunk = {
+                f"u{i:07d}": value(i, members, rnd)
+                for i in range(start, min(members, start + 10_000))
+            }
+            client.zadd(first, chunk)
+        for ties in TIES[1:]:
+            client.copy(first, keys.day(f"s{k}_{ties}", calendar.today), replace=True)
+
+
+def _reads(s: Seasons, member: str, position: int) -> dict[str, Callable[[str], object]]:
+    """The timed reads of one board (named by the caller), at ``member``'s position."""
+    return {
+        "page of 10": lambda b: s.top(b, "day", offset=position - 1, limit=10),
+        "entry": lambda b: s.rank(b, member, "day"),
+        "around, size 10": lambda b: s.around(b, member, "day", size=10),
+    }
+
+
+def median_ms(read: Callable[[str], object], board: str, reads: int) -> float:
+    read(board)  # the script cached, the connection open
+    times = []
+    for _ in range(reads):
+        start = time.perf_counter()
+        read(board)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1000
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.dense", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--members", type=int, default=100_000)
+    parser.add_argument("--reads", type=int, default=15, help="reads per figure (median)")
+    args = parser.parse_args(argv)
+    calendar = Calendar.for_today()
+    with own_redis() as server:
+        cfg = settings(server.url)
+        client = redis.Redis.from_url(server.url)
+        keys = Keys(NS)
+        populate(client, keys, calendar, args.members)
+        with Seasons(cfg, clock=calendar.clock()) as s:
+            print(f"{args.members:,} members on a day board; median of {args.reads} reads, ms")
+            print(f"{'spread':<20} {'read':<20} {'position':>8} {'dense rank':>10}  "
+                  + "  ".join(f"{t:>7}" for t in TIES))  # fmt: skip
+            for k, spread in enumerate(SPREADS):
+                for position in POSITIONS:
+                    if position > args.members:
+                        continue
+                    member = s.top(f"s{k}_member", "day", offset=position - 1, limit=1)
+                    name = member.entries[0].member
+                    entry = s.rank(f"s{k}_dense", name, "day")
+                    assert entry is not None
+                    for label, read in _reads(s, name, position).items():
+                        cells = [median_ms(read, f"s{k}_{t}", args.reads) for t in TIES]
+                        print(f"{spread:<20} {label:<20} {position:>8,} {entry.rank:>10,}  "
+                              + "  ".join(f"{c:>7.2f}" for c in cells), flush=True)  # fmt: skip
+        client.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
