@@ -9,7 +9,9 @@ one ``execute`` per batch; periods, weights and expiry are worked out once per b
 
 The same events also go, side by side in each round, to a ``set`` board (the latest value
 wins): its rate against the ``sum`` board's is what the set rule costs on the write path (a
-set board also reads whether a later day of each rolled-up period has the member).
+set board also reads whether a later day of each rolled-up period has the member), and to a
+``sum`` board that also keeps the ``alltime`` window (one more write per event, and a read of
+the day its base is folded through).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ NS_SEASONS = "bench-ingest-seasons"
 NS_PIPELINE = "bench-ingest-pipeline"
 NS_FULL = "bench-ingest-ids-meta"
 NS_SET = "bench-ingest-set"
+NS_ALLTIME = "bench-ingest-alltime"
 
 
 def make_events(
@@ -111,6 +114,30 @@ def set_board(settings: Settings) -> Settings:
     return settings.model_copy(update={"boards": {BOARD: board}})
 
 
+def alltime_board(settings: Settings) -> Settings:
+    """``settings`` with the bench board keeping the alltime window too."""
+    cfg = settings.boards[BOARD]
+    board = cfg.model_copy(update={"windows": (*cfg.windows, "alltime")})
+    return settings.model_copy(update={"boards": {BOARD: board}})
+
+
+def alltime_differences(client: Any, settings: Settings, calendar: Calendar) -> list[str]:
+    """What differs between the all-time board and today's day board (every event is of
+    today and a day weighs 1 in alltime), and whether it has no TTL; [] if nothing."""
+    keys = Keys(settings.namespace)
+    alltime, day = keys.window(BOARD, "alltime", "all"), keys.day(BOARD, calendar.today)
+    problems = []
+    a, d = (
+        client.zrange(alltime, 0, -1, withscores=True),
+        client.zrange(day, 0, -1, withscores=True),
+    )
+    if not a or a != d:
+        problems.append(f"{alltime} differs from {day} ({len(a)} vs {len(d)} members)")
+    if client.ttl(alltime) != -1:
+        problems.append(f"{alltime} has a TTL")
+    return problems
+
+
 def set_differences(
     client: Any, keys: list[str], like: list[str], events: list[dict[str, Any]],
     weights: list[float],
@@ -168,11 +195,13 @@ def run(url: str, sizes: Sizes, calendar: Calendar | None = None) -> Section:
     calendar = calendar or Calendar.for_today()
     settings = {ns: calendar.settings(url, ns) for ns in (NS_SEASONS, NS_PIPELINE, NS_FULL)}
     settings[NS_SET] = set_board(calendar.settings(url, NS_SET))
+    settings[NS_ALLTIME] = alltime_board(calendar.settings(url, NS_ALLTIME))
     events = make_events(sizes)
     plain = batches(events, sizes.batch)
     seasons_s = Seasons(settings[NS_SEASONS], clock=calendar.clock())
     seasons_f = Seasons(settings[NS_FULL], clock=calendar.clock())
     seasons_set = Seasons(settings[NS_SET], clock=calendar.clock())
+    seasons_all = Seasons(settings[NS_ALLTIME], clock=calendar.clock())
     client = make_client(settings[NS_PIPELINE].redis)  # configured exactly like Seasons' own
     best: dict[str, float] = {}
     try:
@@ -182,6 +211,7 @@ def run(url: str, sizes: Sizes, calendar: Calendar | None = None) -> Section:
             runs = {
                 "seasons": lambda: seasons_ingest(seasons_s, plain),
                 "set": lambda: seasons_ingest(seasons_set, plain),
+                "alltime": lambda: seasons_ingest(seasons_all, plain),
                 "pipeline": lambda: pipeline_ingest(client, settings[NS_PIPELINE], calendar, plain),
                 "full": lambda f=full: seasons_ingest(seasons_f, f),  # type: ignore[misc]
             }
@@ -193,11 +223,13 @@ def run(url: str, sizes: Sizes, calendar: Calendar | None = None) -> Section:
         same_full = board_differences(client, keys[NS_SEASONS], keys[NS_FULL])
         day_weights = _weights(settings[NS_SET], calendar)
         same_set = set_differences(client, keys[NS_SET], keys[NS_SEASONS], events, day_weights)
+        same_alltime = alltime_differences(client, settings[NS_ALLTIME], calendar)
         members = client.zcard(keys[NS_SEASONS][0])
     finally:
         seasons_s.close()
         seasons_f.close()
         seasons_set.close()
+        seasons_all.close()
         client.close()
 
     n = sizes.events
@@ -220,6 +252,9 @@ def run(url: str, sizes: Sizes, calendar: Calendar | None = None) -> Section:
     )
     section.row("Seasons submit_many, event ids + metadata", rate["full"], "information only")
     section.row("ingest on a set board", rate["set"], "the same events, aggregate = set")
+    section.row(
+        "ingest on a board keeping alltime", rate["alltime"], "the same events, + window alltime"
+    )
     section.check(
         "Seasons and pipeline boards identical (day/week/season ZRANGE WITHSCORES, EXPIRETIME)"
         + ("" if not same else f" -- {'; '.join(same)}"),
@@ -235,8 +270,14 @@ def run(url: str, sizes: Sizes, calendar: Calendar | None = None) -> Section:
         + ("" if not same_set else f" -- {'; '.join(same_set)}"),
         not same_set,
     )
+    section.check(
+        "alltime board equals today's day board, no TTL"
+        + ("" if not same_alltime else f" -- {'; '.join(same_alltime)}"),
+        not same_alltime,
+    )
     section.ratio("ratio Seasons / pipeline", rate["seasons"] / rate["pipeline"], ">=", 2.0)
     section.ratio("ratio set board / sum board", rate["set"] / rate["seasons"], ">=", 0.8)
+    section.ratio("ratio alltime board / sum board", rate["alltime"] / rate["seasons"], ">=", 0.8)
     section.notes.append(
         "Seasons' time includes validating every event in Python; the pipeline validates nothing"
     )

@@ -29,8 +29,19 @@ def rejection_codes(sim: Sim, events: list[dict], *, backfill: bool = False) -> 
     return {p["code"] for p in info.value.details}
 
 
-def test_a_whole_season(settings_factory, r, tmp_path: Path) -> None:
-    settings = season_settings(settings_factory, tmp_path / "archive")
+# The board kinds: latest-wins boards (set; trimmed, and with dense ranks), dense ties on a
+# sum board: their archives too are the model's final standings.
+KINDS = {
+    "latest": {"aggregate": "set", "max_entries": 5, "week_weights": [1, 1, 1, 1, 1, 2, 2]},
+    "rating": {"aggregate": "set", "ties": "dense"},
+    "levels": {"aggregate": "max", "ties": "dense", "order": "asc"},
+}
+
+
+@pytest.mark.parametrize("boards", [None, KINDS], ids=["sum-max", "set-dense"])
+def test_a_whole_season(settings_factory, r, tmp_path: Path, boards) -> None:
+    more = {} if boards is None else {"boards": boards}
+    settings = season_settings(settings_factory, tmp_path / "archive", **more)
     sim = Sim(settings, seed=7)
     first = today()
     s1_days = [first + timedelta(days=i) for i in range(7)]

@@ -10,7 +10,8 @@
 // Reads: top = MULTI(ZRANGE REV WITHSCORES, ZCARD) + HMGET; around a member = MULTI(ZREVRANK,
 // ZCARD) + ZRANGE REV WITHSCORES + HMGET; around a rank = MULTI(ZCARD, ZRANGE REV WITHSCORES)
 // + HMGET (a second ZRANGE only where the slice meets the end); a member = MULTI(ZREVRANK,
-// ZSCORE, HGET); lookup = MULTI(ZREVRANK, ZSCORE per member) + HMGET of the ranked ones;
+// ZSCORE, HGET, ZCARD) + MULTI(ZCOUNT, ZRANGE BYSCORE LIMIT 1) for its percentile and gap;
+// lookup = MULTI(ZREVRANK, ZSCORE per member) + HMGET of the ranked ones;
 // history = one pipeline of ZREVRANK + ZSCORE per day. Ranks: ties = member.
 // Writes (POST /v1/scores): one MULTI with ZINCRBY on the day, week and season boards per event
 // (weighted), one HSET of the member data, EXPIREAT x3, and the event ids as Seasons keeps them
@@ -108,14 +109,27 @@ app.get('/v1/boards/:board/:window/ranks/:rank/around', async (req, reply) => {
 app.get('/v1/boards/:board/:window/members/:member', async (req, reply) => {
   if (!checkBoard(req, reply)) return reply;
   const { member } = req.params;
-  const [[, rank], [, score], [, meta]] = await redis
+  const [[, rank], [, score], [, meta], [, total]] = await redis
     .multi()
     .zrevrank(K.day, member)
     .zscore(K.day, member)
     .hget(K.meta, member)
+    .zcard(K.day)
     .exec();
   if (rank === null) return notRanked(reply, member);
-  return { rank: rank + 1, member, score: Number(score), metadata: meta ? JSON.parse(meta) : {} };
+  // The extras Seasons answers with an entry: the share strictly worse, the gap to the
+  // nearest strictly better score (a second round trip: both need the score).
+  const [[, worse], [, better]] = await redis
+    .multi()
+    .zcount(K.day, '-inf', `(${score}`)
+    .zrange(K.day, `(${score}`, '+inf', 'BYSCORE', 'LIMIT', 0, 1, 'WITHSCORES')
+    .exec();
+  return {
+    rank: rank + 1, member, score: Number(score), metadata: meta ? JSON.parse(meta) : {},
+    percentile: (100 * worse) / total,
+    gap_up: better.length ? Math.abs(Number(better[1]) - Number(score)) : null,
+    total,
+  };
 });
 
 const lookupSchema = {
