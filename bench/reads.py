@@ -11,6 +11,10 @@ The raw commands go through redis-py's client, as an app would send them; Season
 EVALSHA on its executor (``seasons.executor``: a connection of its own, without the client's
 pool, retry wrapper and observability hooks). The info rows show both sides on a bare
 connection too, so the part of the ratio that is the client layer can be read off.
+
+Ties: the board's scores bucketed so that about ten members share each score, on two boards
+alike but for ``ties`` -- ``member`` and ``earliest`` (with a reach set of random times beside
+it) -- and the same top 10 and around reads on both: what the earliest order costs a read.
 """
 
 from __future__ import annotations
@@ -25,6 +29,9 @@ from seasons import Seasons
 from seasons.keys import Keys
 
 NS_READS = "bench-reads"
+# The same board with groups of equal scores, once with member ties, once with earliest ties.
+NS_TIES = {"member": "bench-reads-member", "earliest": "bench-reads-earliest"}
+GROUP = 10  # members per equal score on those boards, about
 TOP = 10
 AROUND = 10
 BLOCK = 50  # requests per turn of one kind
@@ -76,6 +83,58 @@ def raw_around_with_meta(client: Any, key: str, meta: str, member: str, total: i
     start = max(0, min(rank - AROUND // 2, total - AROUND))
     rows = client.zrange(key, start, start + AROUND - 1, desc=True, withscores=True)
     return rows, client.hmget(meta, [m for m, _ in rows])
+
+
+def tie_boards(src: Seasons, calendar: Calendar, url: str) -> dict[str, Seasons]:
+    """The bench board copied to a member-ties and an earliest-ties board, its scores bucketed
+    into groups of about :data:`GROUP` equal scores, its metadata along, and (earliest) a
+    reach set of random times. Written straight into Redis (the key layout is public)."""
+    client, rnd = src.client, random.Random(5)
+    rows = client.zrange(day_key(src, calendar), 0, -1, withscores=True)
+    step = max(1.0, (rows[-1][1] - rows[0][1]) * GROUP / max(1, len(rows)))
+    scores = {m: float(int(x // step)) for m, x in rows}
+    meta = client.hgetall(src.keys.meta(BOARD))
+    out = {}
+    for ties, ns in NS_TIES.items():
+        base = calendar.settings(url, ns)
+        cfg = base.boards[BOARD].model_copy(update={"ties": ties})
+        app = Seasons(base.model_copy(update={"boards": {BOARD: cfg}}), clock=calendar.clock())
+        keys = Keys(ns)
+        day, reach = (
+            keys.day(BOARD, calendar.today),
+            keys.reached(BOARD, "day", calendar.today.isoformat()),
+        )
+        client.delete(day, reach, keys.meta(BOARD))
+        for start in range(0, len(rows), 5_000):
+            part = dict(list(scores.items())[start : start + 5_000])
+            client.zadd(day, part)
+            if ties == "earliest":
+                client.zadd(reach, {m: rnd.uniform(0, 86_400) for m in part})
+        client.hset(keys.meta(BOARD), mapping=meta)
+        out[ties] = app
+    return out
+
+
+def earliest_differences(app: Seasons, calendar: Calendar, sample: list[str]) -> list[str]:
+    """Where the earliest board's top 10 and around disagree with a plain-Python order of its
+    scores and reach times (score best first, then reach time, then member bytes)."""
+    keys, client = Keys(app.settings.namespace), app.client
+    scores = {
+        m: x for m, x in client.zrange(keys.day(BOARD, calendar.today), 0, -1, withscores=True)
+    }
+    reach_key = keys.reached(BOARD, "day", calendar.today.isoformat())
+    reach = dict(client.zrange(reach_key, 0, -1, withscores=True))
+    order = sorted(scores, key=lambda m: (-scores[m], reach[m], m.encode()))
+    position = {m: i for i, m in enumerate(order)}
+    problems = []
+    if [e.member for e in app.top(BOARD, "day", limit=TOP).entries] != order[:TOP]:
+        problems.append("earliest top 10 differs from the reference order")
+    for member in sample:
+        around = app.around(BOARD, member, "day", size=AROUND)
+        start = max(0, min(position[member] - AROUND // 2, len(order) - AROUND))
+        if around is None or [e.member for e in around.entries] != order[start : start + AROUND]:
+            problems.append(f"earliest around({member}) differs from the reference order")
+    return problems
 
 
 def read_differences(s: Seasons, key: str, sample: list[str]) -> list[str]:
@@ -180,10 +239,19 @@ def run(url: str, sizes: Sizes, calendar: Calendar | None = None) -> Section:
             "same_top": lambda i: raw_top_with_meta(client, key, meta),
             "same_around": lambda i: raw_around_with_meta(client, key, meta, targets[i], total),
         }
+        tied = tie_boards(s, calendar, url)
+        problems += earliest_differences(tied["earliest"], calendar, targets[:50])
+        for ties, app in tied.items():
+            kinds[f"{ties}_top"] = lambda i, a=app: a.top(BOARD, "day", limit=TOP)
+            kinds[f"{ties}_around"] = lambda i, a=app: a.around(
+                BOARD, targets[i], "day", size=AROUND
+            )
         for fn in kinds.values():  # warm up: scripts loaded, connection open, caches filled
             _loop(min(n, 200), fn)()
         spent = _interleaved(kinds, n, sizes.read_rounds)
         conn.disconnect()
+        for app in tied.values():
+            app.close()
     finally:
         s.close()
 
@@ -221,14 +289,33 @@ def run(url: str, sizes: Sizes, calendar: Calendar | None = None) -> Section:
         rate["same_around"],
         "3 round trips",
     )
+    section.row(
+        f"top 10, ~{GROUP} members per score, ties = member", rate["member_top"], "1 EVALSHA"
+    )
+    section.row(
+        f"top 10, ~{GROUP} members per score, ties = earliest",
+        rate["earliest_top"],
+        "+ the runs at the page's ends and their reach times",
+    )
+    section.row(f"around, ~{GROUP} members per score, ties = member", rate["member_around"], "")
+    section.row(f"around, ~{GROUP} members per score, ties = earliest", rate["earliest_around"], "")
     section.check(
-        "Seasons returns the members, scores and ranks of the raw commands"
-        + ("" if not problems else f" -- {'; '.join(problems[:5])}"),
+        "Seasons returns the members, scores and ranks of the raw commands (and the earliest "
+        "board the reference order)" + ("" if not problems else f" -- {'; '.join(problems[:5])}"),
         not problems,
     )
     section.ratio("ratio top: Seasons / raw", rate["seasons_top"] / rate["raw_top"], ">=", 0.8)
     section.ratio(
         "ratio around: Seasons / raw", rate["seasons_around"] / rate["raw_around"], ">=", 0.8
+    )
+    section.ratio(
+        "ratio top: earliest / member ties", rate["earliest_top"] / rate["member_top"], ">=", 0.8
+    )
+    section.ratio(
+        "ratio around: earliest / member ties",
+        rate["earliest_around"] / rate["member_around"],
+        ">=",
+        0.8,
     )
     section.ratio("  info: Seasons / bare connection, top", rate["seasons_top"] / rate["bare_top"])
     section.ratio(

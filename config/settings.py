@@ -115,8 +115,10 @@ class BoardSettings(_Section):
     # sum, max, min: of the member's scores; set: its latest score replaces the one before.
     aggregate: Literal["sum", "max", "min", "set"] = "sum"
     order: Literal["desc", "asc"] = "desc"
-    # member: equal scores in member byte order, ranks 1, 2, 3; shared: 1, 1, 3; dense: 1, 1, 2.
-    ties: Literal["member", "shared", "dense"] = "member"
+    # member: equal scores in member byte order, ranks 1, 2, 3; shared: 1, 1, 3; dense: 1, 1, 2;
+    # earliest: equal scores in the order their members reached them (then member bytes),
+    # ranks 1, 2, 3, from a reach set kept beside each board.
+    ties: Literal["member", "shared", "dense", "earliest"] = "member"
     # The windows the board keeps (seasons.windows.SPECS names them all). Every board
     # keeps day (what the others are rolled up from) and season (what is archived); week is
     # kept by default, month on request: each window kept costs one more write per event.
@@ -173,6 +175,32 @@ class BoardSettings(_Section):
                     " weighted score stays a finite, usable double"
                 )
         return w
+
+    @model_validator(mode="after")
+    def _earliest_is_possible(self) -> BoardSettings:
+        """Combinations whose reach times could not be kept exact are refused."""
+        if self.ties != "earliest":
+            return self
+        if self.max_entries > 0:
+            raise ValueError(
+                f'ties = "earliest" cannot be combined with max_entries > 0 (got '
+                f"{self.max_entries}): trimming by rank would cut one of equal scores by "
+                "member order, not by the time each was reached; set max_entries = 0"
+            )
+        if "alltime" in self.windows:
+            raise ValueError(
+                'ties = "earliest" cannot be combined with the alltime window: its base keeps '
+                "no reach times; remove 'alltime' from windows"
+            )
+        for name in ("week_weights", "season_weights", "month_weights"):
+            weights = getattr(self, name)
+            if 0 in weights:
+                raise ValueError(
+                    f'ties = "earliest" cannot be combined with a zero weight in {name} '
+                    f"(weight {weights.index(0) + 1}): a day weighing 0 ties every value at 0, "
+                    "and its reach times could not be recomputed; use weights > 0"
+                )
+        return self
 
     def season_weight(self, week_index: int) -> float:
         """Weight of week ``week_index`` (0-based) of a season; weeks past the list weigh 1."""

@@ -1,9 +1,10 @@
 """Clearing one period of one board (a test event, an incident): ``seasons clear``,
 ``POST /v1/admin/boards/{board}/clear`` and :meth:`seasons.Seasons.clear`.
 
-- A **day**: its key is deleted, then every rolled-up board holding the day (each window of
-  ``seasons.windows.rolled_up``: its week, month, season, all-time) is recomputed from the day
-  keys it still has, so that no board keeps the day's scores.
+- A **day**: its key (and on a board with ``ties = "earliest"`` its reach set) is deleted,
+  then every rolled-up board holding the day (each window of ``seasons.windows.rolled_up``:
+  its week, month, season, all-time) is recomputed from the day keys it still has (reach
+  sets with them), so that no board keeps the day's scores.
 - A **rolled-up period** (week, month, season, all-time): recomputed from its days; with
   ``with_days`` its days are cleared first, each as above (for a window with a base, the
   base and its fold mark too).
@@ -391,6 +392,11 @@ class Clear:
         doomed = self._doomed(
             plan.board, list(plan.days), list(plan.emptied), plan.target if plan.base else None
         )
+        if self.settings.boards[plan.board].ties == "earliest":
+            # The reach sets go with their boards (the rebuilt boards' are recomputed with
+            # them); the result names the boards deleted.
+            doomed += [self.keys.reached(plan.board, "day", d.isoformat()) for d in plan.days]
+            doomed += [self.keys.reached(plan.board, p.window, p.id) for p in plan.emptied]
         # One transaction in the board's slot: the days, the boards they leave empty and the
         # mark that they are gone, at one instant for every reader and writer.
         pipe = self.client.pipeline(transaction=True)

@@ -45,6 +45,21 @@ class Plan:
     expireat: int
     # A scratch key in the target's slot (a set board's union is built through it).
     scratch: str
+    # ties = "earliest": the target's reach set, recomputed with it from ``reached_days``
+    # (the reach set of each of ``days``, in their order); None for a board without.
+    reached: str | None = None
+    reached_days: Sequence[str] = ()
+
+    def reach_keys(self) -> list[str]:
+        """The KEYS that union_store.lua and reconcile_slice.lua take after the days: the
+        reach sets, or none."""
+        if self.reached is None:
+            return []
+        if len(self.reached_days) != len(self.days):
+            raise ValueError(
+                f"a plan of {len(self.days)} days names {len(self.reached_days)} reach sets"
+            )
+        return [self.reached, *self.reached_days]
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,18 +92,19 @@ def reconcile(
     for key in plan.days:
         pipe.zcard(key)
     inputs = sum(pipe.execute()) if plan.days else 0
+    reach = plan.reach_keys()
     if inputs <= atomic_limit:
         if not plan.days:
-            client.delete(plan.target)
+            client.delete(plan.target, *reach)
             return Outcome(plan.target, "atomic", 0, 0)
         size = scripts.union_store(
-            keys=[plan.target, plan.scratch, *plan.days], args=[*head, *weights]
+            keys=[plan.target, plan.scratch, *plan.days, *reach], args=[*head, *weights]
         )
         return Outcome(plan.target, "atomic", int(size), 0)
 
     if not slices_wanted:
         return Outcome(plan.target, "skipped", int(client.zcard(plan.target)), 0)
-    keys = [plan.target, *plan.days]
+    keys = [plan.target, *plan.days, *reach]
     if slice_size is None:
         slice_size = max(20, SLICE_BUDGET // (len(plan.days) + 1))
 
@@ -106,10 +122,13 @@ def reconcile(
 
     seen: set[str] = set()
     changed = 0
-    for source in keys:  # the board itself first (see the module docstring)
+    # The board itself first (see the module docstring), its reach set with it (a member
+    # there that is on no day leaves it), then the days.
+    own = [plan.target] if plan.reached is None else [plan.target, plan.reached]
+    for source in [*own, *plan.days]:
         # While the board's own members are settled, a stale score must not push out a
         # right one: trim only once they all are (the empty call), then after every slice.
-        settling = source == plan.target
+        settling = source in own
         if source == plan.days[0]:
             repair([], board.max_entries)
         cursor = 0

@@ -48,7 +48,10 @@ REBUILDS = (*(name for name, spec in win.SPECS.items() if spec.rolled_up), ALL)
 
 def _fingerprint(cfg: BoardSettings, plan: Plan) -> str:
     """What a board's formula depends on besides the day keys' contents."""
-    text = repr((cfg.aggregate, cfg.order, cfg.max_entries, list(plan.days), list(plan.weights)))
+    text = repr((
+        cfg.aggregate, cfg.order, cfg.max_entries, list(plan.days), list(plan.weights),
+        plan.reached,  # a board switched to earliest ties needs its reach set recomputed
+    ))  # fmt: skip
     return hashlib.sha1(text.encode()).hexdigest()[:16]
 
 
@@ -153,12 +156,19 @@ class Rollup:
                 )
         window = win.SPECS[period.window]
         weights = [window.weight(cfg, d, self.settings) for d in days]
+        # ties = "earliest" (never with a base: the settings refuse alltime): the reach set
+        # is recomputed from the days' reach sets with the board.
+        earliest = cfg.ties == "earliest"
         return Plan(
             target=self.keys.window(board, period.window, period.id),
             days=[self.keys.day(board, d) for d in days],
             weights=weights,
             expireat=win.expire_at(period, self.settings) or 0,
             scratch=self.keys.tmp(board, "union"),
+            reached=self.keys.reached(board, period.window, period.id) if earliest else None,
+            reached_days=[self.keys.reached(board, "day", d.isoformat()) for d in days]
+            if earliest
+            else (),
         )
 
     def _endless_plan(self, board: str, period: win.Period, now: datetime) -> Plan:

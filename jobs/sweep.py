@@ -8,6 +8,11 @@ sets, live or archived.
 Keys without TTL by design: archives, the alltime board and its base, the ``meta`` and
 ``state`` hashes, job state, the namespace marker and safe mode (``seasons.jobs.integrity``).
 The sweep deletes no key: a member on the alltime board or its base keeps its metadata.
+
+A reach set (``ties = "earliest"``, ``reached:<window>:<period id>``) expires with its board
+and an archive's (``reached:archive:<id>``) never does. It holds the members of its board
+and no others, so it never keeps a member's metadata by itself: metadata goes by the boards
+only. Erasure removes the member from the reach sets too.
 """
 
 from __future__ import annotations
@@ -77,6 +82,13 @@ class Sweeper:
             return None
         if kind in win.SPECS:
             return win.expire_at(_checked_period(kind, ident, self.settings), self.settings)
+        if kind == "reached":  # beside its board, whose TTL it has
+            window, _, period = ident.partition(":")
+            if window == "archive":
+                return None
+            if window not in win.SPECS:
+                raise ValueError(f"a reach set of no window: {window!r}")
+            return win.expire_at(_checked_period(window, period, self.settings), self.settings)
         if kind in ("events", "batches", "batch_results"):
             return stamp + int(DEDUPE_WINDOW.total_seconds()) + 1
         if kind == "tmp":
@@ -147,6 +159,16 @@ class Sweeper:
                     out.append(key)
         return sorted(out)
 
+    def reach_sets(self, board: str) -> list[str]:
+        """Every reach set of ``board`` (``ties = "earliest"``), live and archived."""
+        out = []
+        for batch in self._scan(self.keys.board_pattern(board), kind="zset"):
+            for key in batch:
+                parsed = self.keys.parse(key)
+                if parsed is not None and parsed.kind == "reached":
+                    out.append(key)
+        return sorted(out)
+
     def open_keys(self, board: str, now: datetime) -> list[str]:
         """The keys of every window of ``board`` that a write may create right now."""
         zone = self.settings.zone
@@ -174,8 +196,12 @@ class Sweeper:
         report: dict[str, Any] = {"member": member, "boards": {}}
         for board in sorted(self.settings.boards):
             zsets = self.board_zsets(board)
-            reply = self.scripts.forget(keys=[self.keys.meta(board), *zsets], args=[member])
-            on = [zsets[int(i) - 2] for i in reply[1:]]
+            # Its reach times go with it; the report names the boards it was on.
+            reached = self.reach_sets(board)
+            reply = self.scripts.forget(
+                keys=[self.keys.meta(board), *zsets, *reached], args=[member]
+            )
+            on = [zsets[int(i) - 2] for i in reply[1:] if int(i) - 2 < len(zsets)]
             rewritten = []
             for key in on:
                 parsed = self.keys.parse(key)

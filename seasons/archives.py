@@ -202,12 +202,17 @@ class Archives:
 
     # --- reading a board in rank order ------------------------------------------------------
 
-    def rows(self, board: str, key: str) -> Iterator[Row]:
+    def rows(self, board: str, key: str, reached: str | None = None) -> Iterator[Row]:
         """(rank, member, score, metadata) of every member of ``key``, best first.
 
         Read in chunks: only for keys that do not change meanwhile (archives, scratch copies).
+        A board with earliest ties is read in its order, with ``reached``, the key's reach
+        set (by default the archive's of an archive key).
         """
         cfg = self.settings.boards[board]
+        if cfg.ties == "earliest":
+            yield from self._earliest_rows(board, key, reached)
+            return
         desc = cfg.order == "desc"
         start = 0
         prev_score: float | None = None
@@ -230,6 +235,45 @@ class Archives:
                 yield rank, member, float(score), json.loads(raw) if raw else {}
             start += len(chunk)
 
+    def _earliest_rows(self, board: str, key: str, reached: str | None) -> Iterator[Row]:
+        """The rows of an earliest board: by score, then reach time ascending (a member
+        without one last), then member bytes ascending; ranks are positions. A run of equal
+        scores is held back until the score changes (it may go on in the next chunk), so the
+        rows held are one chunk plus the longest run of equal scores."""
+        if reached is None:
+            parsed = self.keys.parse(key)
+            if parsed is None or parsed.kind != "archive":
+                raise ValueError(f"the reach set of {key} must be given")
+            reached = self.keys.reached(board, "archive", parsed.ident)
+        desc = self.settings.boards[board].order == "desc"
+        meta_key = self.keys.meta(board)
+        position = 0
+        run: list[tuple[str, float, float]] = []  # (member, score, reach) of one score
+
+        def flush() -> Iterator[Row]:
+            nonlocal position
+            run.sort(key=lambda x: (x[2], _utf8(x[0])))
+            for i in range(0, len(run), CHUNK):
+                part = run[i : i + CHUNK]
+                metas = self.client.hmget(meta_key, [m for m, _, _ in part])
+                for (member, score, _), raw in zip(part, metas, strict=True):
+                    position += 1
+                    yield position, member, float(score), json.loads(raw) if raw else {}
+            run.clear()
+
+        start = 0
+        while True:
+            chunk = self.client.zrange(key, start, start + CHUNK - 1, desc=desc, withscores=True)
+            if not chunk:
+                break
+            times = self.client.zmscore(reached, [m for m, _ in chunk])
+            for (member, score), t in zip(chunk, times, strict=True):
+                if run and score != run[0][1]:
+                    yield from flush()
+                run.append((member, score, math.inf if t is None else float(t)))
+            start += len(chunk)
+        yield from flush()
+
     # --- archiving ------------------------------------------------------------------------
 
     def copy(self, board: str, source: str, archive_id: str) -> int:
@@ -237,8 +281,20 @@ class Archives:
 
         If the live key is gone but the archive exists (a rerun after expiry), the archive
         is kept. Returns -1 when neither exists.
+
+        A board with ``ties = "earliest"``: the live board's reach set is copied beside the
+        archive (``reached:archive:<archive_id>``, no TTL) in the same atomic call.
         """
-        return int(self.scripts.archive_copy(keys=[source, self.keys.archive(board, archive_id)]))
+        keys = [source, self.keys.archive(board, archive_id)]
+        if self.settings.boards[board].ties == "earliest":
+            parsed = self.keys.parse(source)
+            if parsed is None or parsed.board != board:
+                raise ValueError(f"{source!r} is not a key of board {board!r}")
+            keys += [
+                self.keys.reached(board, parsed.kind, parsed.ident),
+                self.keys.reached(board, "archive", archive_id),
+            ]
+        return int(self.scripts.archive_copy(keys=keys))
 
     def write_files(
         self,
@@ -408,21 +464,32 @@ class Archives:
         """Write any board (archives and snapshots too) as archive lines to ``out``
         (``.gz``: gzip, else plain JSON lines; None: stdout). Returns the number of lines.
 
-        The board is copied to a scratch key first, so the export is one consistent view.
+        The board is copied to a scratch key first, so the export is one consistent view (with
+        earliest ties, its reach set too, to a scratch key of its own, in the same
+        transaction).
         """
-        _, live, archive = Reads(self.settings, self.keys).target(board, window, period, now)
-        source = archive if self.client.exists(archive) else live
-        tmp = self.keys.tmp(board, f"export:{secrets.token_hex(6)}")
+        reads = Reads(self.settings, self.keys)
+        pid, live, archive = reads.target(board, window, period, now)
+        use_archive = bool(self.client.exists(archive))
+        source = archive if use_archive else live
+        token = secrets.token_hex(6)
+        tmp = self.keys.tmp(board, f"export:{token}")
+        tmp_reached: str | None = None
         pipe = self.client.pipeline(transaction=True)
         pipe.copy(source, tmp)
         pipe.expire(tmp, TMP_TTL)
         pipe.zcard(tmp)
+        if self.settings.boards[board].ties == "earliest":
+            live_reached, archive_reached = reads.reached(board, window, pid)
+            tmp_reached = self.keys.tmp(board, f"export-reached:{token}")
+            pipe.copy(archive_reached if use_archive else live_reached, tmp_reached)
+            pipe.expire(tmp_reached, TMP_TTL)
         total = int(pipe.execute()[2])
         count = 0
 
         def emit(sink: Callable[[str], Any]) -> None:
             nonlocal count
-            for rank, member, score, meta in self.rows(board, tmp):
+            for rank, member, score, meta in self.rows(board, tmp, tmp_reached):
                 sink(line(rank, member, score, meta))
                 count += 1
                 if progress and (count % CHUNK == 0 or count == total):
@@ -443,7 +510,13 @@ class Archives:
                 atomic_write(out, lambda f: emit(lambda text: _write_all(f, text.encode())))
         finally:
             self.client.delete(tmp)
+            if tmp_reached is not None:
+                self.client.delete(tmp_reached)
         return count
+
+
+def _utf8(member: str | bytes) -> bytes:
+    return member if isinstance(member, bytes) else member.encode("utf-8", "surrogatepass")
 
 
 def _write_all(f: IO[bytes], data: bytes) -> None:

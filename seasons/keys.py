@@ -44,6 +44,13 @@ class Keys:
     def base(self, board: str, window: str) -> str:
         return f"{self._board(board)}:base:{window}"
 
+    # ties = "earliest": beside each board sorted set of a window (or an archive: window
+    # "archive"), member -> the time (epoch seconds of the event's ts) it reached its score
+    # there, so that equal scores rank first-reached first while the board keeps plain
+    # scores. Same TTL as its board.
+    def reached(self, board: str, window: str, period_id: str) -> str:
+        return f"{self._board(board)}:reached:{window}:{period_id}"
+
     # Public: final standings of an archived season (or a snapshot ``S@<ts>``), no TTL.
     def archive(self, board: str, season_id: str) -> str:
         return f"{self._board(board)}:archive:{season_id}"

@@ -166,6 +166,17 @@ class Reads:
         archive = self.keys.archive(board, p.id) if spec.archived else live
         return p.id, live, archive
 
+    def reached(self, board: str, window: str, period_id: str) -> tuple[str, str]:
+        """(reach set of the live key, reach set of the archive key) of a read of
+        ``period_id`` (an id as :meth:`target` answers it), for a board with earliest ties:
+        a snapshot's both are the archive's; a window without archives has one key, twice."""
+        archived = win.board_window(board, self.board(board), window).archived
+        archive = self.keys.reached(board, "archive", period_id)
+        if archived and "@" in period_id:
+            return archive, archive
+        live = self.keys.reached(board, win.spec(window).name, period_id)
+        return live, archive if archived else live
+
     def _resolve(self, window: str, period: str, now: datetime) -> win.Period:
         """:func:`win.resolve_period`, remembered for ``current`` and ``previous`` until the
         local day of ``now`` ends: they depend on that day alone (settings are frozen)."""
@@ -214,6 +225,8 @@ class Reads:
         cfg = self.board(board)
         pid, live, archive = self.target(board, window, period)
         keys = [live, archive, self.keys.meta(board)]
+        if cfg.ties == "earliest":
+            keys += self.reached(board, window, pid)
         args = [cfg.order, cfg.ties, mode, a, b, board, window, pid]
         absent = _not_ranked(board, window, a, pid) if mode == "member" else None
         return Read(Call(_RANGE, keys, args), _PAGE, absent)
@@ -225,7 +238,7 @@ class Reads:
         _check_member(member)
         pid, live, archive = self.target(board, window, period)
         args = [cfg.order, cfg.ties, "entry", member]
-        call = Call(_POINTS, [self.keys.meta(board), live, archive], args)
+        call = Call(_POINTS, self._points_keys(board, cfg, window, pid, live, archive), args)
         return Read(call, _ENTRY, _not_ranked(board, window, member, pid))
 
     def climb(
@@ -238,7 +251,7 @@ class Reads:
         _check_member(member)
         pid, live, archive = self.target(board, window, period)
         args = [cfg.order, cfg.ties, "climb", board, window, pid, member, *ranks]
-        call = Call(_POINTS, [self.keys.meta(board), live, archive], args)
+        call = Call(_POINTS, self._points_keys(board, cfg, window, pid, live, archive), args)
         return Read(call, _CLIMB, _not_ranked(board, window, member, pid))
 
     def lookup(self, board: str, window: str, members: list[str], period: str) -> Read[list[Entry]]:
@@ -251,9 +264,10 @@ class Reads:
             )
         for member in members:
             _check_member(member)
-        _, live, archive = self.target(board, window, period)
+        pid, live, archive = self.target(board, window, period)
         args = [cfg.order, cfg.ties, "entries", *dict.fromkeys(members)]
-        return Read(Call(_POINTS, [self.keys.meta(board), live, archive], args), _ENTRIES)
+        keys = self._points_keys(board, cfg, window, pid, live, archive)
+        return Read(Call(_POINTS, keys, args), _ENTRIES)
 
     def history(self, board: str, member: str, window: str, *, last: int) -> Read[History]:
         """Rank and score of ``member`` in each of the last ``last`` periods, oldest first."""
@@ -264,8 +278,25 @@ class Reads:
         periods = win.recent_periods(window, last, self.clock(), self.settings)
         keys = [self.keys.meta(board)]
         args: list[Any] = [cfg.order, cfg.ties, "history", board, window, member]
+        earliest = cfg.ties == "earliest"
         for p in periods:
             live = self.keys.window(board, p.window, p.id)
             keys += [live, self.keys.archive(board, p.id) if spec.archived else live]
+            if earliest:
+                reach = self.keys.reached(board, p.window, p.id)
+                keys += [
+                    reach,
+                    self.keys.reached(board, "archive", p.id) if spec.archived else reach,
+                ]
             args.append(p.id)
         return Read(Call(_POINTS, keys, args), _HISTORY)
+
+    def _points_keys(
+        self, board: str, cfg: BoardSettings, window: str, pid: str, live: str, archive: str
+    ) -> list[str]:
+        """The KEYS of a read_points call on one board: meta, live, archive and, for earliest
+        ties, their reach sets."""
+        keys = [self.keys.meta(board), live, archive]
+        if cfg.ties == "earliest":
+            keys += self.reached(board, window, pid)
+        return keys

@@ -11,12 +11,17 @@ for it stay rejected. Before it writes anything it checks that:
   needs its base season ``S`` and loads only into ``archive:S@<ts>``, which reads of ``S``
   never use;
 - every line is a valid entry: a member by the write path's rule, a finite score within
-  ±2^53, flat metadata within its limits, no member twice, ranks from 1 in the board's order;
+  ±2^53, flat metadata within its limits, no member twice, ranks from 1 in the board's order
+  (earliest ties: ranks are line numbers and equal scores may come in any member order, the
+  order of their reach times, which the file does not hold);
 - the archive key, if it exists, holds the same standings (archives are write-once), unless
   ``force`` is given. The same standings again are a no-op.
 
 Any problem raises :class:`ArchiveRejected` (bad file) or :class:`ArchiveExists` (other
 standings already in Redis) and nothing is written.
+
+An archive of a board with earliest ties gets its reach set back beside the archive key, each
+member reached at its line number: the times are gone, their order is the file's.
 """
 
 from __future__ import annotations
@@ -54,6 +59,7 @@ FIELDS = ("rank", "member", "score", "metadata")
 SHOWN_PROBLEMS = 5  # in the message; details list up to KEPT_PROBLEMS
 KEPT_PROBLEMS = 100
 _SNAPSHOT_STAMP = re.compile(r"\d{8}T\d{6}Z")
+_POSITIONS = ("member", "earliest")  # the tie rules whose ranks are line numbers
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,7 +236,9 @@ class Restorer:
         total: int | None = None,
     ) -> Restored:  # fmt: skip
         """Write a checked file: its standings into the archive key (through a scratch key
-        renamed into place), missing metadata, and the season's archived state."""
+        renamed into place), missing metadata, and the season's archived state. With earliest
+        ties, the reach set too (reach = line number), written with the archive key, or on
+        its own when the archive key is unchanged but the reach set is missing."""
         board, season = checked.manifest.board, checked.manifest.season
         rows = checked.rows
         total = len(rows) if total is None else total
@@ -238,14 +246,25 @@ class Restorer:
         meta = self.keys.meta(board)
         tmp = self.keys.tmp(board, f"restore:{season}")
         write = checked.action != "unchanged"
+        reached = self.keys.reached(board, "archive", season)
+        tmp_reached = self.keys.tmp(board, f"restore-reached:{season}")
+        reach = self.settings.boards[board].ties == "earliest" and (
+            write or not self.client.exists(reached)
+        )
         if write:
             self.client.delete(tmp)
+        if reach:
+            self.client.delete(tmp_reached)
         for i in range(0, len(rows), CHUNK):
             part = rows[i : i + CHUNK]
             pipe = self.client.pipeline(transaction=False)
             if write:
                 pipe.zadd(tmp, {m: s for _, m, s, _ in part})
                 pipe.expire(tmp, TMP_TTL)
+            if reach:
+                # The rows of a checked file are its lines, in order: row i is line i + 1.
+                pipe.zadd(tmp_reached, {row[1]: i + k + 1 for k, row in enumerate(part)})
+                pipe.expire(tmp_reached, TMP_TTL)
             for _, m, _, md in part:
                 if md:  # metadata stored since (newer) is kept
                     pipe.hsetnx(meta, m, _meta_json(md))
@@ -260,6 +279,11 @@ class Restorer:
             pipe.persist(archive)
         elif write:
             pipe.delete(archive)
+        if reach and rows:
+            pipe.execute_command("RENAME", tmp_reached, reached)
+            pipe.persist(reached)
+        elif reach:
+            pipe.delete(reached)
         if "@" not in season:
             pipe.hset(self.keys.state(board), STATE_SEASON + season, SEASON_ARCHIVED)
         pipe.execute()
@@ -348,7 +372,7 @@ def _read_checked(file: Path, cfg: BoardSettings) -> list[Row]:
                     expected = n
                     if prev is not None:
                         expected = _against(row, prev, n, cfg, mine)
-                    elif n > 1 and cfg.ties != "member" and type(row[0]) is int:
+                    elif n > 1 and cfg.ties not in _POSITIONS and type(row[0]) is int:
                         # After a bad line the ties before are unknown: a shared or dense
                         # rank is only known to be at most the line's number.
                         expected = row[0] if 1 <= row[0] <= n else n
@@ -394,6 +418,8 @@ def _against(
         return n
     if score != p_score:
         return p_rank + 1 if cfg.ties == "dense" else n
+    if cfg.ties == "earliest":
+        return n  # equal scores in the order they were reached, which the file alone gives
     if cfg.ties != "member":
         return p_rank
     # Redis orders equal scores by member bytes (reversed on a high-first board, read with

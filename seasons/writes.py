@@ -31,8 +31,8 @@ from seasons.scripts import Scripts
 DEDUPE_WINDOW = timedelta(hours=48)
 # The shape of write.lua's argument (its header), which the script checks: a batch of
 # another version, or with other columns of events, is refused before anything is done.
-PROTOCOL = 2
-EVENT_FIELDS = ("group", "index", "member", "value", "event_id", "metadata")
+PROTOCOL = 3
+EVENT_FIELDS = ("group", "index", "member", "value", "event_id", "metadata", "ts")
 # How write.lua's refusals of a malformed batch begin.
 REFUSAL = "write.lua: "
 
@@ -87,6 +87,14 @@ class RollupTarget(NamedTuple):
     # closed day is folded into, and the state field naming the last day folded (an event
     # of a day up to that one is applied to the base too). None for the other windows.
     base: dict[str, str] | None = None
+    # ties = "earliest": the board's reach set (member -> when it reached its score), written
+    # with the board; None for a board that keeps none.
+    reached: str | None = None
+
+
+def earliest(cfg: BoardSettings) -> bool:
+    """Whether the board keeps a reach set beside each of its boards."""
+    return cfg.ties == "earliest"
 
 
 def rollup_targets(
@@ -129,6 +137,7 @@ def rollup_targets(
                 {"key": keys.base(board, window.name), "through": STATE_FOLDED + window.name}
                 if period.endless
                 else None,
+                keys.reached(board, window.name, period.id) if earliest(cfg) else None,
             )
         )
     return targets
@@ -180,9 +189,14 @@ def script_args(
         )
         rollups = rollup_targets(board, day, settings, keys, horizon)
         day_key = keys.day(board, day)
+        day_reached = keys.reached(board, "day", day.isoformat()) if earliest(cfg) else None
         declared[day_key] = None
+        if day_reached is not None:
+            declared[day_reached] = None
         for r in rollups:
             declared[r.key] = None
+            if r.reached is not None:
+                declared[r.reached] = None
             declared.update(dict.fromkeys(k for k, _, _ in r.days))
             if r.base is not None:
                 declared[r.base["key"]] = None
@@ -191,11 +205,17 @@ def script_args(
                 "day": day.isoformat(),
                 "season": season_p.id if season_p else None,
                 "key": day_key,
+                "reached": day_reached,
                 "expire_at": win.expire_at(day_p, settings),
                 "rollups": [r._asdict() for r in rollups],
             }
         )
     group_of = {day: n for n, day in enumerate(days)}
+
+    def row(ev: ValidEvent) -> list[Any]:  # the columns of EVENT_FIELDS
+        ts = ev.ts.timestamp()  # what reach sets record (ties = "earliest")
+        return [group_of[ev.day], ev.index, ev.member, ev.value, ev.event_id, ev.metadata, ts]
+
     stamp = now.timestamp()
     batch = {
         "protocol": PROTOCOL,
@@ -214,10 +234,7 @@ def script_args(
         "keys": board_keys,
         "groups": groups,
         "event_fields": EVENT_FIELDS,
-        "events": [  # in batch order; the columns of EVENT_FIELDS
-            [group_of[ev.day], ev.index, ev.member, ev.value, ev.event_id, ev.metadata]
-            for ev in events
-        ],
+        "events": [row(ev) for ev in events],  # in batch order
     }
     text = json.dumps(batch, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
     return list(declared), [text]

@@ -217,9 +217,25 @@ def redis_order(scores: Mapping[str, float], order: str) -> list[tuple[str, floa
     return items[::-1] if order == "desc" else items
 
 
-def ranked(scores: Mapping[str, float], order: str, ties: str) -> list[tuple[int, str, float]]:
+def ranked(
+    scores: Mapping[str, float],
+    order: str,
+    ties: str,
+    reached: Mapping[str, float] | None = None,
+) -> list[tuple[int, str, float]]:
     """(rank, member, score) best first; ``shared``: 1 + members strictly better; ``dense``:
-    1 + distinct scores strictly better."""
+    1 + distinct scores strictly better; ``earliest``: by score, then the time ``reached``
+    gives the member (earlier first; a member it lacks counts as reached last), then member
+    bytes ascending, for both orders; ranks are positions."""
+    if ties == "earliest":
+        if reached is None:
+            raise ValueError("ranked: earliest ties need the reach time of each member")
+        sign = -1 if order == "desc" else 1
+        items = sorted(
+            scores.items(),
+            key=lambda kv: (sign * kv[1], reached.get(kv[0], float("inf")), kv[0].encode()),
+        )
+        return [(position, m, s) for position, (m, s) in enumerate(items, start=1)]
     out = []
     for position, (member, score) in enumerate(redis_order(scores, order)):
         if ties == "member":
@@ -264,13 +280,19 @@ def gap_up(scores: Mapping[str, float], order: str, member: str) -> float | None
 
 
 def climb_targets(
-    scores: Mapping[str, float], order: str, ties: str, member: str, to: list[int]
+    scores: Mapping[str, float],
+    order: str,
+    ties: str,
+    member: str,
+    to: list[int],
+    reached: Mapping[str, float] | None = None,
 ) -> list[dict[str, Any]]:
     """``{"rank", "score", "gap"}`` per rank of ``to``: the score that reaches that rank by
     tying it -- the score at that position in Redis order, or with ``dense`` ties the k-th
     distinct score -- (None past the end), and how far the member's score is from it (0 once
-    its rank, by ``ties``, is that rank or better, or past the end)."""
-    rows = ranked(scores, order, ties)
+    its rank, by ``ties``, is that rank or better, or past the end). ``reached``: the reach
+    times of an ``earliest`` board (see :func:`ranked`)."""
+    rows = ranked(scores, order, ties, reached)
     rank = next(r for r, m, _ in rows if m == member)
     if ties == "dense":
         targets = sorted(set(scores.values()), reverse=order == "desc")
@@ -314,6 +336,9 @@ class Model:
     settings: Settings
     cal: Calendar = field(init=False)
     days: dict[str, dict[date, Scores]] = field(init=False)
+    # ties = "earliest": per board and day, member -> the epoch second its day score was
+    # reached (kept for every board; only earliest boards store it).
+    reached: dict[str, dict[date, Scores]] = field(init=False)
     meta: dict[str, dict[str, dict[str, Any]]] = field(init=False)
     applied_ids: dict[tuple[str, str], datetime] = field(default_factory=dict)
     closed_days: set[tuple[str, date]] = field(default_factory=set)
@@ -322,6 +347,7 @@ class Model:
     def __post_init__(self) -> None:
         self.cal = Calendar(self.settings)
         self.days = {b: {} for b in self.settings.boards}
+        self.reached = {b: {} for b in self.settings.boards}
         self.meta = {b: {} for b in self.settings.boards}
 
     def cfg(self, board: str) -> BoardSettings:
@@ -385,7 +411,9 @@ class Model:
             applied += 1
             board, member = ev["board"], ev["member"]
             scores = self.days[board].setdefault(day, {})
-            scores[member] = combine(self.cfg(board).aggregate, scores.get(member), ev["value"])
+            old = scores.get(member)
+            scores[member] = combine(self.cfg(board).aggregate, old, ev["value"])
+            self._reach_day(board, day, member, old, ev["value"], ev["ts"].timestamp())
             if ev.get("event_id") is not None:
                 self.applied_ids[(board, ev["event_id"])] = now
         for (board, member), values in merged.items():
@@ -394,6 +422,64 @@ class Model:
             else:
                 self.meta[board].pop(member, None)
         return applied, dups
+
+    def _reach_day(
+        self, board: str, day: date, member: str, old: float | None, value: float, ts: float
+    ) -> None:
+        """The day's reach of ``member`` after an event of ``value`` at ``ts`` (its day score
+        was ``old``, None: not on the day yet): sum: the latest event that changed the score;
+        max (min): the earliest event with the best value; set: the last event."""
+        aggregate = self.cfg(board).aggregate
+        reach = self.reached[board].setdefault(day, {})
+        if old is None or aggregate == "set":
+            reach[member] = ts
+        elif aggregate == "sum":
+            if old + value != old:
+                reach[member] = max(reach[member], ts)
+        elif (value > old) if aggregate == "max" else (value < old):
+            reach[member] = ts
+        elif value == old:
+            reach[member] = min(reach[member], ts)
+
+    def weight(self, board: str, window: str, pid: str, day: date) -> float:
+        """The weight of ``day``'s scores in ``window`` ``pid`` of ``board``."""
+        cfg = self.cfg(board)
+        if window == "day":
+            return 1.0
+        if window == "week":
+            return cfg.week_weights[(day - self.cal.week_first(day)).days]
+        if window == "month":  # by day of the month; days past the list weigh 1
+            index = day.day - 1
+            return cfg.month_weights[index] if index < len(cfg.month_weights) else 1.0
+        season = self.cal.season_by_id(pid)
+        index = self.cal.season_week(day, season)
+        return cfg.season_weights[index] if index < len(cfg.season_weights) else 1.0
+
+    def reach(self, board: str, window: str, pid: str) -> Scores:
+        """The reach set of ``window`` ``pid`` (ties = "earliest"): member -> when it
+        reached its score there, from its days: sum: the latest reach of the days that have
+        it; max (min): the earliest reach of the days whose weighted score is the best; set:
+        the reach of the latest day that has it."""
+        aggregate = self.cfg(board).aggregate
+        best: Scores = {}
+        out: Scores = {}
+        for day in self.cal.period_days(window, pid):
+            scores = self.days[board].get(day)
+            if not scores:
+                continue
+            weight = self.weight(board, window, pid, day)
+            reach = self.reached[board][day]
+            for member, score in scores.items():
+                at, x = reach[member], weight * score
+                if member not in out or aggregate == "set":
+                    best[member], out[member] = x, at
+                elif aggregate == "sum":
+                    out[member] = max(out[member], at)
+                elif (x > best[member]) if aggregate == "max" else (x < best[member]):
+                    best[member], out[member] = x, at
+                elif x == best[member]:
+                    out[member] = min(out[member], at)
+        return out
 
     # boards
     def formula(self, board: str, window: str, pid: str) -> Scores:

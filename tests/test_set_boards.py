@@ -7,7 +7,7 @@ model (tests/reference.py).
   model after the writes (write-through), after a forced rollup of every period (one atomic
   call each), after more writes, and after a sliced reconcile of a drifted board.
 - By hand: a value that drops on a full trimmed board leaves exact scores.
-- write.lua's protocol 2: a rollup without ``expire_at`` never expires; a rollup's ``base``
+- the write protocol: a rollup without ``expire_at`` never expires; a rollup's ``base``
   takes the events of days already folded into it (and a set board refuses them), and a
   trimmed board with a base is recomputed from the base and the days after it; a set board's
   rollup must list its days, its group's own day among them.
@@ -312,7 +312,7 @@ def test_a_value_drop_on_a_full_trimmed_board_leaves_exact_scores(
         boards_of(r, model)
 
 
-# --- write.lua's protocol 2 -----------------------------------------------------------------
+# --- the write protocol: set boards and bases ----------------------------------------------------
 
 
 def batch_of(

@@ -148,6 +148,7 @@ def named_keys(batch: dict[str, Any]) -> set[str]:
         found.add(group["key"])
         for rollup in group["rollups"]:
             found.add(rollup["key"])
+            found.update(k for k in (group["reached"], rollup["reached"]) if k is not None)
             found.update(k for k, _, _ in rollup["days"])
     return found
 
@@ -205,6 +206,30 @@ def test_a_batch_round_trips_into_the_boards_of_the_model(
         assert client.expiretime(name) == expected_expiry(window, pid, settings.retention)
 
 
+@pytest.mark.parametrize("aggregate", ["sum", "set"])
+def test_an_earliest_batch_names_its_reach_sets_and_each_events_time(
+    settings_factory: Make, aggregate: str
+) -> None:
+    """ties = "earliest": every board of the batch has its reach set beside it, declared in
+    KEYS, and each event carries its ts (epoch seconds) for them; other boards name none."""
+    settings = board_settings(settings_factory, aggregate=aggregate, ties="earliest")
+    events = stream()
+    keys, batch = args_of(settings, valid(settings, events))
+    assert named_keys(batch) == set(keys) and len(keys) == len(set(keys))
+    for group in batch["groups"]:
+        assert group["reached"] == f"{NS}:{{b}}:reached:day:{group['day']}"
+        for rollup in group["rollups"]:
+            window, pid = rollup["key"].split(":")[-2:]
+            assert rollup["reached"] == f"{NS}:{{b}}:reached:{window}:{pid}"
+    rows = [dict(zip(batch["event_fields"], row, strict=True)) for row in batch["events"]]
+    assert [r["ts"] for r in rows] == [datetime.fromisoformat(e["ts"]).timestamp() for e in events]
+    plain = board_settings(settings_factory, aggregate=aggregate)
+    keys, batch = args_of(plain, valid(plain, events))
+    assert not any(":reached:" in k for k in keys)
+    assert all(g["reached"] is None for g in batch["groups"])
+    assert all(r["reached"] is None for g in batch["groups"] for r in g["rollups"])
+
+
 def test_the_same_batch_through_the_api_equals_the_model(settings_factory: Make) -> None:
     """The whole path (validation, one call, the reply), event ids and metadata included."""
     settings = board_settings(settings_factory, max_entries=3)
@@ -251,10 +276,10 @@ def put(path: str, value: Any) -> Callable[[Any], None]:
 MALFORMED: list[tuple[str, Callable[[Any], None], str]] = [
     (
         "another version",
-        put("protocol", 1),
-        "protocol: this script speaks protocol 2, got the number 1",
+        put("protocol", 2),
+        "protocol: this script speaks protocol 3, got the number 2",
     ),
-    ("no version", delete("protocol"), "protocol: this script speaks protocol 2, got nothing"),
+    ("no version", delete("protocol"), "protocol: this script speaks protocol 3, got nothing"),
     ("missing field", delete("max_entries"), "max_entries: must be an integer >= 0, got nothing"),
     ("missing key", delete("keys.meta"), "keys.meta: must be a string, got nothing"),
     ("no scratch key", delete("keys.scratch"), "keys.scratch: must be a string, got nothing"),
@@ -305,24 +330,45 @@ MALFORMED: list[tuple[str, Callable[[Any], None], str]] = [
     ),
     (
         "columns renamed",
-        put("event_fields", ["group", "index", "member", "score", "event_id", "metadata"]),
+        put("event_fields", ["group", "index", "member", "score", "event_id", "metadata", "ts"]),
         "event_fields: this script reads events as [group, index, member, value, event_id, "
-        "metadata], the batch sends [group, index, member, score, event_id, metadata]",
+        "metadata, ts], the batch sends [group, index, member, score, event_id, metadata, ts]",
     ),
     (
         "columns reordered",
-        put("event_fields", ["index", "group", "member", "value", "event_id", "metadata"]),
+        put("event_fields", ["index", "group", "member", "value", "event_id", "metadata", "ts"]),
         "event_fields: this script reads events as",
     ),
     (
         "event too short",
-        put("events.1", [0, 1, "ann", 3.0, None]),
-        "events[1]: must be an array of 6 values (event_fields), got an array",
+        put("events.1", [0, 1, "ann", 3.0, None, None]),
+        "events[1]: must be an array of 7 values (event_fields), got an array",
     ),
     (
         "event as object",
         put("events.0", {"group": 0}),
-        "events[0]: must be an array of 6 values (event_fields), got an object",
+        "events[0]: must be an array of 7 values (event_fields), got an object",
+    ),
+    (
+        "ts as text",
+        put("events.0.6", "now"),
+        'events[0].ts: must be a number, got the string "now"',
+    ),
+    ("no ts", put("events.0.6", None), "events[0].ts: must be a number, got null"),
+    (
+        "no reach set field",
+        delete("groups.0.reached"),
+        "groups[0].reached: must be a string or null, got nothing",
+    ),
+    (
+        "a rollup without its reach set field",
+        delete("groups.0.rollups.0.reached"),
+        "groups[0].rollups[0].reached: must be a string or null, got nothing",
+    ),
+    (
+        "an undeclared reach set",
+        put("groups.0.reached", "wpr:{b}:reached:day:x"),
+        'groups[0].reached: "wpr:{b}:reached:day:x" is not declared in KEYS',
     ),
     (
         "event of no group",
@@ -371,6 +417,11 @@ TRIMMED: list[tuple[str, Callable[[Any], None], str]] = [
         "a day undeclared",
         put("groups.0.rollups.0.days.0.0", "wpr:{b}:day:1999-01-01"),
         'groups[0].rollups[0].days[0][0]: "wpr:{b}:day:1999-01-01" is not declared in KEYS',
+    ),
+    (
+        "a reach set on a trimmed board",  # any declared key: the field alone is wrong
+        put("groups.0.rollups.0.reached", "wpr:{b}:state"),
+        "groups[0].rollups[0].reached: must be null on a board with max_entries > 0",
     ),
 ]
 
@@ -489,10 +540,10 @@ def test_the_python_side_raises_a_clear_error_and_writes_nothing(
     with Seasons(settings, clock=ManualClock(NOW)) as s:
         s.submit_many([{"board": "b", "member": "ann", "value": 1}])
         before = state_of(r)
-        monkeypatch.setattr(writes, "PROTOCOL", 3)
+        monkeypatch.setattr(writes, "PROTOCOL", 4)
         one = [{"board": "b", "member": "bob", "value": 2}]
         with pytest.raises(
-            RuntimeError, match="write.lua: protocol: this script speaks protocol 2"
+            RuntimeError, match="write.lua: protocol: this script speaks protocol 3"
         ):
             s.submit_many(one)
         assert state_of(r) == before
@@ -500,7 +551,7 @@ def test_the_python_side_raises_a_clear_error_and_writes_nothing(
         with pytest.raises(RuntimeError, match="nothing written"):
             s.submit_many(two)
         assert state_of(r) == before
-        monkeypatch.setattr(writes, "PROTOCOL", 2)
+        monkeypatch.setattr(writes, "PROTOCOL", 3)
         monkeypatch.setattr(writes, "EVENT_FIELDS", ("group", "index", "member", "value"))
         with pytest.raises(RuntimeError, match="write.lua: event_fields: "):
             s.submit_many(two)

@@ -13,8 +13,9 @@
 --            "gap"}]}, or nil when the member is not on the board.
 --
 -- KEYS[1] meta hash
--- KEYS[2..] pairs of (live sorted set, archive sorted set); the archive is read when it exists
--- ARGV[1] order (desc|asc)  ARGV[2] ties (member|shared|dense)
+-- KEYS[2..] pairs of (live sorted set, archive sorted set); the archive is read when it exists.
+--         ties = "earliest": fours of (live, archive, live's reach set, archive's reach set)
+-- ARGV[1] order (desc|asc)  ARGV[2] ties (member|shared|dense|earliest)
 -- ARGV[3] shape (entry|entries|history|climb)
 -- entry, entries: ARGV[4..] the members, on the board of the first pair
 -- history: ARGV[4] board  ARGV[5] window  ARGV[6] member  ARGV[7..] the period id of each pair
@@ -27,17 +28,23 @@
 local desc = ARGV[1] == 'desc'
 local shared = ARGV[2] == 'shared'
 local dense = ARGV[2] == 'dense'
+local earliest = ARGV[2] == 'earliest'
 local shape = ARGV[3]
+local stride = earliest and 4 or 2
 
+-- The sorted set of board `pair` (the archive once it exists), and its reach set (earliest).
 local function board(pair)
-  local live, archive = KEYS[2 * pair], KEYS[2 * pair + 1]
-  if archive ~= live and redis.call('EXISTS', archive) == 1 then return archive end
-  return live
+  local at = 2 + stride * (pair - 1)
+  local live, archive = KEYS[at], KEYS[at + 1]
+  if archive ~= live and redis.call('EXISTS', archive) == 1 then return archive, KEYS[at + 3] end
+  return live, KEYS[at + 2]
 end
 
--- The 1-based rank of `m`, whose score is `score`, on `key`.
-local function rank_of(key, m, score)
-  if shared then
+-- The 1-based rank of `m`, whose score is `score`, on `key` (`reach`: its reach set).
+local function rank_of(key, reach, m, score)
+  if earliest then
+    return earliest_rank(key, reach, desc, m, score)
+  elseif shared then
     -- Standard competition ranking: 1 + members with a strictly better score.
     if desc then
       return 1 + redis.call('ZCOUNT', key, '(' .. score, '+inf')
@@ -52,10 +59,10 @@ local function rank_of(key, m, score)
 end
 
 -- The 1-based rank and the score of `m` on `key`, or nil when it is not there.
-local function place(key, m)
+local function place(key, reach, m)
   local score = redis.call('ZSCORE', key, m)
   if not score then return nil end
-  return rank_of(key, m, score), score
+  return rank_of(key, reach, m, score), score
 end
 
 local function entry(rank, m, score)
@@ -63,8 +70,9 @@ local function entry(rank, m, score)
 end
 
 if shape == 'entry' then
-  local key, m = board(1), ARGV[4]
-  local rank, score = place(key, m)
+  local key, reach = board(1)
+  local m = ARGV[4]
+  local rank, score = place(key, reach, m)
   if not rank then return false end
   local total = redis.call('ZCARD', key)
   -- The members strictly worse, and the nearest strictly better score.
@@ -86,7 +94,8 @@ if shape == 'entry' then
 end
 
 if shape == 'entries' then
-  local key, found = board(1), {}
+  local key, reach = board(1)
+  local found = {}
   for i = 4, #ARGV do
     local score = redis.call('ZSCORE', key, ARGV[i])
     if score then found[#found + 1] = {0, ARGV[i], score, i} end
@@ -111,8 +120,11 @@ if shape == 'entries' then
       end
       f[1] = rank
     end
+  elseif earliest then
+    local rank = earliest_ranker(key, reach, desc)
+    for _, f in ipairs(found) do f[1] = rank(f[2], f[3]) end
   else
-    for _, f in ipairs(found) do f[1] = rank_of(key, f[2], f[3]) end
+    for _, f in ipairs(found) do f[1] = rank_of(key, reach, f[2], f[3]) end
   end
   table.sort(found, function(a, b)
     if a[1] ~= b[1] then return a[1] < b[1] end
@@ -124,8 +136,9 @@ if shape == 'entries' then
 end
 
 if shape == 'climb' then
-  local key, m = board(1), ARGV[7]
-  local rank, score = place(key, m)
+  local key, reach = board(1)
+  local m = ARGV[7]
+  local rank, score = place(key, reach, m)
   if not rank then return false end
   local total, here, out = redis.call('ZCARD', key), tonumber(score), {}
   for i = 8, #ARGV do
@@ -153,7 +166,8 @@ end
 -- history
 local m, out = ARGV[6], {}
 for i = 7, #ARGV do
-  local rank, score = place(board(i - 6), m)
+  local key, reach = board(i - 6)
+  local rank, score = place(key, reach, m)
   if rank then
     out[#out + 1] = '{"period":' .. json_string(ARGV[i]) .. ',"rank":' .. rank .. ',"score":'
       .. score .. '}'

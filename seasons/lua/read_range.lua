@@ -4,7 +4,8 @@
 --
 -- KEYS[1] live sorted set   KEYS[2] archive sorted set (read instead when it exists; the same
 --         name as KEYS[1] for windows that have no archive)   KEYS[3] meta hash
--- ARGV[1] order (desc|asc)  ARGV[2] ties (member|shared|dense)
+-- ties = "earliest" only: KEYS[4] the reach set of KEYS[1]  KEYS[5] the reach set of KEYS[2]
+-- ARGV[1] order (desc|asc)  ARGV[2] ties (member|shared|dense|earliest)
 -- ARGV[3] mode (page|rank|member)
 -- ARGV[4] page: offset; rank: 1-based centre rank; member: the member
 -- ARGV[5] page: limit; rank and member: size
@@ -15,11 +16,14 @@
 --! include json
 --! include ranks
 
-local key = KEYS[1]
-if KEYS[2] ~= KEYS[1] and redis.call('EXISTS', KEYS[2]) == 1 then key = KEYS[2] end
+local key, reach = KEYS[1], KEYS[4]
+if KEYS[2] ~= KEYS[1] and redis.call('EXISTS', KEYS[2]) == 1 then
+  key, reach = KEYS[2], KEYS[5]
+end
 local desc = ARGV[1] == 'desc'
 local shared = ARGV[2] == 'shared'
 local dense = ARGV[2] == 'dense'
+local earliest = ARGV[2] == 'earliest'
 local mode = ARGV[3]
 local total = redis.call('ZCARD', key)
 
@@ -40,6 +44,9 @@ else
   local centre
   if mode == 'rank' then
     centre = tonumber(ARGV[4]) - 1
+  elseif earliest then
+    local score = redis.call('ZSCORE', key, ARGV[4])
+    if score then centre = earliest_rank(key, reach, desc, ARGV[4], score) - 1 end
   elseif desc then
     centre = redis.call('ZREVRANK', key, ARGV[4])
   else
@@ -59,6 +66,16 @@ else
   rows = redis.call('ZRANGE', key, start, start + count - 1, 'WITHSCORES')
 end
 local members = {}
+if earliest then
+  -- Ranks are positions in the earliest order (lib/ranks.lua).
+  local scores
+  members, scores = earliest_page(key, reach, desc, rows, start)
+  local metas = redis.call('HMGET', KEYS[3], unpack(members))
+  for i = 1, #members do
+    entries[i] = json_entry(start + i, members[i], scores[i], metas[i])
+  end
+  return reply()
+end
 for i = 1, #rows, 2 do members[#members + 1] = rows[i] end
 local metas = redis.call('HMGET', KEYS[3], unpack(members))
 

@@ -9,7 +9,10 @@
 --         members are still being settled, a stale score must not push out a right one)
 -- ARGV[4] expireat of the target (0: it never expires)  ARGV[5] number of day keys n
 -- ARGV[6 .. 5+n] one weight per day key; ARGV[6+n ..] members
--- Returns the number of members whose entry changed.
+-- On a board with ties = "earliest" only: KEYS[2+n] the target's reach set and
+-- KEYS[3+n .. 2+2n] the days' reach sets, in the same order: each member's reach is set
+-- too (seasons/lua/lib/aggregate.lua, reach_days), or removed with it.
+-- Returns the number of members whose entry (score or reach) changed.
 
 --! include aggregate
 --! include trim
@@ -21,6 +24,34 @@ local max_entries = tonumber(ARGV[3])
 local n = tonumber(ARGV[5])
 local days = {}
 for i = 1, n do days[i] = {KEYS[1 + i], tonumber(ARGV[5 + i])} end
+if #KEYS ~= 1 + n and #KEYS ~= 2 + 2 * n then
+  return redis.error_reply('reconcile_slice.lua: ' .. n .. ' day keys take ' .. (1 + n)
+    .. ' or ' .. (2 + 2 * n) .. ' KEYS, got ' .. #KEYS)
+end
+local reached = KEYS[2 + n]
+local reached_days = {}
+if reached then
+  for i = 1, n do reached_days[i] = KEYS[2 + n + i] end
+end
+
+-- The member's reach as the days give it (nil: none), set on the reach set; 1 if changed.
+local function settle_reach(m, on_board)
+  if not reached then return 0 end
+  local want = on_board and reach_days(aggregate, days, reached_days, m) or nil
+  local have = redis.call('ZSCORE', reached, m)
+  if want == nil then
+    if have then
+      redis.call('ZREM', reached, m)
+      return 1
+    end
+    return 0
+  end
+  if have == nil or tonumber(have) ~= want then
+    redis.call('ZADD', reached, want, m)
+    return 1
+  end
+  return 0
+end
 
 -- On a trimmed board a newcomer enters only if it beats the worst member kept.
 local function admits(score)
@@ -39,25 +70,30 @@ for i = 6 + n, #ARGV do
   local m = ARGV[i]
   local want = aggregate_days(aggregate, days, m)
   local have = redis.call('ZSCORE', target, m)
+  local moved = settle_reach(m, want ~= nil) > 0
   if want == nil then
     if have then
       redis.call('ZREM', target, m)
-      changed = changed + 1
+      moved = true
     end
   elseif have == nil then
     if admits(want) then
       redis.call('ZADD', target, want, m)
-      changed = changed + 1
+      moved = true
     end
   elseif tonumber(have) ~= want then
     redis.call('ZADD', target, want, m)
-    changed = changed + 1
+    moved = true
   end
+  if moved then changed = changed + 1 end
 end
 if max_entries > 0 and redis.call('ZCARD', target) > max_entries then
   trim_board(target, desc, max_entries)
 end
 if changed > 0 and tonumber(ARGV[4]) > 0 and redis.call('TTL', target) == -1 then
   redis.call('EXPIREAT', target, ARGV[4])
+end
+if reached and tonumber(ARGV[4]) > 0 and redis.call('TTL', reached) == -1 then
+  redis.call('EXPIREAT', reached, ARGV[4])
 end
 return changed

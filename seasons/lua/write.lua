@@ -18,11 +18,26 @@
 --   keys              the board's keys: {state, events, meta, batches, batch_results,
 --                     scratch} (scratch: where a set board's rebuild builds its union)
 --   groups            one per local day of the batch, each
---                       {day, season, key, expire_at, rollups}: its day id, its season id
---                       (or null; the season's state is checked by it), its day board and
---                       that board's EXPIREAT, and the boards it writes through to, each
---                       {window, key, weight, expire_at, days, base?}; `window` only names
---                       it, every rollup is written alike:
+--                       {day, season, key, reached, expire_at, rollups}: its day id, its
+--                       season id (or null; the season's state is checked by it), its day
+--                       board, that board's reach set (as `reached` below), that board's
+--                       EXPIREAT, and the boards it writes through to, each
+--                       {window, key, reached, weight, expire_at, days, base?}; `window`
+--                       only names it, every rollup is written alike:
+--                       reached     the board's reach set (ties = "earliest"), or null
+--                                   when the board keeps none: member -> the ts at which
+--                                   it reached its score there, written with the board
+--                                   and given the board's EXPIREAT. Day board: sum: the
+--                                   ts of an event that changes the member's score, if
+--                                   later than its reach (max); max (min): a strictly
+--                                   better value sets the ts, an equal one keeps the
+--                                   earlier of the two; set: every event sets its ts.
+--                                   Rollup, weight x value against its old score: sum:
+--                                   the day score changed -> the later of the two; max
+--                                   (min): better -> ts, equal -> the earlier; set: ts
+--                                   when no later day has the member. A member new to a
+--                                   board: its ts. Refused with max_entries > 0, a base
+--                                   or a weight <= 0 (none could keep it exact).
 --                       expire_at   its EXPIREAT, or null: the key never expires
 --                       days        [[day key, weight, day], ...], the period's days in
 --                                   chronological order up to the horizon; required when
@@ -45,7 +60,8 @@
 --                     position in `groups`), index in the batch, member, value, event_id
 --                     (or null), metadata: null, '=' .. JSON (no nulls: stored as given
 --                     when the member has no metadata yet) or '~' .. JSON (has nulls:
---                     always merged)
+--                     always merged), ts: the event's time, epoch seconds (what reach sets
+--                     record)
 -- The whole batch is checked before anything is read or written: one that does not match
 -- this description is refused with the error 'write.lua: <field>: <what is wrong>'.
 -- Events are checked and applied in batch order, whatever their day, so that duplicates
@@ -60,9 +76,9 @@
 --! include aggregate
 --! include trim
 
-local PROTOCOL = 2
-local EVENT_FIELDS = {'group', 'index', 'member', 'value', 'event_id', 'metadata'}
-local GROUP, INDEX, MEMBER, VALUE, EVENT_ID, METADATA = 1, 2, 3, 4, 5, 6
+local PROTOCOL = 3
+local EVENT_FIELDS = {'group', 'index', 'member', 'value', 'event_id', 'metadata', 'ts'}
+local GROUP, INDEX, MEMBER, VALUE, EVENT_ID, METADATA, TS = 1, 2, 3, 4, 5, 6, 7
 
 -- Checking the batch: each check raises '<field>: <problem>', which a pcall turns into the
 -- error reply.
@@ -113,8 +129,9 @@ local function check(v, kind, path, nullable)
   return v
 end
 
-local function check_key(v, path)
-  check(v, 'string', path)
+local function check_key(v, path, nullable)
+  if nullable and v == null then return nil end
+  check(v, 'string', path, nullable)
   if not declared[v] then refuse(path, json_string(v) .. ' is not declared in KEYS') end
   return v
 end
@@ -138,8 +155,8 @@ local BATCH_FIELDS = set({
   'groups', 'event_fields', 'events',
 })
 local BOARD_KEYS = {'state', 'events', 'meta', 'batches', 'batch_results', 'scratch'}
-local GROUP_FIELDS = set({'day', 'season', 'key', 'expire_at', 'rollups'})
-local ROLLUP_FIELDS = set({'window', 'key', 'weight', 'expire_at', 'days', 'base'})
+local GROUP_FIELDS = set({'day', 'season', 'key', 'reached', 'expire_at', 'rollups'})
+local ROLLUP_FIELDS = set({'window', 'key', 'reached', 'weight', 'expire_at', 'days', 'base'})
 local BASE_FIELDS = set({'key', 'through'})
 
 local function one_of(v, choices, path)
@@ -155,6 +172,7 @@ local function parse_rollup(r, at, board, day_key)
   local rollup = {
     window = check(r.window, 'string', at .. '.window'),
     key = check_key(r.key, at .. '.key'),
+    reached = check_key(r.reached, at .. '.reached', true),
     weight = check(r.weight, 'number', at .. '.weight'),
     expire_at = check(r.expire_at, 'integer', at .. '.expire_at', true),
     days = {},
@@ -193,6 +211,12 @@ local function parse_rollup(r, at, board, day_key)
     rollup.base = check_key(r.base.key, path .. '.key')
     rollup.through = check(r.base.through, 'string', path .. '.through')
   end
+  -- A trimmed board cuts equal scores by rank, a base keeps no reach times, and a weight of
+  -- 0 ties every value: none could keep its reach set exact.
+  if rollup.reached and (board.trimmed or rollup.base or rollup.weight <= 0) then
+    refuse(at .. '.reached', 'must be null on a board with max_entries > 0, a base or a '
+      .. 'weight <= 0')
+  end
   return rollup
 end
 
@@ -203,6 +227,7 @@ local function parse_group(g, at, board)
     day = check(g.day, 'string', at .. '.day'),
     season = check(g.season, 'string', at .. '.season', true),
     key = check_key(g.key, at .. '.key'),
+    reached = check_key(g.reached, at .. '.reached', true),
     expire_at = check(g.expire_at, 'integer', at .. '.expire_at'),
     rollups = {},
   }
@@ -221,7 +246,7 @@ end
 
 -- kind and nullable of each column of EVENT_FIELDS, for the message of a bad event.
 local EVENT_CHECKS = {
-  {'count'}, {'count'}, {'string'}, {'number'}, {'string', true}, {'string', true},
+  {'count'}, {'count'}, {'string'}, {'number'}, {'string', true}, {'string', true}, {'number'},
 }
 
 -- The events are many: each is tested inline, and only a bad one goes through `check`,
@@ -236,10 +261,12 @@ local function parse_events(rows, ngroups)
     end
     -- The columns of EVENT_FIELDS.
     local g, index, member, value, event_id, meta = ev[1], ev[2], ev[3], ev[4], ev[5], ev[6]
+    local ts = ev[7]
     if type(g) ~= 'number' or g % 1 ~= 0 or g < 0 or g >= ngroups
         or type(index) ~= 'number' or index % 1 ~= 0 or index < 0
         or type(member) ~= 'string'
         or type(value) ~= 'number' or value ~= value or value == huge or value == -huge
+        or type(ts) ~= 'number' or ts ~= ts or ts == huge or ts == -huge
         or (event_id ~= null and type(event_id) ~= 'string')
         or (meta ~= null and (type(meta) ~= 'string'
           or (byte(meta, 1) ~= 61 and byte(meta, 1) ~= 126))) then  -- '=', '~'
@@ -499,6 +526,28 @@ local function put_trimmed(key, days, member, value, weight)
   if total then redis.call('ZADD', key, total, member) end
 end
 
+-- ties = "earliest": the reach of `member` on the board whose reach set is `reached`, after
+-- a contribution `x` (weight x value) of an event at `ts`; `old` is the board's score before
+-- it (nil: the member is new there), `changed` whether the day score changed (sum).
+local function reach(reached, member, old, x, ts, changed)
+  if old == nil or aggregate == 'set' then
+    redis.call('ZADD', reached, ts, member)
+  elseif aggregate == 'sum' then
+    if changed then redis.call('ZADD', reached, 'GT', ts, member) end
+  elseif (aggregate == 'max' and x > old) or (aggregate == 'min' and x < old) then
+    redis.call('ZADD', reached, ts, member)
+  elseif x == old then
+    redis.call('ZADD', reached, 'LT', ts, member)
+  end
+end
+
+-- A member's score on `key`, or nil (ZSCORE answers false for none).
+local function score_of(key, member)
+  local s = redis.call('ZSCORE', key, member)
+  if s then return tonumber(s) end
+  return nil
+end
+
 local applied, duplicates = 0, 0
 for _, grp in ipairs(groups) do grp.applied = 0 end
 for i = 1, #all do
@@ -509,7 +558,15 @@ for i = 1, #all do
   else
     local member, value = ev[MEMBER], ev[VALUE]
     grp.applied = grp.applied + 1
-    put(grp.key, member, value)
+    local changed = true
+    if grp.reached then
+      local old = score_of(grp.key, member)
+      put(grp.key, member, value)
+      changed = old == nil or score_of(grp.key, member) ~= old
+      reach(grp.reached, member, old, value, ev[TS], changed)
+    else
+      put(grp.key, member, value)
+    end
     local rollups = grp.rollups
     for j = 1, #rollups do
       local r = rollups[j]
@@ -519,6 +576,10 @@ for i = 1, #all do
         -- a later day's value stands: the rollup does not change
       elseif max_entries > 0 then
         put_trimmed(r.key, r.days, member, value, r.weight)
+      elseif r.reached then
+        local x = r.weight * value
+        reach(r.reached, member, score_of(r.key, member), x, ev[TS], changed)
+        put(r.key, member, x)
       else
         put(r.key, member, r.weight * value)
       end
@@ -537,8 +598,12 @@ for _, grp in ipairs(groups) do
   if grp.applied > 0 then
     applied = applied + grp.applied
     redis.call('EXPIREAT', grp.key, grp.expire_at)
+    if grp.reached then redis.call('EXPIREAT', grp.reached, grp.expire_at) end
     for _, r in ipairs(grp.rollups) do
-      if r.expire_at then redis.call('EXPIREAT', r.key, r.expire_at) end
+      if r.expire_at then
+        redis.call('EXPIREAT', r.key, r.expire_at)
+        if r.reached then redis.call('EXPIREAT', r.reached, r.expire_at) end
+      end
       if max_entries > 0 then trim_board(r.key, desc, max_entries) end
     end
   end

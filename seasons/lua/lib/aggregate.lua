@@ -92,3 +92,82 @@ local function aggregate_store(target, days, aggregate, scratch)
   args[#args + 1] = aggregate
   return redis.call(unpack(args))
 end
+
+-- ties = "earliest": beside a board, its reach set (member -> the time it reached its
+-- score). A rolled-up board's reach comes from its days' reach sets (`reached`, one per day
+-- of `days`, in the same order): sum: the latest reach of the days that have the member;
+-- max (min): the earliest reach of the days whose weighted score is the best; set: the
+-- reach of the latest day that has the member. A day's reach set holds the members of its
+-- day board; a member a day has without a reach there (written before the board kept reach
+-- times) takes none from that day.
+
+-- The reach of `member` from `days` and their reach sets `reached`, or nil.
+local function reach_days(aggregate, days, reached, member)
+  if aggregate == 'set' then
+    for i = #days, 1, -1 do
+      if redis.call('ZSCORE', days[i][1], member) then
+        local r = redis.call('ZSCORE', reached[i], member)
+        if r then return tonumber(r) end
+        return nil
+      end
+    end
+    return nil
+  end
+  local best, out = nil, nil
+  for i = 1, #days do
+    local s = redis.call('ZSCORE', days[i][1], member)
+    if s then
+      local r = redis.call('ZSCORE', reached[i], member)
+      if r then r = tonumber(r) else r = nil end  -- ZSCORE answers false for none
+      if aggregate == 'sum' then
+        if r and (out == nil or r > out) then out = r end
+      else
+        local x = days[i][2] * tonumber(s)
+        if best == nil or (aggregate == 'max' and x > best) or (aggregate == 'min' and x < best) then
+          best, out = x, r
+        elseif x == best and r and (out == nil or r < out) then
+          out = r
+        end
+      end
+    end
+  end
+  return out
+end
+
+-- Every member's reach at once: `target_reached` replaced by the reach set of the board
+-- `target` (already recomputed from `days`), from the days' reach sets `reached`.
+local function reach_store(target_reached, target, days, reached, aggregate, scratch)
+  if aggregate == 'sum' then
+    -- ZUNIONSTORE's default weights are 1: the reach times as they are, the latest kept.
+    local args = {'ZUNIONSTORE', target_reached, #reached}
+    for i = 1, #reached do args[#args + 1] = reached[i] end
+    args[#args + 1] = 'AGGREGATE'
+    args[#args + 1] = 'MAX'
+    return redis.call(unpack(args))
+  end
+  if aggregate == 'set' then
+    local plain = {}
+    for i = 1, #reached do plain[i] = {reached[i], 1} end
+    return aggregate_store(target_reached, plain, 'set', scratch)
+  end
+  -- max, min: which days tie for the best weighted score is per member.
+  redis.call('DEL', target_reached)
+  local size = redis.call('ZCARD', target)
+  local n = 0
+  for from = 0, size - 1, SET_CHUNK do
+    local members = redis.call('ZRANGE', target, from, from + SET_CHUNK - 1)
+    local args = {}
+    for j = 1, #members do
+      local r = reach_days(aggregate, days, reached, members[j])
+      if r then
+        args[#args + 1] = r
+        args[#args + 1] = members[j]
+      end
+    end
+    if #args > 0 then
+      redis.call('ZADD', target_reached, unpack(args))
+      n = n + #args / 2
+    end
+  end
+  return n
+end
