@@ -515,7 +515,8 @@ class Model:
 
     def ranked(self, board: str, window: str, pid: str) -> list[tuple[int, str, float]]:
         cfg = self.cfg(board)
-        return ranked(self.board(board, window, pid), cfg.order, cfg.ties)
+        reached = self.reach(board, window, pid) if cfg.ties == "earliest" else None
+        return ranked(self.board(board, window, pid), cfg.order, cfg.ties, reached=reached)
 
     def periods(self, board: str) -> set[tuple[str, str]]:
         """Every (window, period id) of a window the board keeps whose board has at least one

@@ -1,7 +1,8 @@
 """Random event streams through :class:`seasons.Seasons`, compared with the reference model.
 
 Hypothesis draws a configuration (zone, week start, short seasons as a cycle or a list with a
-gap, four boards with random windows, weights, ties and ``max_entries``; one of them of a random
+gap, four boards with random windows, weights, ties (member, shared, dense, earliest) and
+``max_entries``; one of them of a random
 aggregate, ``set`` included) and a stream of steps:
 the clock moving on (sometimes to just past a local midnight), and batches of
 events at or a little before the clock's now (some late, some in the future, some repeating an
@@ -67,12 +68,23 @@ KEPT = (
 )
 
 
+def _possible(cfg: dict[str, Any]) -> dict[str, Any]:
+    """Earliest ties take no trimming and no zero weight (the settings refuse them)."""
+    if cfg["ties"] != "earliest":
+        return cfg
+    nonzero = {k: [w or 1 for w in cfg[k]] for k in WEIGHTS}
+    return {**cfg, **nonzero, "max_entries": 0}
+
+
+WEIGHTS = ("week_weights", "season_weights", "month_weights")
+
+
 def board_settings(aggregate: str, order: str) -> st.SearchStrategy[dict[str, Any]]:
     return st.fixed_dictionaries(
         {
             "aggregate": st.just(aggregate),
             "order": st.just(order),
-            "ties": st.sampled_from(["member", "shared"]),
+            "ties": st.sampled_from(["member", "shared", "dense", "earliest"]),
             "week_weights": st.lists(st.sampled_from([0, 1, 2]), min_size=7, max_size=7),
             "season_weights": st.lists(st.sampled_from([0, 1, 2]), max_size=3),
             "windows": st.sampled_from(KEPT),
@@ -80,7 +92,7 @@ def board_settings(aggregate: str, order: str) -> st.SearchStrategy[dict[str, An
             "month_weights": st.lists(st.sampled_from([0, 1, 2, 3]), max_size=31),
             "max_entries": st.sampled_from([0, 2, 3, 3]),
         }
-    )
+    ).map(_possible)
 
 
 @st.composite
@@ -138,7 +150,8 @@ event = st.fixed_dictionaries(
     {
         "board": st.sampled_from(BOARDS),
         "member": st.sampled_from(MEMBERS),
-        "value": st.integers(-1000, 1000),
+        # A few common values, so that equal scores (and the tie rules) come up often.
+        "value": st.one_of(st.integers(-1000, 1000), st.sampled_from([0, 5, 10])),
         # seconds before now: negative is the future (beyond -300 it is too far ahead);
         # up to two hours back, which is late just after a day's grace has run out
         "back": st.one_of(st.integers(-400, 7200), st.integers(0, 120)),
@@ -205,7 +218,14 @@ def check_everything(
         boards = {
             n for n in stored if r.type(n) == b"zset" and not n.endswith((":events", ":batches"))
         }
-        assert boards == {key(NS, board, w, p) for w, p in periods}
+        want_boards = {key(NS, board, w, p) for w, p in periods}
+        if settings.boards[board].ties == "earliest":  # and a reach set beside each board
+            for w, p in periods:
+                reach = f"{NS}:{{{board}}}:reached:{w}:{p}"
+                assert zset(r, reach) == model.reach(board, w, p), reach
+                assert r.expiretime(reach) == model.cal.expire_at(w, p), reach
+                want_boards.add(reach)
+        assert boards == want_boards
         meta_key = f"{NS}:{{{board}}}:meta"
         assert r.ttl(meta_key) in (-1, -2)
         stored_meta = {
