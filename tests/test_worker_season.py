@@ -29,12 +29,15 @@ def rejection_codes(sim: Sim, events: list[dict], *, backfill: bool = False) -> 
     return {p["code"] for p in info.value.details}
 
 
-# The board kinds: latest-wins boards (set; trimmed, and with dense ranks), dense ties on a
-# sum board: their archives too are the model's final standings.
+# The board kinds: latest-wins boards (set; trimmed, and with dense ranks), dense and earliest
+# ties: their archives too are the model's final standings.
 KINDS = {
     "latest": {"aggregate": "set", "max_entries": 5, "week_weights": [1, 1, 1, 1, 1, 2, 2]},
     "rating": {"aggregate": "set", "ties": "dense"},
     "levels": {"aggregate": "max", "ties": "dense", "order": "asc"},
+    # the first to reach a score ranks higher: the archive keeps that order (and its reach set)
+    "first": {"aggregate": "max", "ties": "earliest"},
+    "steady": {"aggregate": "set", "ties": "earliest", "week_weights": [1, 1, 1, 1, 1, 2, 2]},
 }
 
 
@@ -85,6 +88,10 @@ def test_a_whole_season(settings_factory, r, tmp_path: Path, boards) -> None:
         # The archive key has no TTL; the live key keeps its EXPIREAT and runs out later.
         archive = f"{ns}:{{{board}}}:archive:S1"
         assert zset(r, archive) == sim.model.board(board, "season", "S1")
+        if settings.boards[board].ties == "earliest":  # its reach set went along, no TTL
+            reached = f"{ns}:{{{board}}}:reached:archive:S1"
+            assert zset(r, reached) == sim.model.reach(board, "season", "S1")
+            assert r.ttl(reached) == -1
         assert r.ttl(archive) == -1
         live = ref_key(ns, board, "season", "S1")
         assert r.expiretime(live) == sim.model.cal.expire_at("season", "S1")
