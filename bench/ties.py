@@ -1,22 +1,22 @@
-"""What ``ties = "earliest"`` costs a read, side by side with ``member`` ties on the same board.
+"""What each tie rule costs a read, side by side on the same scores.
 
-Among equal scores an earliest board ranks the member that reached its score first higher,
-from a reach set kept beside the board (``Keys.reached``). A sorted set orders equal scores
-by member bytes only, so the read scripts read the whole run of equal scores a read touches
-(ZRANGE BYSCORE s s, then ZMSCORE of the reach set) and sort it
-(``seasons/lua/lib/ranks.lua``): a read costs O(log n) plus the size of those runs. This
-bench puts 100 000 members on a day board three ways -- groups of about 10 equal scores,
-groups of about 1 000, all scores distinct -- with random reach times, and times, per tie
-rule, a page of 10, a member's entry and 10 entries around a member, at positions 1, 1 000
-and 50 000 of the board. Each figure is the median of a few reads through the Python API
-(``Seasons.run``, one EVALSHA each), so it includes the client's overhead, the same for both
-tie rules.
+``member`` and ``shared`` ranks come from Redis in O(log n). A ``dense`` rank counts distinct
+scores, which a sorted set cannot count in O(log n): the read scripts walk the distinct
+scores better than the first entry they answer. An ``earliest`` read reads whole each run of
+equal scores it touches, with the members' reach times, and sorts it
+(``seasons/lua/lib/ranks.lua``). This bench puts 100 000 members on a day board four ways --
+few distinct scores (100), groups of about 10 equal scores, groups of about 1 000, all scores
+distinct -- once per tie rule (the earliest board with a reach set of random times), and
+times a page of 10, a member's entry and 10 entries around a member at positions 1, 1 000 and
+50 000. It prints the dense rank and the size of the member's run of equal scores there. Each
+figure is the median of a few reads through the Python API (``Seasons.run``, one EVALSHA
+each), so it includes the client's overhead, the same for every rule.
 
-    flock /tmp/bench.lock .venv/bin/python -m bench.earliest [--members N] [--reads N]
+    flock /tmp/bench.lock .venv/bin/python -m bench.ties [--members N] [--reads N]
 
-It starts its own redis-server (``bench.common.own_redis``) and writes the boards' day keys
-and the reach sets directly (their layout is public), which is much faster than
-``submit_many`` and reads the same.
+It starts its own redis-server (``bench.common.own_redis``) and writes the day keys and the
+reach set directly (their layout is public), which is much faster than ``submit_many`` and
+reads the same.
 """
 
 from __future__ import annotations
@@ -37,11 +37,12 @@ from seasons import Seasons
 from seasons.config import Settings, load_settings
 from seasons.keys import Keys
 
-NS = "bench-earliest"
-TIES = ("member", "earliest")
+NS = "bench-ties"
+TIES = ("member", "shared", "dense", "earliest")
 POSITIONS = (1, 1_000, 50_000)
 # name -> value of the i-th of n members
 SPREADS: dict[str, Callable[[int, int, random.Random], float]] = {
+    "few distinct (100)": lambda i, n, rnd: float(rnd.randint(1, 100)),
     "groups of ~10": lambda i, n, rnd: float(rnd.randint(1, max(1, n // 10))),
     "groups of ~1000": lambda i, n, rnd: float(rnd.randint(1, max(1, n // 1000))),
     "all distinct": lambda i, n, rnd: float(i),
@@ -64,7 +65,7 @@ def settings(url: str) -> Settings:
 
 
 def populate(client: redis.Redis, keys: Keys, calendar: Calendar, members: int) -> None:
-    """The same scores on both boards of a spread; the earliest one with its reach set
+    """The same scores on every board of a spread; the earliest one with its reach set
     (random times within a day, some equal)."""
     day = calendar.today.isoformat()
     for k, value in enumerate(SPREADS.values()):
@@ -75,7 +76,8 @@ def populate(client: redis.Redis, keys: Keys, calendar: Calendar, members: int) 
             names = [f"u{i:07d}" for i in range(start, min(members, start + 10_000))]
             client.zadd(first, {m: value(i, members, rnd) for i, m in enumerate(names, start)})
             client.zadd(reached, {m: 2.0e9 + rnd.randrange(86_400) for m in names})
-        client.copy(first, keys.day(f"s{k}_earliest", calendar.today), replace=True)
+        for ties in TIES[1:]:
+            client.copy(first, keys.day(f"s{k}_{ties}", calendar.today), replace=True)
 
 
 def _reads(s: Seasons, member: str, position: int) -> dict[str, Callable[[str], object]]:
@@ -99,7 +101,7 @@ def median_ms(read: Callable[[str], object], board: str, reads: int) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m bench.earliest", description=__doc__.split("\n")[0]
+        prog="python -m bench.ties", description=__doc__.split("\n")[0]
     )
     parser.add_argument("--members", type=int, default=100_000)
     parser.add_argument("--reads", type=int, default=15, help="reads per figure (median)")
@@ -112,20 +114,22 @@ def main(argv: list[str] | None = None) -> int:
         populate(client, keys, calendar, args.members)
         with Seasons(cfg, clock=calendar.clock()) as s:
             print(f"{args.members:,} members on a day board; median of {args.reads} reads, ms")
-            print(f"{'spread':<20} {'read':<20} {'position':>8} {'run':>6}  "
-                  + "  ".join(f"{t:>8}" for t in TIES) + "  ratio")  # fmt: skip
+            print(f"{'spread':<20} {'read':<16} {'position':>8} {'dense':>7} {'run':>6}  "
+                  + "  ".join(f"{t:>8}" for t in TIES))  # fmt: skip
             for k, spread in enumerate(SPREADS):
                 for position in POSITIONS:
                     if position > args.members:
                         continue
-                    top = s.top(f"s{k}_earliest", "day", offset=position - 1, limit=1)
+                    top = s.top(f"s{k}_member", "day", offset=position - 1, limit=1)
                     name, score = top.entries[0].member, top.entries[0].score
-                    run = client.zcount(keys.day(f"s{k}_earliest", calendar.today), score, score)
+                    dense = s.rank(f"s{k}_dense", name, "day")
+                    assert dense is not None
+                    run = client.zcount(keys.day(f"s{k}_member", calendar.today), score, score)
                     for label, read in _reads(s, name, position).items():
                         cells = [median_ms(read, f"s{k}_{t}", args.reads) for t in TIES]
-                        print(f"{spread:<20} {label:<20} {position:>8,} {run:>6,}  "
-                              + "  ".join(f"{c:>8.2f}" for c in cells)
-                              + f"  {cells[1] / cells[0]:>5.2f}", flush=True)  # fmt: skip
+                        print(f"{spread:<20} {label:<16} {position:>8,} {dense.rank:>7,} "
+                              f"{run:>6,}  " + "  ".join(f"{c:>8.2f}" for c in cells),
+                              flush=True)  # fmt: skip
         client.close()
     return 0
 
