@@ -11,7 +11,9 @@ The same events also go, side by side in each round, to a ``set`` board (the lat
 wins): its rate against the ``sum`` board's is what the set rule costs on the write path (a
 set board also reads whether a later day of each rolled-up period has the member), and to a
 ``sum`` board that also keeps the ``alltime`` window (one more write per event, and a read of
-the day its base is folded through).
+the day its base is folded through), and to a ``sum`` board with ``ties = "dense"`` (each
+write also keeps the distinct set beside each board: a ZSCORE before and after, a ZADD, and a
+ZCOUNT when the old score may have left the board).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ NS_PIPELINE = "bench-ingest-pipeline"
 NS_FULL = "bench-ingest-ids-meta"
 NS_SET = "bench-ingest-set"
 NS_ALLTIME = "bench-ingest-alltime"
+NS_DENSE = "bench-ingest-dense"
 
 
 def make_events(
@@ -112,6 +115,32 @@ def set_board(settings: Settings) -> Settings:
     """``settings`` with the bench board's aggregate ``set`` instead of ``sum``."""
     board = settings.boards[BOARD].model_copy(update={"aggregate": "set"})
     return settings.model_copy(update={"boards": {BOARD: board}})
+
+
+def dense_board(settings: Settings) -> Settings:
+    """``settings`` with the bench board ranking ``ties = "dense"``."""
+    board = settings.boards[BOARD].model_copy(update={"ties": "dense"})
+    return settings.model_copy(update={"boards": {BOARD: board}})
+
+
+def dense_differences(client: Any, keys: list[str], sum_keys: list[str]) -> list[str]:
+    """What differs between the dense board's boards and the sum board's (the same events,
+    the same aggregate), and between each distinct set and its board's scores; [] if
+    nothing."""
+    problems = board_differences(client, keys, sum_keys)
+    texts = "local o = {} for _, m in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do "
+    texts += "o[#o + 1] = redis.call('ZSCORE', KEYS[1], m) end return o"
+    for name in keys:
+        ns, rest = name.split(":", 1)
+        tag, window, pid = rest.split(":", 2)
+        distinct = f"{ns}:{tag}:distinct:{window}:{pid}"
+        want = set(client.eval(texts, 1, name))
+        got = set(client.zrange(distinct, 0, -1))
+        if got != want:
+            problems.append(f"{distinct}: {len(got)} scores, its board has {len(want)}")
+        if client.expiretime(distinct) != client.expiretime(name):
+            problems.append(f"{distinct}: EXPIRETIME differs from its board's")
+    return problems
 
 
 def alltime_board(settings: Settings) -> Settings:
@@ -196,12 +225,14 @@ def run(url: str, sizes: Sizes, calendar: Calendar | None = None) -> Section:
     settings = {ns: calendar.settings(url, ns) for ns in (NS_SEASONS, NS_PIPELINE, NS_FULL)}
     settings[NS_SET] = set_board(calendar.settings(url, NS_SET))
     settings[NS_ALLTIME] = alltime_board(calendar.settings(url, NS_ALLTIME))
+    settings[NS_DENSE] = dense_board(calendar.settings(url, NS_DENSE))
     events = make_events(sizes)
     plain = batches(events, sizes.batch)
     seasons_s = Seasons(settings[NS_SEASONS], clock=calendar.clock())
     seasons_f = Seasons(settings[NS_FULL], clock=calendar.clock())
     seasons_set = Seasons(settings[NS_SET], clock=calendar.clock())
     seasons_all = Seasons(settings[NS_ALLTIME], clock=calendar.clock())
+    seasons_dense = Seasons(settings[NS_DENSE], clock=calendar.clock())
     client = make_client(settings[NS_PIPELINE].redis)  # configured exactly like Seasons' own
     best: dict[str, float] = {}
     try:
@@ -212,6 +243,7 @@ def run(url: str, sizes: Sizes, calendar: Calendar | None = None) -> Section:
                 "seasons": lambda: seasons_ingest(seasons_s, plain),
                 "set": lambda: seasons_ingest(seasons_set, plain),
                 "alltime": lambda: seasons_ingest(seasons_all, plain),
+                "dense": lambda: seasons_ingest(seasons_dense, plain),
                 "pipeline": lambda: pipeline_ingest(client, settings[NS_PIPELINE], calendar, plain),
                 "full": lambda f=full: seasons_ingest(seasons_f, f),  # type: ignore[misc]
             }
@@ -224,12 +256,14 @@ def run(url: str, sizes: Sizes, calendar: Calendar | None = None) -> Section:
         day_weights = _weights(settings[NS_SET], calendar)
         same_set = set_differences(client, keys[NS_SET], keys[NS_SEASONS], events, day_weights)
         same_alltime = alltime_differences(client, settings[NS_ALLTIME], calendar)
+        same_dense = dense_differences(client, keys[NS_DENSE], keys[NS_SEASONS])
         members = client.zcard(keys[NS_SEASONS][0])
     finally:
         seasons_s.close()
         seasons_f.close()
         seasons_set.close()
         seasons_all.close()
+        seasons_dense.close()
         client.close()
 
     n = sizes.events
@@ -255,6 +289,9 @@ def run(url: str, sizes: Sizes, calendar: Calendar | None = None) -> Section:
     section.row(
         "ingest on a board keeping alltime", rate["alltime"], "the same events, + window alltime"
     )
+    section.row(
+        "ingest on a dense board", rate["dense"], "the same events, ties = dense (distinct sets)"
+    )
     section.check(
         "Seasons and pipeline boards identical (day/week/season ZRANGE WITHSCORES, EXPIRETIME)"
         + ("" if not same else f" -- {'; '.join(same)}"),
@@ -275,9 +312,15 @@ def run(url: str, sizes: Sizes, calendar: Calendar | None = None) -> Section:
         + ("" if not same_alltime else f" -- {'; '.join(same_alltime)}"),
         not same_alltime,
     )
+    section.check(
+        "dense board equals the sum board, each distinct set its board's scores (EXPIRETIME)"
+        + ("" if not same_dense else f" -- {'; '.join(same_dense)}"),
+        not same_dense,
+    )
     section.ratio("ratio Seasons / pipeline", rate["seasons"] / rate["pipeline"], ">=", 2.0)
     section.ratio("ratio set board / sum board", rate["set"] / rate["seasons"], ">=", 0.8)
     section.ratio("ratio alltime board / sum board", rate["alltime"] / rate["seasons"], ">=", 0.8)
+    section.ratio("ratio dense board / sum board", rate["dense"] / rate["seasons"], ">=", 0.8)
     section.notes.append(
         "Seasons' time includes validating every event in Python; the pipeline validates nothing"
     )

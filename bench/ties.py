@@ -1,8 +1,9 @@
 """What each tie rule costs a read, side by side on the same scores.
 
 ``member`` and ``shared`` ranks come from Redis in O(log n). A ``dense`` rank counts distinct
-scores, which a sorted set cannot count in O(log n): the read scripts walk the distinct
-scores better than the first entry they answer. An ``earliest`` read reads whole each run of
+scores, which a sorted set cannot count in O(log n): the board keeps its distinct scores in a
+sorted set beside it (its distinct set), so a dense rank is one ZCOUNT of that, O(log n) too.
+An ``earliest`` read reads whole each run of
 equal scores it touches, with the members' reach times, and sorts it
 (``seasons/lua/lib/ranks.lua``). This bench puts 100 000 members on a day board four ways --
 few distinct scores (100), groups of about 10 equal scores, groups of about 1 000, all scores
@@ -14,9 +15,9 @@ each), so it includes the client's overhead, the same for every rule.
 
     flock /tmp/bench.lock .venv/bin/python -m bench.ties [--members N] [--reads N]
 
-It starts its own redis-server (``bench.common.own_redis``) and writes the day keys and the
-reach set directly (their layout is public), which is much faster than ``submit_many`` and
-reads the same.
+It starts its own redis-server (``bench.common.own_redis``) and writes the day keys, the
+reach set and the distinct sets directly (their layout is public), which is much faster than
+``submit_many`` and reads the same.
 """
 
 from __future__ import annotations
@@ -38,6 +39,10 @@ from seasons.config import Settings, load_settings
 from seasons.keys import Keys
 
 NS = "bench-ties"
+# The text ZSCORE answers for each of ARGV (members of KEYS[1]): what a distinct set holds.
+SCORE_TEXTS = (
+    "local o = {} for i, m in ipairs(ARGV) do o[i] = redis.call('ZSCORE', KEYS[1], m) end return o"
+)
 TIES = ("member", "shared", "dense", "earliest")
 POSITIONS = (1, 1_000, 50_000)
 # name -> value of the i-th of n members
@@ -66,7 +71,8 @@ def settings(url: str) -> Settings:
 
 def populate(client: redis.Redis, keys: Keys, calendar: Calendar, members: int) -> None:
     """The same scores on every board of a spread; the earliest one with its reach set
-    (random times within a day, some equal)."""
+    (random times within a day, some equal), the dense one with its distinct set (each
+    distinct score, as the text ZSCORE answers for it)."""
     day = calendar.today.isoformat()
     for k, value in enumerate(SPREADS.values()):
         rnd = random.Random(k)
@@ -78,6 +84,19 @@ def populate(client: redis.Redis, keys: Keys, calendar: Calendar, members: int) 
             client.zadd(reached, {m: 2.0e9 + rnd.randrange(86_400) for m in names})
         for ties in TIES[1:]:
             client.copy(first, keys.day(f"s{k}_{ties}", calendar.today), replace=True)
+        distinct = keys.distinct(f"s{k}_dense", "day", day)
+        client.delete(distinct)
+        texts: set[bytes] = set()
+        cursor = 0
+        while True:
+            cursor, rows = client.zscan(first, cursor, count=10_000)
+            if rows:
+                texts.update(client.eval(SCORE_TEXTS, 1, first, *(m for m, _ in rows)))
+            if cursor == 0:
+                break
+        listed = sorted(texts)
+        for start in range(0, len(listed), 10_000):
+            client.zadd(distinct, {t: float(t) for t in listed[start : start + 10_000]})
 
 
 def _reads(s: Seasons, member: str, position: int) -> dict[str, Callable[[str], object]]:

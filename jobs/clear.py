@@ -1,7 +1,8 @@
 """Clearing one period of one board (a test event, an incident): ``seasons clear``,
 ``POST /v1/admin/boards/{board}/clear`` and :meth:`seasons.Seasons.clear`.
 
-- A **day**: its key (and on a board with ``ties = "earliest"`` its reach set) is deleted,
+- A **day**: its key (and on a board with ``ties = "earliest"`` its reach set, with
+  ``ties = "dense"`` its distinct set) is deleted,
   then every rolled-up board holding the day (each window of ``seasons.windows.rolled_up``:
   its week, month, season, all-time) is recomputed from the day keys it still has (reach
   sets with them), so that no board keeps the day's scores.
@@ -397,6 +398,10 @@ class Clear:
             # them); the result names the boards deleted.
             doomed += [self.keys.reached(plan.board, "day", d.isoformat()) for d in plan.days]
             doomed += [self.keys.reached(plan.board, p.window, p.id) for p in plan.emptied]
+        if self.settings.boards[plan.board].ties == "dense":
+            # The distinct sets too (the rebuilt boards' are rebuilt with them).
+            doomed += [self.keys.distinct(plan.board, "day", d.isoformat()) for d in plan.days]
+            doomed += [self.keys.distinct(plan.board, p.window, p.id) for p in plan.emptied]
         # One transaction in the board's slot: the days, the boards they leave empty and the
         # mark that they are gone, at one instant for every reader and writer.
         pipe = self.client.pipeline(transaction=True)

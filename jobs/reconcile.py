@@ -49,10 +49,17 @@ class Plan:
     # (the reach set of each of ``days``, in their order); None for a board without.
     reached: str | None = None
     reached_days: Sequence[str] = ()
+    # ties = "dense": the target's distinct set (one member per distinct score), rebuilt from
+    # the target after an atomic union, kept by each slice and made exact after the last.
+    distinct: str | None = None
 
     def reach_keys(self) -> list[str]:
         """The KEYS that union_store.lua and reconcile_slice.lua take after the days: the
-        reach sets, or none."""
+        reach sets, the distinct set, or none."""
+        if self.distinct is not None:
+            if self.reached is not None:
+                raise ValueError("a plan names both reach sets and a distinct set")
+            return [self.distinct]
         if self.reached is None:
             return []
         if len(self.reached_days) != len(self.days):
@@ -141,6 +148,19 @@ def reconcile(
                 changed += repair(part, 0 if settling else board.max_entries)
                 if progress:
                     progress(len(part))
+            if cursor == 0:
+                break
+    if plan.distinct is not None:
+        # Every member visited had its score added, and each change dropped the old score
+        # when no member kept it; what is left to drop are the scores a drifted distinct set
+        # held that no member has: checked and removed atomically per chunk.
+        cursor = 0
+        while True:
+            cursor, rows = client.zscan(plan.distinct, cursor, count=slice_size)
+            if rows:
+                scripts.reconcile_slice(
+                    keys=[plan.target, plan.distinct], args=["prune", *(m for m, _ in rows)]
+                )
             if cursor == 0:
                 break
     return Outcome(plan.target, "sliced", int(client.zcard(plan.target)), changed)

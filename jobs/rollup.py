@@ -51,6 +51,7 @@ def _fingerprint(cfg: BoardSettings, plan: Plan) -> str:
     text = repr((
         cfg.aggregate, cfg.order, cfg.max_entries, list(plan.days), list(plan.weights),
         plan.reached,  # a board switched to earliest ties needs its reach set recomputed
+        plan.distinct,  # and one switched to dense ties its distinct set
     ))  # fmt: skip
     return hashlib.sha1(text.encode()).hexdigest()[:16]
 
@@ -169,7 +170,14 @@ class Rollup:
             reached_days=[self.keys.reached(board, "day", d.isoformat()) for d in days]
             if earliest
             else (),
+            distinct=self._distinct(board, period),
         )
+
+    def _distinct(self, board: str, period: win.Period) -> str | None:
+        """ties = "dense": the distinct set of ``period``'s board, rebuilt with it."""
+        if self.settings.boards[board].ties != "dense":
+            return None
+        return self.keys.distinct(board, period.window, period.id)
 
     def _endless_plan(self, board: str, period: win.Period, now: datetime) -> Plan:
         through, gap = folded_through(self.client, self.keys, board, period.window)
@@ -204,6 +212,7 @@ class Rollup:
             weights=[1.0] * len(sources),
             expireat=0,  # never expires
             scratch=self.keys.tmp(board, "union"),
+            distinct=self._distinct(board, period),  # the base keeps none: it is not read
         )
 
     # --- recomputing ------------------------------------------------------------------------

@@ -13,6 +13,11 @@ A reach set (``ties = "earliest"``, ``reached:<window>:<period id>``) expires wi
 and an archive's (``reached:archive:<id>``) never does. It holds the members of its board
 and no others, so it never keeps a member's metadata by itself: metadata goes by the boards
 only. Erasure removes the member from the reach sets too.
+
+A distinct set (``ties = "dense"``, ``distinct:<window>:<period id>``, ``distinct:archive:<id>``)
+has its board's TTL the same way. Its members are score texts, not members of the board, so it
+never keeps metadata either. Erasure drops the member's score from the distinct set of each
+board it was on when no other member has that score.
 """
 
 from __future__ import annotations
@@ -82,12 +87,13 @@ class Sweeper:
             return None
         if kind in win.SPECS:
             return win.expire_at(_checked_period(kind, ident, self.settings), self.settings)
-        if kind == "reached":  # beside its board, whose TTL it has
+        if kind in ("reached", "distinct"):  # beside its board, whose TTL it has
             window, _, period = ident.partition(":")
             if window == "archive":
                 return None
             if window not in win.SPECS:
-                raise ValueError(f"a reach set of no window: {window!r}")
+                what = "reach set" if kind == "reached" else "distinct set"
+                raise ValueError(f"a {what} of no window: {window!r}")
             return win.expire_at(_checked_period(window, period, self.settings), self.settings)
         if kind in ("events", "batches", "batch_results"):
             return stamp + int(DEDUPE_WINDOW.total_seconds()) + 1
@@ -198,10 +204,17 @@ class Sweeper:
             zsets = self.board_zsets(board)
             # Its reach times go with it; the report names the boards it was on.
             reached = self.reach_sets(board)
+            dense = self._dense_scores(board, zsets, member)
             reply = self.scripts.forget(
                 keys=[self.keys.meta(board), *zsets, *reached], args=[member]
             )
             on = [zsets[int(i) - 2] for i in reply[1:] if int(i) - 2 < len(zsets)]
+            for key in on:
+                if key in dense:
+                    # Its score leaves the distinct set if no member has it any more
+                    # (checked and removed atomically: reconcile_slice.lua, prune).
+                    distinct, score = dense[key]
+                    self.scripts.reconcile_slice(keys=[key, distinct], args=["prune", score])
             rewritten = []
             for key in on:
                 parsed = self.keys.parse(key)
@@ -216,6 +229,27 @@ class Sweeper:
                     "keys": on, "metadata": bool(int(reply[0])), "files_rewritten": rewritten,
                 }  # fmt: skip
         return report
+
+    def _dense_scores(self, board: str, zsets: list[str], member: str) -> dict[str, Any]:
+        """ties = "dense": for each board of ``zsets`` that keeps a distinct set (windows and
+        archives) and holds ``member``, (its distinct set, the member's score as a ZCOUNT
+        bound); empty for a board with other ties."""
+        if self.settings.boards[board].ties != "dense":
+            return {}
+        kept = []
+        for key in zsets:
+            parsed = self.keys.parse(key)
+            if parsed is not None and (parsed.kind in win.SPECS or parsed.kind == "archive"):
+                kept.append((key, self.keys.distinct(board, parsed.kind, parsed.ident)))
+        pipe = self.client.pipeline(transaction=False)
+        for key, _ in kept:
+            pipe.zscore(key, member)
+        scores = pipe.execute() if kept else []
+        return {
+            key: (distinct, repr(float(score)))
+            for (key, distinct), score in zip(kept, scores, strict=True)
+            if score is not None
+        }
 
     def _scan(self, pattern: str, kind: str | None = None) -> Iterator[list[str]]:
         return scan_keys(self.client, pattern, count=SCAN_COUNT, kind=kind)

@@ -283,18 +283,22 @@ class Archives:
         is kept. Returns -1 when neither exists.
 
         A board with ``ties = "earliest"``: the live board's reach set is copied beside the
-        archive (``reached:archive:<archive_id>``, no TTL) in the same atomic call.
+        archive (``reached:archive:<archive_id>``, no TTL) in the same atomic call; with
+        ``ties = "dense"`` its distinct set (``distinct:archive:<archive_id>``, no TTL; built
+        from the archive when the live board has none).
         """
         keys = [source, self.keys.archive(board, archive_id)]
-        if self.settings.boards[board].ties == "earliest":
+        args: list[str] = []
+        ties = self.settings.boards[board].ties
+        beside = {"earliest": self.keys.reached, "dense": self.keys.distinct}.get(ties)
+        if beside is not None:
             parsed = self.keys.parse(source)
             if parsed is None or parsed.board != board:
                 raise ValueError(f"{source!r} is not a key of board {board!r}")
-            keys += [
-                self.keys.reached(board, parsed.kind, parsed.ident),
-                self.keys.reached(board, "archive", archive_id),
-            ]
-        return int(self.scripts.archive_copy(keys=keys))
+            keys += [beside(board, parsed.kind, parsed.ident), beside(board, "archive", archive_id)]
+            if ties == "dense":
+                args = ["distinct"]
+        return int(self.scripts.archive_copy(keys=keys, args=args))
 
     def write_files(
         self,

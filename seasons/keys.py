@@ -51,6 +51,14 @@ class Keys:
     def reached(self, board: str, window: str, period_id: str) -> str:
         return f"{self._board(board)}:reached:{window}:{period_id}"
 
+    # ties = "dense": beside each board sorted set of a window (or an archive: window
+    # "archive"), one member per distinct score of the board: member = Redis's text of the
+    # score (what ZSCORE answers; -0 as "0", one score with 0), score = that score. A dense
+    # rank is then one ZCOUNT and the k-th distinct score one ZRANGE. Same TTL as its board
+    # (none for an archive's).
+    def distinct(self, board: str, window: str, period_id: str) -> str:
+        return f"{self._board(board)}:distinct:{window}:{period_id}"
+
     # Public: final standings of an archived season (or a snapshot ``S@<ts>``), no TTL.
     def archive(self, board: str, season_id: str) -> str:
         return f"{self._board(board)}:archive:{season_id}"

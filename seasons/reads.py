@@ -177,6 +177,26 @@ class Reads:
         live = self.keys.reached(board, win.spec(window).name, period_id)
         return live, archive if archived else live
 
+    def distinct(self, board: str, window: str, period_id: str) -> tuple[str, str]:
+        """(distinct set of the live key, distinct set of the archive key) of a read of
+        ``period_id``, for a board with dense ties: paired as :meth:`reached` pairs the
+        reach sets."""
+        archived = win.board_window(board, self.board(board), window).archived
+        archive = self.keys.distinct(board, "archive", period_id)
+        if archived and "@" in period_id:
+            return archive, archive
+        live = self.keys.distinct(board, win.spec(window).name, period_id)
+        return live, archive if archived else live
+
+    def _beside(self, board: str, cfg: BoardSettings, window: str, pid: str) -> list[str]:
+        """The keys a read takes beside the live and archive keys: their reach sets
+        (earliest ties), their distinct sets (dense ties), or none."""
+        if cfg.ties == "earliest":
+            return list(self.reached(board, window, pid))
+        if cfg.ties == "dense":
+            return list(self.distinct(board, window, pid))
+        return []
+
     def _resolve(self, window: str, period: str, now: datetime) -> win.Period:
         """:func:`win.resolve_period`, remembered for ``current`` and ``previous`` until the
         local day of ``now`` ends: they depend on that day alone (settings are frozen)."""
@@ -224,9 +244,7 @@ class Reads:
     def _range(self, board: str, window: str, period: str, mode: str, a: Any, b: int) -> Read[Any]:
         cfg = self.board(board)
         pid, live, archive = self.target(board, window, period)
-        keys = [live, archive, self.keys.meta(board)]
-        if cfg.ties == "earliest":
-            keys += self.reached(board, window, pid)
+        keys = [live, archive, self.keys.meta(board), *self._beside(board, cfg, window, pid)]
         args = [cfg.order, cfg.ties, mode, a, b, board, window, pid]
         absent = _not_ranked(board, window, a, pid) if mode == "member" else None
         return Read(Call(_RANGE, keys, args), _PAGE, absent)
@@ -278,16 +296,13 @@ class Reads:
         periods = win.recent_periods(window, last, self.clock(), self.settings)
         keys = [self.keys.meta(board)]
         args: list[Any] = [cfg.order, cfg.ties, "history", board, window, member]
-        earliest = cfg.ties == "earliest"
+        beside = {"earliest": self.keys.reached, "dense": self.keys.distinct}.get(cfg.ties)
         for p in periods:
             live = self.keys.window(board, p.window, p.id)
             keys += [live, self.keys.archive(board, p.id) if spec.archived else live]
-            if earliest:
-                reach = self.keys.reached(board, p.window, p.id)
-                keys += [
-                    reach,
-                    self.keys.reached(board, "archive", p.id) if spec.archived else reach,
-                ]
+            if beside is not None:
+                own = beside(board, p.window, p.id)
+                keys += [own, beside(board, "archive", p.id) if spec.archived else own]
             args.append(p.id)
         return Read(Call(_POINTS, keys, args), _HISTORY)
 
@@ -295,8 +310,5 @@ class Reads:
         self, board: str, cfg: BoardSettings, window: str, pid: str, live: str, archive: str
     ) -> list[str]:
         """The KEYS of a read_points call on one board: meta, live, archive and, for earliest
-        ties, their reach sets."""
-        keys = [self.keys.meta(board), live, archive]
-        if cfg.ties == "earliest":
-            keys += self.reached(board, window, pid)
-        return keys
+        ties, their reach sets, for dense ties their distinct sets."""
+        return [self.keys.meta(board), live, archive, *self._beside(board, cfg, window, pid)]

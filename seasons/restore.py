@@ -51,6 +51,7 @@ from seasons.errors import (
 )
 from seasons.events import check_metadata, check_stored_member, check_value
 from seasons.keys import SEASON_ARCHIVED, STATE_SEASON, Keys
+from seasons.scripts import Scripts
 
 Progress = Callable[[int, int], None]  # (rows done, rows in all)
 Action = Literal["restored", "replaced", "unchanged"]
@@ -238,7 +239,8 @@ class Restorer:
         """Write a checked file: its standings into the archive key (through a scratch key
         renamed into place), missing metadata, and the season's archived state. With earliest
         ties, the reach set too (reach = line number), written with the archive key, or on
-        its own when the archive key is unchanged but the reach set is missing."""
+        its own when the archive key is unchanged but the reach set is missing. With dense
+        ties, the distinct set of the archive's scores, built again after it."""
         board, season = checked.manifest.board, checked.manifest.season
         rows = checked.rows
         total = len(rows) if total is None else total
@@ -284,9 +286,20 @@ class Restorer:
             pipe.persist(reached)
         elif reach:
             pipe.delete(reached)
+        distinct = self.keys.distinct(board, "archive", season)
+        dense = self.settings.boards[board].ties == "dense"
+        if dense:
+            pipe.delete(distinct)  # whatever it held: built again below from the archive
         if "@" not in season:
             pipe.hset(self.keys.state(board), STATE_SEASON + season, SEASON_ARCHIVED)
         pipe.execute()
+        if dense:
+            # The distinct set of the file's scores, built from the archive just written (or
+            # left unchanged: the file's scores all the same), one member per distinct score
+            # as Redis writes it. Until it exists, reads walk.
+            Scripts(self.client).archive_copy(
+                keys=[archive, archive, distinct, distinct], args=["distinct"]
+            )
         if progress:
             progress(done + len(rows), total)
         return Restored(

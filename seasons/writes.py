@@ -31,7 +31,7 @@ from seasons.scripts import Scripts
 DEDUPE_WINDOW = timedelta(hours=48)
 # The shape of write.lua's argument (its header), which the script checks: a batch of
 # another version, or with other columns of events, is refused before anything is done.
-PROTOCOL = 3
+PROTOCOL = 4
 EVENT_FIELDS = ("group", "index", "member", "value", "event_id", "metadata", "ts")
 # How write.lua's refusals of a malformed batch begin.
 REFUSAL = "write.lua: "
@@ -90,11 +90,19 @@ class RollupTarget(NamedTuple):
     # ties = "earliest": the board's reach set (member -> when it reached its score), written
     # with the board; None for a board that keeps none.
     reached: str | None = None
+    # ties = "dense": the board's distinct set (one member per distinct score), kept with the
+    # board; None for a board that keeps none.
+    distinct: str | None = None
 
 
 def earliest(cfg: BoardSettings) -> bool:
     """Whether the board keeps a reach set beside each of its boards."""
     return cfg.ties == "earliest"
+
+
+def dense(cfg: BoardSettings) -> bool:
+    """Whether the board keeps a distinct set beside each of its boards."""
+    return cfg.ties == "dense"
 
 
 def rollup_targets(
@@ -138,6 +146,7 @@ def rollup_targets(
                 if period.endless
                 else None,
                 keys.reached(board, window.name, period.id) if earliest(cfg) else None,
+                keys.distinct(board, window.name, period.id) if dense(cfg) else None,
             )
         )
     return targets
@@ -190,13 +199,16 @@ def script_args(
         rollups = rollup_targets(board, day, settings, keys, horizon)
         day_key = keys.day(board, day)
         day_reached = keys.reached(board, "day", day.isoformat()) if earliest(cfg) else None
+        day_distinct = keys.distinct(board, "day", day.isoformat()) if dense(cfg) else None
         declared[day_key] = None
-        if day_reached is not None:
-            declared[day_reached] = None
+        for extra in (day_reached, day_distinct):
+            if extra is not None:
+                declared[extra] = None
         for r in rollups:
             declared[r.key] = None
-            if r.reached is not None:
-                declared[r.reached] = None
+            for extra in (r.reached, r.distinct):
+                if extra is not None:
+                    declared[extra] = None
             declared.update(dict.fromkeys(k for k, _, _ in r.days))
             if r.base is not None:
                 declared[r.base["key"]] = None
@@ -206,6 +218,7 @@ def script_args(
                 "season": season_p.id if season_p else None,
                 "key": day_key,
                 "reached": day_reached,
+                "distinct": day_distinct,
                 "expire_at": win.expire_at(day_p, settings),
                 "rollups": [r._asdict() for r in rollups],
             }

@@ -534,6 +534,11 @@ class Model:
     def metadata(self, board: str, member: str) -> dict[str, Any]:
         return dict(self.meta[board].get(member, {}))
 
+    def distinct(self, board: str, window: str, pid: str) -> set[float]:
+        """ties = "dense": the scores the board's distinct set must hold, one per distinct
+        score of the board (-0.0 and 0 are one score)."""
+        return {s + 0.0 for s in self.board(board, window, pid).values()}
+
 
 def key(namespace: str, board: str, window: str, pid: str) -> str:
     """A public key name, spelled from SPEC section 5."""

@@ -170,9 +170,14 @@ def test_every_read_ranks_as_the_model(app: Seasons, r: redis.Redis, scores: Sco
             assert [(p.rank, p.score) for p in points] == [(None, None), rows[member]]
 
 
-def test_dense_walks_long_runs_and_many_distinct_scores(app: Seasons) -> None:
-    """Runs of equal scores longer than the walk's chunks, between stretches of all-distinct
-    scores (which grow the chunks to their largest), at both ends of the board."""
+@pytest.mark.parametrize("distinct", ["kept", "walked", "rebuilt"])
+def test_dense_ranks_long_runs_and_many_distinct_scores(
+    app: Seasons, r: redis.Redis, distinct: str
+) -> None:
+    """Runs of equal scores longer than a chunk of the distinct set's rebuild (which reads the
+    board 1 000 entries at a time), between stretches of all-distinct scores, at both ends of
+    the board: ranked from the distinct set the writes keep, walked when it is missing (a
+    board written before distinct sets existed), and from the one the next write rebuilds."""
     scores: Scores = {}
     for i in range(1300):
         scores[f"d{i:04d}"] = float(i)
@@ -181,6 +186,18 @@ def test_dense_walks_long_runs_and_many_distinct_scores(app: Seasons) -> None:
             scores[f"g{g:02d}-{j:02d}"] = 2000.0 + g
             scores[f"h{g:02d}-{j:02d}"] = -100.0 - g
     fill(app, scores, DENSE)
+    if distinct != "kept":
+        for board in DENSE:
+            assert r.delete(app.keys.distinct(board, "day", NOW.date().isoformat())) == 1
+    if distinct == "rebuilt":  # a write that changes no score builds the set from the board
+        app.submit_many(
+            [
+                {"board": "hi", "member": "d0000", "value": -1000},
+                {"board": "lo", "member": "d0000", "value": 1000},
+            ]
+        )
+        for board in DENSE:
+            assert r.exists(app.keys.distinct(board, "day", NOW.date().isoformat()))
     for board in DENSE:
         rows = want(app, board, scores)
         total = len(rows)

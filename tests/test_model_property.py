@@ -225,6 +225,13 @@ def check_everything(
                 assert zset(r, reach) == model.reach(board, w, p), reach
                 assert r.expiretime(reach) == model.cal.expire_at(w, p), reach
                 want_boards.add(reach)
+        if settings.boards[board].ties == "dense":  # and a distinct set beside each board
+            for w, p in periods:
+                distinct = f"{NS}:{{{board}}}:distinct:{w}:{p}"
+                got = {sc for _, sc in r.zrange(distinct, 0, -1, withscores=True)}
+                assert got == model.distinct(board, w, p), distinct
+                assert r.expiretime(distinct) == model.cal.expire_at(w, p), distinct
+                want_boards.add(distinct)
         assert boards == want_boards
         meta_key = f"{NS}:{{{board}}}:meta"
         assert r.ttl(meta_key) in (-1, -2)

@@ -148,7 +148,16 @@ def named_keys(batch: dict[str, Any]) -> set[str]:
         found.add(group["key"])
         for rollup in group["rollups"]:
             found.add(rollup["key"])
-            found.update(k for k in (group["reached"], rollup["reached"]) if k is not None)
+            found.update(
+                k
+                for k in (
+                    group["reached"],
+                    rollup["reached"],
+                    group["distinct"],
+                    rollup["distinct"],
+                )
+                if k is not None
+            )
             found.update(k for k, _, _ in rollup["days"])
     return found
 
@@ -230,6 +239,27 @@ def test_an_earliest_batch_names_its_reach_sets_and_each_events_time(
     assert all(r["reached"] is None for g in batch["groups"] for r in g["rollups"])
 
 
+@pytest.mark.parametrize("aggregate", ["sum", "set"])
+def test_a_dense_batch_names_its_distinct_sets(settings_factory: Make, aggregate: str) -> None:
+    """ties = "dense": every board of the batch has its distinct set beside it, declared in
+    KEYS; other boards name none."""
+    settings = board_settings(settings_factory, aggregate=aggregate, ties="dense")
+    events = stream()
+    keys, batch = args_of(settings, valid(settings, events))
+    assert named_keys(batch) == set(keys) and len(keys) == len(set(keys))
+    for group in batch["groups"]:
+        assert group["distinct"] == f"{NS}:{{b}}:distinct:day:{group['day']}"
+        assert group["reached"] is None
+        for rollup in group["rollups"]:
+            window, pid = rollup["key"].split(":")[-2:]
+            assert rollup["distinct"] == f"{NS}:{{b}}:distinct:{window}:{pid}"
+    plain = board_settings(settings_factory, aggregate=aggregate)
+    keys, batch = args_of(plain, valid(plain, events))
+    assert not any(":distinct:" in k for k in keys)
+    assert all(g["distinct"] is None for g in batch["groups"])
+    assert all(r["distinct"] is None for g in batch["groups"] for r in g["rollups"])
+
+
 def test_the_same_batch_through_the_api_equals_the_model(settings_factory: Make) -> None:
     """The whole path (validation, one call, the reply), event ids and metadata included."""
     settings = board_settings(settings_factory, max_entries=3)
@@ -277,9 +307,9 @@ MALFORMED: list[tuple[str, Callable[[Any], None], str]] = [
     (
         "another version",
         put("protocol", 2),
-        "protocol: this script speaks protocol 3, got the number 2",
+        "protocol: this script speaks protocol 4, got the number 2",
     ),
-    ("no version", delete("protocol"), "protocol: this script speaks protocol 3, got nothing"),
+    ("no version", delete("protocol"), "protocol: this script speaks protocol 4, got nothing"),
     ("missing field", delete("max_entries"), "max_entries: must be an integer >= 0, got nothing"),
     ("missing key", delete("keys.meta"), "keys.meta: must be a string, got nothing"),
     ("no scratch key", delete("keys.scratch"), "keys.scratch: must be a string, got nothing"),
@@ -364,6 +394,21 @@ MALFORMED: list[tuple[str, Callable[[Any], None], str]] = [
         "a rollup without its reach set field",
         delete("groups.0.rollups.0.reached"),
         "groups[0].rollups[0].reached: must be a string or null, got nothing",
+    ),
+    (
+        "no distinct set field",
+        delete("groups.0.distinct"),
+        "groups[0].distinct: must be a string or null, got nothing",
+    ),
+    (
+        "a rollup without its distinct set field",
+        delete("groups.0.rollups.0.distinct"),
+        "groups[0].rollups[0].distinct: must be a string or null, got nothing",
+    ),
+    (
+        "an undeclared distinct set",
+        put("groups.0.rollups.0.distinct", "wpr:{b}:distinct:week:x"),
+        'groups[0].rollups[0].distinct: "wpr:{b}:distinct:week:x" is not declared in KEYS',
     ),
     (
         "an undeclared reach set",
@@ -540,10 +585,10 @@ def test_the_python_side_raises_a_clear_error_and_writes_nothing(
     with Seasons(settings, clock=ManualClock(NOW)) as s:
         s.submit_many([{"board": "b", "member": "ann", "value": 1}])
         before = state_of(r)
-        monkeypatch.setattr(writes, "PROTOCOL", 4)
+        monkeypatch.setattr(writes, "PROTOCOL", 3)
         one = [{"board": "b", "member": "bob", "value": 2}]
         with pytest.raises(
-            RuntimeError, match="write.lua: protocol: this script speaks protocol 3"
+            RuntimeError, match="write.lua: protocol: this script speaks protocol 4"
         ):
             s.submit_many(one)
         assert state_of(r) == before
@@ -551,7 +596,7 @@ def test_the_python_side_raises_a_clear_error_and_writes_nothing(
         with pytest.raises(RuntimeError, match="nothing written"):
             s.submit_many(two)
         assert state_of(r) == before
-        monkeypatch.setattr(writes, "PROTOCOL", 3)
+        monkeypatch.setattr(writes, "PROTOCOL", 4)
         monkeypatch.setattr(writes, "EVENT_FIELDS", ("group", "index", "member", "value"))
         with pytest.raises(RuntimeError, match="write.lua: event_fields: "):
             s.submit_many(two)

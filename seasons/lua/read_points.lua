@@ -15,6 +15,7 @@
 -- KEYS[1] meta hash
 -- KEYS[2..] pairs of (live sorted set, archive sorted set); the archive is read when it exists.
 --         ties = "earliest": fours of (live, archive, live's reach set, archive's reach set)
+--         ties = "dense": fours of (live, archive, live's distinct set, archive's distinct set)
 -- ARGV[1] order (desc|asc)  ARGV[2] ties (member|shared|dense|earliest)
 -- ARGV[3] shape (entry|entries|history|climb)
 -- entry, entries: ARGV[4..] the members, on the board of the first pair
@@ -30,17 +31,23 @@ local shared = ARGV[2] == 'shared'
 local dense = ARGV[2] == 'dense'
 local earliest = ARGV[2] == 'earliest'
 local shape = ARGV[3]
-local stride = earliest and 4 or 2
+local stride = (earliest or dense) and 4 or 2
 
--- The sorted set of board `pair` (the archive once it exists), and its reach set (earliest).
+-- The sorted set of board `pair` (the archive once it exists), and its reach set (earliest)
+-- or its distinct set (dense; nil when it has none: lib/ranks.lua walks then).
 local function board(pair)
   local at = 2 + stride * (pair - 1)
   local live, archive = KEYS[at], KEYS[at + 1]
-  if archive ~= live and redis.call('EXISTS', archive) == 1 then return archive, KEYS[at + 3] end
-  return live, KEYS[at + 2]
+  local key, beside = live, KEYS[at + 2]
+  if archive ~= live and redis.call('EXISTS', archive) == 1 then
+    key, beside = archive, KEYS[at + 3]
+  end
+  if dense then beside = distinct_set(key, beside) end
+  return key, beside
 end
 
--- The 1-based rank of `m`, whose score is `score`, on `key` (`reach`: its reach set).
+-- The 1-based rank of `m`, whose score is `score`, on `key` (`reach`: its reach set or its
+-- distinct set, as `board` answers them).
 local function rank_of(key, reach, m, score)
   if earliest then
     return earliest_rank(key, reach, desc, m, score)
@@ -51,7 +58,7 @@ local function rank_of(key, reach, m, score)
     end
     return 1 + redis.call('ZCOUNT', key, '-inf', '(' .. score)
   elseif dense then
-    return dense_rank(key, desc, score)
+    return dense_rank(key, reach, desc, score)
   elseif desc then
     return 1 + redis.call('ZREVRANK', key, m)
   end
@@ -101,8 +108,8 @@ if shape == 'entries' then
     if score then found[#found + 1] = {0, ARGV[i], score, i} end
   end
   if dense then
-    -- One walk down the distinct scores for all of them, best score first: each rank is
-    -- the one before + 1 + the distinct scores between the two.
+    -- Best score first: each rank is the one before + 1 + the distinct scores between the
+    -- two (one walk down them all when the board has no distinct set).
     table.sort(found, function(a, b)
       local x, y = tonumber(a[3]), tonumber(b[3])
       if x ~= y then
@@ -115,7 +122,7 @@ if shape == 'entries' then
     for _, f in ipairs(found) do
       local s = tonumber(f[3])
       if s ~= prev then
-        rank = rank + 1 + distinct_before(key, desc, from, f[3])
+        rank = rank + 1 + distinct_before(key, reach, desc, from, f[3])
         prev, from = s, '(' .. f[3]
       end
       f[1] = rank
@@ -146,7 +153,7 @@ if shape == 'climb' then
     local at, gap = 'null', '0'
     if dense then
       -- Dense rank k is reached by tying the k-th distinct score.
-      at = nth_distinct(key, desc, k) or 'null'
+      at = nth_distinct(key, reach, desc, k) or 'null'
       if at ~= 'null' and rank > k then gap = json_number(math.abs(tonumber(at) - here)) end
     elseif k <= total then
       if desc then

@@ -5,6 +5,7 @@
 -- KEYS[1] live sorted set   KEYS[2] archive sorted set (read instead when it exists; the same
 --         name as KEYS[1] for windows that have no archive)   KEYS[3] meta hash
 -- ties = "earliest" only: KEYS[4] the reach set of KEYS[1]  KEYS[5] the reach set of KEYS[2]
+-- ties = "dense" only: KEYS[4] the distinct set of KEYS[1]  KEYS[5] the distinct set of KEYS[2]
 -- ARGV[1] order (desc|asc)  ARGV[2] ties (member|shared|dense|earliest)
 -- ARGV[3] mode (page|rank|member)
 -- ARGV[4] page: offset; rank: 1-based centre rank; member: the member
@@ -16,6 +17,7 @@
 --! include json
 --! include ranks
 
+-- `reach`: the reach set (earliest) or the distinct set (dense) of the board read.
 local key, reach = KEYS[1], KEYS[4]
 if KEYS[2] ~= KEYS[1] and redis.call('EXISTS', KEYS[2]) == 1 then
   key, reach = KEYS[2], KEYS[5]
@@ -89,17 +91,19 @@ if shared then
     rank = 1 + redis.call('ZCOUNT', key, '-inf', '(' .. rows[2])
   end
 elseif dense then
-  -- Dense ranking: the first entry's rank is walked (lib/ranks.lua); each new score after
-  -- it is the next rank.
-  rank = dense_rank(key, desc, rows[2])
+  -- Dense ranking: the first entry's rank is counted on the distinct set (lib/ranks.lua);
+  -- each new score after it is the next rank.
+  rank = dense_rank(key, distinct_set(key, reach), desc, rows[2])
 end
 
 for i = 1, #members do
   local member, score = members[i], rows[2 * i]
   if i > 1 then
+    -- Compared as numbers: Redis writes -0 and 0 apart, one score all the same.
+    local same = tonumber(score) == tonumber(rows[2 * i - 2])
     if dense then
-      if score ~= rows[2 * i - 2] then rank = rank + 1 end
-    elseif not (shared and score == rows[2 * i - 2]) then
+      if not same then rank = rank + 1 end
+    elseif not (shared and same) then
       rank = start + i
     end
   end

@@ -12,10 +12,29 @@
 -- On a board with ties = "earliest" only: KEYS[2+n] the target's reach set and
 -- KEYS[3+n .. 2+2n] the days' reach sets, in the same order: each member's reach is set
 -- too (seasons/lua/lib/aggregate.lua, reach_days), or removed with it.
+-- On a board with ties = "dense" only: KEYS[2+n] the target's distinct set, kept as the
+-- write path keeps it (lib/trim.lua): each member's score is added to it (changed or not),
+-- an old score no member has any more leaves it; a missing one is first built from the target.
 -- Returns the number of members whose entry (score or reach) changed.
+--
+-- ARGV[1] 'prune' (the end of a sliced repair of a dense board, an erasure): KEYS[1] a
+-- board, KEYS[2] its distinct set, ARGV[2..] scores (any text of each: its distinct set's
+-- member is found by its score): each that no member of the board has leaves the distinct
+-- set. Returns how many did.
 
 --! include aggregate
 --! include trim
+
+if ARGV[1] == 'prune' then
+  local removed = 0
+  for i = 2, #ARGV do
+    local s = ARGV[i]
+    if redis.call('ZCOUNT', KEYS[1], s, s) == 0 then
+      removed = removed + redis.call('ZREMRANGEBYSCORE', KEYS[2], s, s)
+    end
+  end
+  return removed
+end
 
 local target = KEYS[1]
 local aggregate = ARGV[1]
@@ -24,11 +43,16 @@ local max_entries = tonumber(ARGV[3])
 local n = tonumber(ARGV[5])
 local days = {}
 for i = 1, n do days[i] = {KEYS[1 + i], tonumber(ARGV[5 + i])} end
-if #KEYS ~= 1 + n and #KEYS ~= 2 + 2 * n then
+if #KEYS ~= 1 + n and #KEYS ~= 2 + n and #KEYS ~= 2 + 2 * n then
   return redis.error_reply('reconcile_slice.lua: ' .. n .. ' day keys take ' .. (1 + n)
-    .. ' or ' .. (2 + 2 * n) .. ' KEYS, got ' .. #KEYS)
+    .. ', ' .. (2 + n) .. ' or ' .. (2 + 2 * n) .. ' KEYS, got ' .. #KEYS)
 end
-local reached = KEYS[2 + n]
+local reached, dist = KEYS[2 + n], nil
+-- (2 + n and 2 + 2n differ but for no days, which the caller never sends)
+if #KEYS == 2 + n and n > 0 then reached, dist = nil, KEYS[2 + n] end
+if dist and redis.call('EXISTS', dist) == 0 and redis.call('ZCARD', target) > 0 then
+  distinct_rebuild(target, dist)  -- a board written before distinct sets existed
+end
 local reached_days = {}
 if reached then
   for i = 1, n do reached_days[i] = KEYS[2 + n + i] end
@@ -86,12 +110,16 @@ for i = 6 + n, #ARGV do
     moved = true
   end
   if moved then changed = changed + 1 end
+  if dist then distinct_settle(target, dist, m, have) end
 end
 if max_entries > 0 and redis.call('ZCARD', target) > max_entries then
-  trim_board(target, desc, max_entries)
+  trim_board(target, desc, max_entries, dist)
 end
 if changed > 0 and tonumber(ARGV[4]) > 0 and redis.call('TTL', target) == -1 then
   redis.call('EXPIREAT', target, ARGV[4])
+end
+if dist and tonumber(ARGV[4]) > 0 and redis.call('TTL', dist) == -1 then
+  redis.call('EXPIREAT', dist, ARGV[4])
 end
 if reached and tonumber(ARGV[4]) > 0 and redis.call('TTL', reached) == -1 then
   redis.call('EXPIREAT', reached, ARGV[4])

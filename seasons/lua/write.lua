@@ -18,12 +18,13 @@
 --   keys              the board's keys: {state, events, meta, batches, batch_results,
 --                     scratch} (scratch: where a set board's rebuild builds its union)
 --   groups            one per local day of the batch, each
---                       {day, season, key, reached, expire_at, rollups}: its day id, its
---                       season id (or null; the season's state is checked by it), its day
---                       board, that board's reach set (as `reached` below), that board's
---                       EXPIREAT, and the boards it writes through to, each
---                       {window, key, reached, weight, expire_at, days, base?}; `window`
---                       only names it, every rollup is written alike:
+--                       {day, season, key, reached, distinct, expire_at, rollups}: its day
+--                       id, its season id (or null; the season's state is checked by it), its
+--                       day board, that board's reach set (as `reached` below), its distinct
+--                       set (as `distinct` below), that board's EXPIREAT, and the boards it
+--                       writes through to, each
+--                       {window, key, reached, distinct, weight, expire_at, days, base?};
+--                       `window` only names it, every rollup is written alike:
 --                       reached     the board's reach set (ties = "earliest"), or null
 --                                   when the board keeps none: member -> the ts at which
 --                                   it reached its score there, written with the board
@@ -38,6 +39,16 @@
 --                                   when no later day has the member. A member new to a
 --                                   board: its ts. Refused with max_entries > 0, a base
 --                                   or a weight <= 0 (none could keep it exact).
+--                       distinct    the board's distinct set (ties = "dense"), or null:
+--                                   one member per distinct score of the board, Redis's
+--                                   text of the score scored by it (lib/trim.lua). After
+--                                   each change of a member's score its new score is
+--                                   added, its old one removed when no member has it any
+--                                   more; a trim drops the scores beyond the worst kept, a
+--                                   rebuild of a trimmed board rebuilds it, and one missing
+--                                   beside a non-empty board (written before distinct sets
+--                                   existed) is built from the board first. Given the
+--                                   board's EXPIREAT. Refused together with `reached`.
 --                       expire_at   its EXPIREAT, or null: the key never expires
 --                       days        [[day key, weight, day], ...], the period's days in
 --                                   chronological order up to the horizon; required when
@@ -76,7 +87,7 @@
 --! include aggregate
 --! include trim
 
-local PROTOCOL = 3
+local PROTOCOL = 4
 local EVENT_FIELDS = {'group', 'index', 'member', 'value', 'event_id', 'metadata', 'ts'}
 local GROUP, INDEX, MEMBER, VALUE, EVENT_ID, METADATA, TS = 1, 2, 3, 4, 5, 6, 7
 
@@ -155,8 +166,10 @@ local BATCH_FIELDS = set({
   'groups', 'event_fields', 'events',
 })
 local BOARD_KEYS = {'state', 'events', 'meta', 'batches', 'batch_results', 'scratch'}
-local GROUP_FIELDS = set({'day', 'season', 'key', 'reached', 'expire_at', 'rollups'})
-local ROLLUP_FIELDS = set({'window', 'key', 'reached', 'weight', 'expire_at', 'days', 'base'})
+local GROUP_FIELDS = set({'day', 'season', 'key', 'reached', 'distinct', 'expire_at', 'rollups'})
+local ROLLUP_FIELDS = set({
+  'window', 'key', 'reached', 'distinct', 'weight', 'expire_at', 'days', 'base',
+})
 local BASE_FIELDS = set({'key', 'through'})
 
 local function one_of(v, choices, path)
@@ -173,6 +186,7 @@ local function parse_rollup(r, at, board, day_key)
     window = check(r.window, 'string', at .. '.window'),
     key = check_key(r.key, at .. '.key'),
     reached = check_key(r.reached, at .. '.reached', true),
+    distinct = check_key(r.distinct, at .. '.distinct', true),
     weight = check(r.weight, 'number', at .. '.weight'),
     expire_at = check(r.expire_at, 'integer', at .. '.expire_at', true),
     days = {},
@@ -217,6 +231,9 @@ local function parse_rollup(r, at, board, day_key)
     refuse(at .. '.reached', 'must be null on a board with max_entries > 0, a base or a '
       .. 'weight <= 0')
   end
+  if rollup.reached and rollup.distinct then
+    refuse(at .. '.distinct', 'must be null when reached is given (one tie rule per board)')
+  end
   return rollup
 end
 
@@ -228,9 +245,13 @@ local function parse_group(g, at, board)
     season = check(g.season, 'string', at .. '.season', true),
     key = check_key(g.key, at .. '.key'),
     reached = check_key(g.reached, at .. '.reached', true),
+    distinct = check_key(g.distinct, at .. '.distinct', true),
     expire_at = check(g.expire_at, 'integer', at .. '.expire_at'),
     rollups = {},
   }
+  if group.reached and group.distinct then
+    refuse(at .. '.distinct', 'must be null when reached is given (one tie rule per board)')
+  end
   local keys = {[group.key] = true}
   for j, r in ipairs(check(g.rollups, 'array', at .. '.rollups')) do
     local path = at .. '.rollups[' .. (j - 1) .. ']'
@@ -504,17 +525,19 @@ end
 -- earlier: that board is rebuilt from its day keys (aggregate_store) before it is trimmed.
 -- On a set board the caller has checked that the event's day is the latest with the member:
 -- weight x value is its score, whatever it had.
+-- `dist`: the board's distinct set, or nil.
 local stale = {}
-local function put_trimmed(key, days, member, value, weight)
-  local old = redis.call('ZSCORE', key, member)
-  if old then
-    old = tonumber(old)
+local function put_trimmed(key, days, member, value, weight, dist)
+  local text = redis.call('ZSCORE', key, member)
+  if text then
+    local old = tonumber(text)
     local new = weight * value
     if aggregate ~= 'set' then new = aggregate_pair(aggregate, old, new) end
     if (desc and new < old) or (not desc and new > old) then
-      if redis.call('ZCARD', key) >= max_entries then stale[key] = days end
+      if redis.call('ZCARD', key) >= max_entries then stale[key] = {days, dist} end
     end
     put(key, member, weight * value)
+    if dist then distinct_settle(key, dist, member, text) end
     return
   end
   local total
@@ -523,7 +546,49 @@ local function put_trimmed(key, days, member, value, weight)
   else
     total = aggregate_days(aggregate, days, member)
   end
-  if total then redis.call('ZADD', key, total, member) end
+  if total then
+    redis.call('ZADD', key, total, member)
+    if dist then distinct_settle(key, dist, member, nil) end
+  end
+end
+
+-- ties = "dense": `dist`, the distinct set of `key`, made ready to be kept: one missing
+-- beside a non-empty board (written before distinct sets existed) is built from it, once
+-- per call.
+local distinct_ready = {}
+local function ready(key, dist)
+  if distinct_ready[dist] then return end
+  distinct_ready[dist] = true
+  if redis.call('EXISTS', dist) == 0 and redis.call('ZCARD', key) > 0 then
+    distinct_rebuild(key, dist)
+  end
+end
+
+-- `put` on a board with the distinct set `dist`, kept with it: nothing more when the score
+-- did not change (ZINCRBY answers the new score's text, ZADD CH whether it changed).
+local function put_distinct(key, dist, member, value)
+  ready(key, dist)
+  local old = redis.call('ZSCORE', key, member)
+  local new
+  if aggregate == 'sum' then
+    new = redis.call('ZINCRBY', key, value, member)
+  else
+    local changed
+    if aggregate == 'max' then
+      changed = redis.call('ZADD', key, 'GT', 'CH', value, member)
+    elseif aggregate == 'min' then
+      changed = redis.call('ZADD', key, 'LT', 'CH', value, member)
+    else
+      changed = redis.call('ZADD', key, 'CH', value, member)
+    end
+    if changed == 0 then return end
+    new = redis.call('ZSCORE', key, member)
+  end
+  new = distinct_text(new)
+  if old then old = distinct_text(old) end
+  if new == old then return end
+  redis.call('ZADD', dist, new, new)
+  if old and redis.call('ZCOUNT', key, old, old) == 0 then redis.call('ZREM', dist, old) end
 end
 
 -- ties = "earliest": the reach of `member` on the board whose reach set is `reached`, after
@@ -564,6 +629,8 @@ for i = 1, #all do
       put(grp.key, member, value)
       changed = old == nil or score_of(grp.key, member) ~= old
       reach(grp.reached, member, old, value, ev[TS], changed)
+    elseif grp.distinct then
+      put_distinct(grp.key, grp.distinct, member, value)
     else
       put(grp.key, member, value)
     end
@@ -575,11 +642,14 @@ for i = 1, #all do
       if aggregate == 'set' and later_has(r.later, member) then
         -- a later day's value stands: the rollup does not change
       elseif max_entries > 0 then
-        put_trimmed(r.key, r.days, member, value, r.weight)
+        if r.distinct then ready(r.key, r.distinct) end
+        put_trimmed(r.key, r.days, member, value, r.weight, r.distinct)
       elseif r.reached then
         local x = r.weight * value
         reach(r.reached, member, score_of(r.key, member), x, ev[TS], changed)
         put(r.key, member, x)
+      elseif r.distinct then
+        put_distinct(r.key, r.distinct, member, r.weight * value)
       else
         put(r.key, member, r.weight * value)
       end
@@ -593,18 +663,23 @@ for i = 1, #all do
     end
   end
 end
-for key, days in pairs(stale) do aggregate_store(key, days, aggregate, scratch) end
+for key, found in pairs(stale) do
+  aggregate_store(key, found[1], aggregate, scratch)
+  if found[2] then distinct_rebuild(key, found[2]) end
+end
 for _, grp in ipairs(groups) do
   if grp.applied > 0 then
     applied = applied + grp.applied
     redis.call('EXPIREAT', grp.key, grp.expire_at)
     if grp.reached then redis.call('EXPIREAT', grp.reached, grp.expire_at) end
+    if grp.distinct then redis.call('EXPIREAT', grp.distinct, grp.expire_at) end
     for _, r in ipairs(grp.rollups) do
+      if max_entries > 0 then trim_board(r.key, desc, max_entries, r.distinct) end
       if r.expire_at then
         redis.call('EXPIREAT', r.key, r.expire_at)
         if r.reached then redis.call('EXPIREAT', r.reached, r.expire_at) end
+        if r.distinct then redis.call('EXPIREAT', r.distinct, r.expire_at) end
       end
-      if max_entries > 0 then trim_board(r.key, desc, max_entries) end
     end
   end
 end

@@ -2,66 +2,73 @@
 -- (ties = "earliest", below), which order equal scores by the time each was reached.
 --
 -- A sorted set counts members in a score range in O(log n) (ZCOUNT), but not distinct
--- scores: those are walked. Each ZRANGE BYSCORE starts just past the last score seen, so a
--- run of equal scores is skipped in one jump whatever its length, and reads a chunk of
--- entries whose size adapts: doubling while the entries read are all distinct scores (then
--- the walk reads the entries in bulk), halving while they are mostly equal scores (then it is
--- one jump per distinct score). A dense rank d therefore costs about d jumps of O(log n) on a
--- board of few distinct scores and about d / 1024 of them, reading d entries, on a board of
--- all-distinct scores.
+-- scores: a dense board keeps its distinct scores beside it, in its distinct set (one member
+-- per distinct score, the score's text as Redis writes it, scored by it; seasons/keys.py
+-- `distinct`), which the writes, rollups, trims, archives, restores, forgets and clears
+-- keep exact. A dense rank is then one ZCOUNT of that set, the k-th distinct score one
+-- ZRANGE of it: O(log n) whatever the rank.
+--
+-- A board written before distinct sets existed has none until a write, rollup or archive
+-- copy builds it (each builds a missing one from its board before changing anything). A
+-- read of such a board walks its distinct scores instead, one ZRANGE BYSCORE jump per
+-- distinct score: exact, and linear in the rank.
 
-local DENSE_CHUNK_MAX = 1024
+-- `dist`, the distinct set of `key`, or nil when it is missing (the walk is used then). An
+-- empty board has no distinct set and needs none.
+local function distinct_set(key, dist)
+  if dist and redis.call('EXISTS', dist) == 1 then return dist end
+  return nil
+end
 
--- Walk the distinct scores of `key` from `from` towards `to` (ZRANGE BYSCORE bounds, the
--- better one first: '+inf' .. '-inf' on a desc board). Returns (k, the k-th score) once k
--- distinct scores are seen (`k` nil: never), or (the number seen, nil) at `to`.
+-- The fallback walk: the distinct scores of `key` from `from` towards `to` (ZRANGE BYSCORE
+-- bounds, the better one first: '+inf' .. '-inf' on a desc board), one jump past each.
+-- Returns (k, the k-th score) once k distinct scores are seen (`k` nil: never), or (the
+-- number seen, nil) at `to`.
 local function walk_distinct(key, desc, from, to, k)
-  local count, chunk = 0, 16
+  local count = 0
   while true do
-    local rows
+    local row
     if desc then
-      rows = redis.call('ZRANGE', key, from, to, 'BYSCORE', 'REV', 'LIMIT', 0, chunk,
-        'WITHSCORES')
+      row = redis.call('ZRANGE', key, from, to, 'BYSCORE', 'REV', 'LIMIT', 0, 1, 'WITHSCORES')
     else
-      rows = redis.call('ZRANGE', key, from, to, 'BYSCORE', 'LIMIT', 0, chunk, 'WITHSCORES')
+      row = redis.call('ZRANGE', key, from, to, 'BYSCORE', 'LIMIT', 0, 1, 'WITHSCORES')
     end
-    local n = #rows / 2
-    if n == 0 then return count, nil end
-    -- The first row is a new score (the range starts past the last one seen). Redis writes
-    -- a score in one way only (-0 as 0), so equal texts are equal scores.
-    local seen, last = 0, nil
-    for i = 2, #rows, 2 do
-      if rows[i] ~= last then
-        seen, last = seen + 1, rows[i]
-        if count + seen == k then return k, last end
-      end
-    end
-    count = count + seen
-    if n < chunk then return count, nil end
-    from = '(' .. last
-    if seen == n then
-      chunk = math.min(chunk * 2, DENSE_CHUNK_MAX)
-    elseif seen * 4 <= n then
-      chunk = math.max(math.floor(chunk / 2), 1)
-    end
+    if #row == 0 then return count, nil end
+    count = count + 1
+    if count == k then return k, row[2] end
+    from = '(' .. row[2]
   end
 end
 
 -- The number of distinct scores of `key` strictly better than `score` (Redis's text of a
 -- score) and within `from`, a ZRANGE BYSCORE bound on the better side: '+inf' (desc) or
--- '-inf' (asc) for the whole board, '(' .. s for the scores worse than s.
-local function distinct_before(key, desc, from, score)
+-- '-inf' (asc) for the whole board, '(' .. s for the scores worse than s. `dist`: the
+-- board's distinct set, or nil (walk).
+local function distinct_before(key, dist, desc, from, score)
+  if dist then
+    if desc then return redis.call('ZCOUNT', dist, '(' .. score, from) end
+    return redis.call('ZCOUNT', dist, from, '(' .. score)
+  end
   return (walk_distinct(key, desc, from, '(' .. score, nil))
 end
 
 -- The dense rank of `score` on `key`: 1 + the distinct scores strictly better.
-local function dense_rank(key, desc, score)
-  return 1 + distinct_before(key, desc, desc and '+inf' or '-inf', score)
+local function dense_rank(key, dist, desc, score)
+  return 1 + distinct_before(key, dist, desc, desc and '+inf' or '-inf', score)
 end
 
 -- The k-th distinct score of `key` from the best (Redis's text of it), or nil when the board
 -- has fewer distinct scores: the score that gives dense rank k.
-local function nth_distinct(key, desc, k)
+local function nth_distinct(key, dist, desc, k)
+  if dist then
+    local row
+    if desc then
+      row = redis.call('ZRANGE', dist, k - 1, k - 1, 'REV')
+    else
+      row = redis.call('ZRANGE', dist, k - 1, k - 1)
+    end
+    return row[1]
+  end
   local _, score = walk_distinct(key, desc, desc and '+inf' or '-inf', desc and '-inf' or '+inf', k)
   return score
 end
