@@ -204,17 +204,15 @@ class Sweeper:
             zsets = self.board_zsets(board)
             # Its reach times go with it; the report names the boards it was on.
             reached = self.reach_sets(board)
-            dense = self._dense_scores(board, zsets, member)
-            reply = self.scripts.forget(
-                keys=[self.keys.meta(board), *zsets, *reached], args=[member]
-            )
+            distinct = self._distinct_sets(board, zsets)
+            # KEYS: meta, the boards, their reach sets, the distinct sets paired with boards
+            # (forget.lua takes a score out of one when no member has it any more).
+            keys = [self.keys.meta(board), *zsets, *reached, *dict.fromkeys(distinct.values())]
+            at = {key: i for i, key in enumerate(keys, start=1)}
+            pairing = [at[distinct[k]] if k in distinct else 0 for k in (*zsets, *reached)]
+            pairing += [-1] * (len(keys) - 1 - len(pairing))
+            reply = self.scripts.forget(keys=keys, args=[member, *pairing])
             on = [zsets[int(i) - 2] for i in reply[1:] if int(i) - 2 < len(zsets)]
-            for key in on:
-                if key in dense:
-                    # Its score leaves the distinct set if no member has it any more
-                    # (checked and removed atomically: reconcile_slice.lua, prune).
-                    distinct, score = dense[key]
-                    self.scripts.reconcile_slice(keys=[key, distinct], args=["prune", score])
             rewritten = []
             for key in on:
                 parsed = self.keys.parse(key)
@@ -230,26 +228,17 @@ class Sweeper:
                 }  # fmt: skip
         return report
 
-    def _dense_scores(self, board: str, zsets: list[str], member: str) -> dict[str, Any]:
-        """ties = "dense": for each board of ``zsets`` that keeps a distinct set (windows and
-        archives) and holds ``member``, (its distinct set, the member's score as a ZCOUNT
-        bound); empty for a board with other ties."""
+    def _distinct_sets(self, board: str, zsets: list[str]) -> dict[str, str]:
+        """ties = "dense": the distinct set of each board of ``zsets`` that keeps one (the
+        windows' and archives' keys); empty for a board with other ties."""
         if self.settings.boards[board].ties != "dense":
             return {}
-        kept = []
+        out = {}
         for key in zsets:
             parsed = self.keys.parse(key)
             if parsed is not None and (parsed.kind in win.SPECS or parsed.kind == "archive"):
-                kept.append((key, self.keys.distinct(board, parsed.kind, parsed.ident)))
-        pipe = self.client.pipeline(transaction=False)
-        for key, _ in kept:
-            pipe.zscore(key, member)
-        scores = pipe.execute() if kept else []
-        return {
-            key: (distinct, repr(float(score)))
-            for (key, distinct), score in zip(kept, scores, strict=True)
-            if score is not None
-        }
+                out[key] = self.keys.distinct(board, parsed.kind, parsed.ident)
+        return out
 
     def _scan(self, pattern: str, kind: str | None = None) -> Iterator[list[str]]:
         return scan_keys(self.client, pattern, count=SCAN_COUNT, kind=kind)
