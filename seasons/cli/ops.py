@@ -341,7 +341,8 @@ def clear(
         click.confirm("go ahead?", abort=True, err=True)
     if run_id is None:  # named now, so that a clear stopped midway can be resumed
         run_id = new_batch_id()
-        click.echo(f"clear id {run_id} (stopped midway: run again with --id {run_id})", err=True)
+        click.echo(f"clear id {run_id} (if it stops midway: run again with --id {run_id})",
+                   err=True)  # fmt: skip
     result = job.run(board, window, period, now, with_days=with_days, run_id=run_id)
     lines = [f"clear {result.run_id}: {result.window} {result.period} of {result.board}"]
     lines += [f"deleted {key}" for key in result.deleted]

@@ -120,17 +120,21 @@ def climb(
     if as_json:
         print_json(result)
         return
-    title = (
+    # The member's own place is a line above the table: as the table's title it would wrap
+    # to the table's width.
+    out = console()
+    out.print(
         f"{board} · {window} {result.period} · {member}: rank {result.rank}, "
-        f"score {fmt_score(result.score)}"
+        f"score {fmt_score(result.score)}",
+        highlight=False,
     )
-    table = Table(title=title, title_justify="left")
-    table.add_column("rank", justify="right")
+    table = Table()
+    table.add_column("to rank", justify="right")
     table.add_column("score there", justify="right")
     table.add_column("gap", justify="right")
     for t in result.targets:
         table.add_row(str(t.rank), fmt_score(t.score), fmt_score(t.gap))
-    console().print(table)
+    out.print(table)
 
 
 @cli.command()
