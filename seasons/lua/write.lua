@@ -564,11 +564,75 @@ local function ready(key, dist)
   end
 end
 
+-- The distinct-set upkeep of the batch, applied once at its end (flush_distinct): per
+-- distinct set, its board, the new scores (added in one ZADD) and the old ones (each removed
+-- if no member has it any more, checked once however many members left it).
+local pending = {}
+
+local function flush_distinct()
+  for dist, p in pairs(pending) do
+    for from = 1, #p.added, 500 do  -- unpack has a limit
+      local args = {}
+      for i = from, math.min(from + 499, #p.added) do
+        args[#args + 1] = p.added[i]
+        args[#args + 1] = p.added[i]
+      end
+      redis.call('ZADD', dist, unpack(args))
+    end
+    for old in pairs(p.left) do
+      if redis.call('ZCOUNT', p.key, old, old) == 0 then redis.call('ZREM', dist, old) end
+    end
+  end
+  pending = {}
+end
+
+-- The scores of the batch's members on the boards kept with a distinct set, read before
+-- pass 2 with one ZMSCORE per board (prefetch_scores) and followed through it: key ->
+-- member -> Redis's text of its score, or false (not on the board).
+local scores_on = {}
+
+local function prefetch_scores()
+  local wanted = {}  -- key -> list of members, each once
+  local function want(key, member)
+    local w = wanted[key]
+    if not w then
+      w = {list = {}, seen = {}}
+      wanted[key] = w
+    end
+    if not w.seen[member] then
+      w.seen[member] = true
+      w.list[#w.list + 1] = member
+    end
+  end
+  for i = 1, #all do
+    if not duplicate[i] then
+      local ev = all[i]
+      local grp = groups[ev[GROUP] + 1]
+      if grp.distinct then want(grp.key, ev[MEMBER]) end
+      if max_entries == 0 then
+        for _, r in ipairs(grp.rollups) do
+          if r.distinct then want(r.key, ev[MEMBER]) end
+        end
+      end
+    end
+  end
+  for key, w in pairs(wanted) do
+    local known = {}
+    for from = 1, #w.list, 1000 do  -- unpack has a limit
+      local upto = math.min(from + 999, #w.list)
+      local got = redis.call('ZMSCORE', key, unpack(w.list, from, upto))
+      for i = from, upto do known[w.list[i]] = got[i - from + 1] or false end
+    end
+    scores_on[key] = known
+  end
+end
+
 -- `put` on a board with the distinct set `dist`, kept with it: nothing more when the score
 -- did not change (ZINCRBY answers the new score's text, ZADD CH whether it changed).
 local function put_distinct(key, dist, member, value)
   ready(key, dist)
-  local old = redis.call('ZSCORE', key, member)
+  local known = scores_on[key]
+  local old = known[member]
   local new
   if aggregate == 'sum' then
     new = redis.call('ZINCRBY', key, value, member)
@@ -584,11 +648,20 @@ local function put_distinct(key, dist, member, value)
     if changed == 0 then return end
     new = redis.call('ZSCORE', key, member)
   end
+  known[member] = new
   new = distinct_text(new)
   if old then old = distinct_text(old) end
   if new == old then return end
-  redis.call('ZADD', dist, new, new)
-  if old and redis.call('ZCOUNT', key, old, old) == 0 then redis.call('ZREM', dist, old) end
+  local p = pending[dist]
+  if not p then
+    p = {key = key, added = {}, seen = {}, left = {}}
+    pending[dist] = p
+  end
+  if not p.seen[new] then
+    p.seen[new] = true
+    p.added[#p.added + 1] = new
+  end
+  if old then p.left[old] = true end
 end
 
 -- ties = "earliest": the reach of `member` on the board whose reach set is `reached`, after
@@ -615,6 +688,7 @@ end
 
 local applied, duplicates = 0, 0
 for _, grp in ipairs(groups) do grp.applied = 0 end
+prefetch_scores()
 for i = 1, #all do
   local ev = all[i]
   local grp = groups[ev[GROUP] + 1]
@@ -663,6 +737,7 @@ for i = 1, #all do
     end
   end
 end
+flush_distinct()  -- before the rebuilds and trims below, which read the distinct sets
 for key, found in pairs(stale) do
   aggregate_store(key, found[1], aggregate, scratch)
   if found[2] then distinct_rebuild(key, found[2]) end
