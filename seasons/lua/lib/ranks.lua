@@ -114,9 +114,9 @@ end
 -- same run.
 local earliest_runs = {}
 
--- The run of `score` on `key` and the reach time of each of its members (none for a run of
--- one, which has no order to find).
-local function read_run(key, reach, score)
+-- The cached entry of the run of `score` on `key`: {members, their reach times or nil when
+-- not read yet}.
+local function cached_run(key, score)
   local by_key = earliest_runs[key]
   if not by_key then
     by_key = {}
@@ -124,11 +124,35 @@ local function read_run(key, reach, score)
   end
   local found = by_key[score]
   if not found then
-    local run = score_run(key, score)
-    found = {run, #run > 1 and reach_times(reach, run) or {}}
+    found = {score_run(key, score), nil}
     by_key[score] = found
   end
+  return found
+end
+
+-- The run of `score` on `key` and the reach time of each of its members (none for a run of
+-- one, which has no order to find).
+local function read_run(key, reach, score)
+  local found = cached_run(key, score)
+  if found[2] == nil then found[2] = #found[1] > 1 and reach_times(reach, found[1]) or {} end
   return found[1], found[2]
+end
+
+-- count_better, once per key and score in a call (an around read counts its member's score,
+-- then the page's first score, often the same).
+local better_counts = {}
+local function better_of(key, desc, score)
+  local by_key = better_counts[key]
+  if not by_key then
+    by_key = {}
+    better_counts[key] = by_key
+  end
+  local n = by_key[score]
+  if n == nil then
+    n = count_better(key, desc, score)
+    by_key[score] = n
+  end
+  return n
 end
 
 -- `run` (members of one score in member bytes order) in the earliest order, `times` their
@@ -170,7 +194,7 @@ end
 -- The earliest rank of `m`, whose score on `key` is `score`: 1 + the members strictly better
 -- + the members of its score before it (one pass over the run, no sort).
 local function earliest_rank(key, reach, desc, m, score)
-  local better = count_better(key, desc, score)
+  local better = better_of(key, desc, score)
   local run, times = read_run(key, reach, score)
   if #run == 1 then return better + 1 end
   local mine = nil
@@ -207,31 +231,53 @@ end
 -- whole (they may reach past the page) and the page cut out of them.
 local function earliest_page(key, reach, desc, rows, start)
   local n = #rows / 2
-  local seq_m, seq_s = {}, {}
-  local base = nil -- the 0-based position of seq_m[1]
+  local runs = {} -- each {score, members, times}, in the page's order
+  local base = nil -- the 0-based position of the first run's first member
   local i = 1
   while i <= n do
     local score, j = rows[2 * i], i
     while j < n and rows[2 * j + 2] == score do j = j + 1 end
-    local run, times
+    local run
     if i == 1 or j == n then
-      run, times = read_run(key, reach, score)
-      if i == 1 then base = count_better(key, desc, score) end
+      run = cached_run(key, score)
+      if i == 1 then base = better_of(key, desc, score) end
+      runs[#runs + 1] = {score, run[1], run[2], run}
     else
-      run = {}
+      local members = {}
       -- Read with REV, a high-first board lists equal scores by member bytes descending.
       if desc then
-        for k = j, i, -1 do run[#run + 1] = rows[2 * k - 1] end
+        for k = j, i, -1 do members[#members + 1] = rows[2 * k - 1] end
       else
-        for k = i, j do run[#run + 1] = rows[2 * k - 1] end
+        for k = i, j do members[#members + 1] = rows[2 * k - 1] end
       end
-      times = #run > 1 and reach_times(reach, run) or {}
-    end
-    for _, x in ipairs(earliest_sorted(run, times)) do
-      seq_m[#seq_m + 1] = x
-      seq_s[#seq_s + 1] = score
+      runs[#runs + 1] = {score, members, nil, nil}
     end
     i = j + 1
+  end
+  -- The reach times the runs lack, in one ZMSCORE for the whole page.
+  local need = {}
+  for _, r in ipairs(runs) do
+    if r[3] == nil and #r[2] > 1 then
+      for _, m in ipairs(r[2]) do need[#need + 1] = m end
+    end
+  end
+  local got = #need > 0 and reach_times(reach, need) or {}
+  local at = 1
+  local seq_m, seq_s = {}, {}
+  for _, r in ipairs(runs) do
+    local members, times = r[2], r[3]
+    if times == nil then
+      times = {}
+      if #members > 1 then
+        for k = 1, #members do times[k] = got[at + k - 1] end
+        at = at + #members
+      end
+      if r[4] then r[4][2] = times end -- the cached run has its times now
+    end
+    for _, x in ipairs(earliest_sorted(members, times)) do
+      seq_m[#seq_m + 1] = x
+      seq_s[#seq_s + 1] = r[1]
+    end
   end
   local members, scores = {}, {}
   for p = start, start + n - 1 do
