@@ -13,7 +13,7 @@ times a page of 10, a member's entry and 10 entries around a member at positions
 figure is the median of a few reads through the Python API (``Seasons.run``, one EVALSHA
 each), so it includes the client's overhead, the same for every rule.
 
-    flock /tmp/bench.lock .venv/bin/python -m bench.ties [--members N] [--reads N]
+    .venv/bin/python -m bench.ties [--members N] [--reads N]
 
 It starts its own redis-server (``bench.common.own_redis``) and writes the day keys, the
 reach set and the distinct sets directly (their layout is public), which is much faster than
