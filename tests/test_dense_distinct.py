@@ -27,14 +27,14 @@ import redis
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
-from reference import Model, Rejected, key, names, ranked, snapshot, zset
+from reference import Model, key, names, ranked, zset
+from streams import play, step_of
 
 from seasons import Seasons
 from seasons import windows as win
 from seasons.archives import Archives
 from seasons.clock import ManualClock
 from seasons.config import Settings
-from seasons.errors import BatchRejected
 from seasons.jobs import registry
 from seasons.jobs.rollup import Rollup
 from seasons.restore import Restorer
@@ -114,42 +114,7 @@ event = st.fixed_dictionaries(
     },
     optional={"event_id": st.sampled_from(["e0", "e1", "e2"])},
 )
-step = st.one_of(
-    st.tuples(st.just("advance"), st.one_of(st.integers(10, 600), st.integers(10, 3000))),
-    st.tuples(st.just("midnight"), st.integers(1, 50)),
-    st.tuples(st.just("batch"), st.lists(event, min_size=1, max_size=6)),
-    st.tuples(st.just("batch"), st.lists(event, min_size=1, max_size=6)),
-)
-
-
-def play(s: Seasons, r: Any, model: Model, clock: ManualClock, steps: list[Any]) -> None:
-    """Each step on the clock, or as a batch through both Seasons and the model."""
-    for kind, arg in steps:
-        if kind == "advance":
-            clock.advance(timedelta(minutes=arg))
-            continue
-        if kind == "midnight":
-            tomorrow = model.cal.local_date(clock()) + timedelta(days=1)
-            clock.set(model.cal.day_start(tomorrow) + timedelta(minutes=arg))
-            continue
-        now = clock()
-        stamped = [(ev, now - timedelta(seconds=ev["back"])) for ev in arg]
-        events = [
-            {**{k: v for k, v in ev.items() if k != "back"}, "ts": ts.isoformat()}
-            for ev, ts in stamped
-        ]
-        try:
-            want = model.submit(
-                [{**e, "ts": ts} for e, (_, ts) in zip(events, stamped, strict=True)], now
-            )
-        except Rejected:
-            before = snapshot(r)
-            with pytest.raises(BatchRejected):
-                s.submit_many(events)
-            assert snapshot(r) == before
-            continue
-        result = s.submit_many(events)
-        assert (result.applied, result.duplicates) == want
+step = step_of(event, 6)
 
 
 def assert_distinct(r: Any, board: str, name: str, distinct: str, want: set[float]) -> None:

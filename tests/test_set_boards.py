@@ -27,7 +27,8 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 from redis.exceptions import ResponseError
-from reference import Model, Rejected, combine, key, names, snapshot, zset
+from reference import Model, combine, key, names, zset
+from streams import play, step_of
 
 from seasons import Seasons
 from seasons import windows as win
@@ -103,44 +104,7 @@ event = st.fixed_dictionaries(
     },
     optional={"event_id": st.sampled_from(["e0", "e1", "e2"])},
 )
-step = st.one_of(
-    st.tuples(st.just("advance"), st.one_of(st.integers(10, 600), st.integers(10, 3000))),
-    # to just after the next local midnight: yesterday still takes late events
-    st.tuples(st.just("midnight"), st.integers(1, 50)),
-    st.tuples(st.just("batch"), st.lists(event, min_size=1, max_size=5)),
-    st.tuples(st.just("batch"), st.lists(event, min_size=1, max_size=5)),
-)
-
-
-def play(s: Seasons, r: Any, model: Model, clock: ManualClock, steps: list[Any]) -> None:
-    """Each step on the clock, or as a batch through both Seasons and the model."""
-    for kind, arg in steps:
-        if kind == "advance":
-            clock.advance(timedelta(minutes=arg))
-            continue
-        if kind == "midnight":
-            tomorrow = model.cal.local_date(clock()) + timedelta(days=1)
-            clock.set(model.cal.day_start(tomorrow) + timedelta(minutes=arg))
-            continue
-        now = clock()
-        stamped = [(ev, now - timedelta(seconds=ev["back"])) for ev in arg]
-        events = [
-            {**{k: v for k, v in ev.items() if k != "back"}, "ts": ts.isoformat()}
-            for ev, ts in stamped
-        ]
-        try:
-            want = model.submit(
-                [{**e, "ts": ts} for e, (_, ts) in zip(events, stamped, strict=True)], now
-            )
-        except Rejected as exc:
-            before = snapshot(r)
-            with pytest.raises(BatchRejected) as err:
-                s.submit_many(events)
-            assert {p["index"] for p in err.value.details} == {i for i, _ in exc.problems}
-            assert snapshot(r) == before
-            continue
-        result = s.submit_many(events)
-        assert (result.applied, result.duplicates) == want
+step = step_of(event, 5)
 
 
 def assert_boards(r: Any, model: Model, settings: Settings, *, exact_edges: bool = True) -> None:

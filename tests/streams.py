@@ -1,0 +1,60 @@
+"""Random event streams played through Seasons and the reference model side by side: the
+steps hypothesis draws (the clock moving on, to just past a local midnight, batches of
+events) and :func:`play`, which the stream tests of the board kinds share."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from hypothesis import strategies as st
+from reference import Model, Rejected, snapshot
+
+from seasons import Seasons
+from seasons.clock import ManualClock
+from seasons.errors import BatchRejected
+
+
+def step_of(event: st.SearchStrategy[dict[str, Any]], batch: int) -> st.SearchStrategy[Any]:
+    """One step: the clock moving on, to just past the next local midnight (yesterday still
+    takes late events), or a batch of 1..``batch`` events (each with ``back``: seconds before
+    now of its ts)."""
+    return st.one_of(
+        st.tuples(st.just("advance"), st.one_of(st.integers(10, 600), st.integers(10, 3000))),
+        st.tuples(st.just("midnight"), st.integers(1, 50)),
+        st.tuples(st.just("batch"), st.lists(event, min_size=1, max_size=batch)),
+        st.tuples(st.just("batch"), st.lists(event, min_size=1, max_size=batch)),
+    )
+
+
+def play(s: Seasons, r: Any, model: Model, clock: ManualClock, drawn: list[Any]) -> None:
+    """Each step on the clock, or as a batch through both Seasons and the model: they must
+    agree on what is accepted, and a rejected batch changes nothing in Redis."""
+    for kind, arg in drawn:
+        if kind == "advance":
+            clock.advance(timedelta(minutes=arg))
+            continue
+        if kind == "midnight":
+            tomorrow = model.cal.local_date(clock()) + timedelta(days=1)
+            clock.set(model.cal.day_start(tomorrow) + timedelta(minutes=arg))
+            continue
+        now = clock()
+        stamped = [(ev, now - timedelta(seconds=ev["back"])) for ev in arg]
+        events = [
+            {**{k: v for k, v in ev.items() if k != "back"}, "ts": ts.isoformat()}
+            for ev, ts in stamped
+        ]
+        try:
+            want = model.submit(
+                [{**e, "ts": ts} for e, (_, ts) in zip(events, stamped, strict=True)], now
+            )
+        except Rejected as exc:
+            before = snapshot(r)
+            with pytest.raises(BatchRejected) as err:
+                s.submit_many(events)
+            assert {p["index"] for p in err.value.details} == {i for i, _ in exc.problems}
+            assert snapshot(r) == before
+            continue
+        result = s.submit_many(events)
+        assert (result.applied, result.duplicates) == want
