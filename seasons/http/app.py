@@ -21,6 +21,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI
+from fastapi_offline import FastAPIOffline
 
 from seasons.api import Seasons
 from seasons.clock import Clock, system_clock
@@ -75,7 +76,9 @@ def create_app(
         if app is None:
             facade.close()
 
-    api = FastAPI(
+    # /docs (Swagger UI) and /redoc from files shipped in fastapi-offline, served under
+    # /static-offline-docs: FastAPI's own pages load them from a CDN, blank offline.
+    api = FastAPIOffline(
         title="Seasons",
         summary="Time-windowed, seasonal leaderboards on Redis",
         version="1",
