@@ -242,6 +242,9 @@ class ApiSettings(_Section):
     access_log: bool = False
     # Server processes of `seasons serve` sharing one port (--workers overrides).
     workers: int = Field(default=1, ge=1, le=64)
+    # The board the web page opens on (GET /v1/boards names it); empty: the first board
+    # ordered high-first, else the first board.
+    default_board: str = ""
 
     @field_validator("trusted_proxies")
     @classmethod
@@ -324,6 +327,16 @@ class Settings(BaseSettings):
                 f"retention ({_iso(self.retention)}) must be longer than late_grace"
                 f" ({_iso(self.late_grace)}): day keys would expire while their day still"
                 " takes events"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _default_board_exists(self) -> Settings:
+        name = self.api.default_board
+        if name and name not in self.boards:
+            configured = ", ".join(sorted(self.boards)) or "none"
+            raise ValueError(
+                f"api.default_board {name!r} is not a configured board (configured: {configured})"
             )
         return self
 

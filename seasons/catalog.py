@@ -64,6 +64,7 @@ class Boards(BaseModel):
     late_grace_seconds: float
     windows: list[WindowInfo]
     boards: list[BoardInfo]
+    default_board: str | None  # the board a viewer sees first (None: no boards)
 
 
 class ArchiveInfo(BaseModel):
@@ -140,7 +141,19 @@ def boards(settings: Settings, now: datetime) -> Boards:
     return Boards(
         timezone=settings.timezone, week_start=settings.week_start,
         late_grace_seconds=settings.late_grace.total_seconds(), windows=windows, boards=out,
+        default_board=default_board(settings),
     )  # fmt: skip
+
+
+def default_board(settings: Settings) -> str | None:
+    """``api.default_board`` if set, else the first board (by name) whose high scores lead,
+    else the first board: a leaderboard of most points is the one most viewers look for."""
+    names = sorted(settings.boards)
+    if settings.api.default_board:
+        return settings.api.default_board
+    return next(
+        (n for n in names if settings.boards[n].order == "desc"), names[0] if names else None
+    )
 
 
 def listed_seasons(settings: Settings, today: date) -> list[SeasonSpan]:
