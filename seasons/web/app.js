@@ -4,10 +4,14 @@
 
 const $ = (id) => document.getElementById(id);
 // windows: the windows of GET /v1/boards (the server's one table), by name.
-const state = { boards: [], windows: {}, seasons: null, offset: 0, member: "" };
+// timezone: the zone of the boards' days (GET /v1/boards); every time on the page is shown in it.
+const state = {
+  boards: [], windows: {}, seasons: null, offset: 0, member: "", timezone: "UTC", defaultBoard: null,
+  history: null,
+};
 // Each kind of request carries a number; an answer to an older one than the latest is dropped,
 // so quick changes of board/window/period never leave a stale table on the page.
-const latest = { top: 0, find: 0, history: 0 };
+const latest = { top: 0, find: 0, history: 0, ops: 0 };
 const begin = (kind) => ++latest[kind];
 const stale = (kind, n) => n !== latest[kind];
 
@@ -51,9 +55,46 @@ function el(tag, attrs = {}, ...children) {
   return node;
 }
 
+// A number as shown: whole numbers grouped; fractions to 12 significant digits, so that a
+// difference of two scores reads 0.3, not 0.29999999999999716.
 function fmtScore(x) {
   if (x === null || x === undefined) return "–";
-  return Number.isInteger(x) ? x.toLocaleString("en-US") : String(x);
+  return Number.isInteger(x) ? x.toLocaleString("en-US") : String(Number(x.toPrecision(12)));
+}
+
+// A composite board's entries carry their parts ({"level": 5, "power": 117771}) beside the
+// packed score: the parts are what a person reads.
+function fmtParts(parts) {
+  return Object.entries(parts).map(([k, v]) => `${k} ${fmtScore(v)}`).join(" · ");
+}
+
+function fmtEntryScore(e) {
+  return e.parts ? fmtParts(e.parts) : fmtScore(e.score);
+}
+
+function scoreCell(e) {
+  if (!e.parts) return el("td", { class: "num" }, fmtScore(e.score));
+  return el("td", { class: "num", title: `score ${fmtScore(e.score)}` },
+    el("span", { class: "parts" }, fmtParts(e.parts)), el("span", { class: "raw" }, fmtScore(e.score)));
+}
+
+// A JSON number, or a number the API sent as a string ("7"); null when absent.
+function num(x) {
+  if (x === null || x === undefined || x === "") return null;
+  const n = Number(x);
+  return Number.isFinite(n) ? n : null;
+}
+
+// An instant (ISO 8601, any offset) as a wall-clock time in the boards' zone: the days and
+// periods are that zone's, so the times are too (the zone is named beside them).
+function fmtTime(iso, { seconds = false, year = true } = {}) {
+  const d = new Date(iso);
+  if (iso === null || iso === undefined || Number.isNaN(d.getTime())) return iso == null ? "–" : String(iso);
+  const opts = { timeZone: state.timezone, year: "numeric", month: "2-digit", day: "2-digit",
+    hour: "2-digit", minute: "2-digit", hourCycle: "h23" };
+  if (seconds) opts.second = "2-digit";
+  const p = Object.fromEntries(new Intl.DateTimeFormat("en-CA", opts).formatToParts(d).map((x) => [x.type, x.value]));
+  return `${year ? `${p.year}-` : ""}${p.month}-${p.day} ${p.hour}:${p.minute}${seconds ? `:${p.second}` : ""}`;
 }
 
 function say(id, text, isError = false) {
@@ -131,10 +172,10 @@ function describeBoard() {
   const b = currentBoard();
   if (!b) return say("board-info", "No boards are configured.");
   const cur = b.current[$("window").value];
-  const when = cur && (cur.resets_at ? `resets ${new Date(cur.resets_at).toLocaleString()}` : "never resets");
+  const when = cur && (cur.resets_at ? `resets ${fmtTime(cur.resets_at)} ${state.timezone}` : "never resets");
   const resets = cur ? ` · current ${$("window").value} ${cur.period} ${when}` : "";
   say("board-info", `${b.aggregate}, ${b.order === "desc" ? "high first" : "low first"}, ties ${b.ties}` +
-    (b.max_entries ? `, best ${b.max_entries} kept` : "") + resets);
+    (b.max_entries ? `, best ${b.max_entries} kept` : "") + resets + ` · days are ${state.timezone} days`);
   $("s-board").textContent = b.board;
 }
 
@@ -163,7 +204,7 @@ function entryRow(e, highlight) {
   const who = el("button", { type: "button", title: "find this member", onclick: () => find(e.member) }, e.member);
   return el("tr", highlight === e.member ? { class: "hit" } : {},
     el("td", { class: "rank" }, e.rank), el("td", { class: "member" }, who),
-    el("td", { class: "num" }, fmtScore(e.score)), el("td", {}, meta));
+    scoreCell(e), el("td", {}, meta));
 }
 
 async function loadTop() {
@@ -209,7 +250,7 @@ async function find(member) {
       api("GET", `${path}/around?${q}`), api("GET", `${path}?${new URLSearchParams({ period })}`),
     ]);
     if (stale("find", n)) return;
-    say("find-result", `${member} is #${me.rank} of ${me.total} with ${fmtScore(me.score)}`);
+    say("find-result", `${member} is #${me.rank} of ${me.total} with ${fmtEntryScore(me)}`);
     say("find-standing", standing(me));
     table.tBodies[0].replaceChildren(...page.entries.map((e) => entryRow(e, member)));
     table.hidden = false;
@@ -241,13 +282,35 @@ async function loadHistory(member) {
   try {
     const h = await api("GET", `/v1/boards/${enc($("board").value)}/members/${enc(member)}/history?${q}`);
     if (stale("history", n)) return;
-    $("history-title").textContent = `${member}: rank and score per ${win} (last ${h.history.length})`;
-    $("chart").replaceChildren(chart(h.history));
-    $("history").hidden = false;
+    $("history-title").textContent = `${member} per ${win} (last ${h.history.length})`;
+    $("history").hidden = false;  // shown before drawing: the charts take the width they get
+    state.history = { points: h.history, order: (currentBoard() || {}).order || "desc" };
+    drawHistory();
   } catch (err) {
     if (stale("history", n)) return;
+    state.history = null;
     $("history").hidden = true;
   }
+}
+
+function drawHistory() {
+  if (!state.history) return;
+  const { points, order } = state.history;
+  const ranked = points.filter((p) => p.rank !== null);
+  if (!ranked.length) {
+    $("chart").replaceChildren(el("p", { class: "muted" }, "not ranked in these periods"));
+    return;
+  }
+  const width = Math.max(240, Math.floor($("chart").clientWidth || 480));
+  $("chart").replaceChildren(
+    smallChart("rank", "Rank (1 at the top)", points, width, {
+      value: (p) => p.rank, lowIsBest: true, label: (r) => `#${r}`,
+    }),
+    smallChart("score", `Score (${order === "asc" ? "lowest" : "highest"}, the best, at the top)`, points, width, {
+      value: (p) => p.score, lowIsBest: order === "asc",
+      label: (v, p) => (p && p.parts ? fmtParts(p.parts) : fmtScore(v)),
+    }),
+  );
 }
 
 const SVG = "http://www.w3.org/2000/svg";
@@ -258,53 +321,50 @@ function svg(tag, attrs = {}, text) {
   return node;
 }
 
-// Two lines over the periods: rank (1 at the top) and score, each on its own scale.
-function chart(points) {
-  const W = 640, H = 240, L = 44, R = 44, T = 14, B = 34;
-  const root = svg("svg", { viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": "rank and score history" });
+// One small line chart over the periods, drawn at its shown size (no viewBox scaling, so
+// its 12 px labels stay 12 px on a phone). The best value is at the top whichever way the
+// board orders; the values at the top and bottom are on the svg as data-top/data-bottom.
+function smallChart(kind, caption, points, W, { value, lowIsBest, label }) {
+  const H = 130, T = 10, B = 24, R = 8;
   const ranked = points.filter((p) => p.rank !== null);
+  const values = ranked.map(value);
+  const best = lowIsBest ? Math.min(...values) : Math.max(...values);
+  const worst = lowIsBest ? Math.max(...values) : Math.min(...values);
+  const bestPoint = ranked[values.indexOf(best)], worstPoint = ranked[values.indexOf(worst)];
+  const topText = label(best, bestPoint), bottomText = label(worst, worstPoint);
+  const L = Math.min(W / 3, 12 + 7.2 * Math.max(topText.length, bottomText.length));
   const n = points.length;
   const x = (i) => L + (n <= 1 ? (W - L - R) / 2 : (i * (W - L - R)) / (n - 1));
+  const y = (v) => (best === worst ? (T + H - B) / 2 : T + ((v - best) * (H - T - B)) / (worst - best));
+  const root = svg("svg", {
+    width: W, height: H, role: "img", "aria-label": caption,
+    "data-top": best, "data-bottom": worst,
+  });
   root.append(svg("line", { class: "axis", x1: L, y1: H - B, x2: W - R, y2: H - B }));
   root.append(svg("line", { class: "axis", x1: L, y1: T, x2: L, y2: H - B }));
-  root.append(svg("line", { class: "axis", x1: W - R, y1: T, x2: W - R, y2: H - B }));
-  const step = Math.max(1, Math.ceil(n / 7));
+  root.append(svg("text", { x: L - 6, y: y(best) + 4, "text-anchor": "end" }, topText));
+  if (best !== worst) root.append(svg("text", { x: L - 6, y: y(worst) + 4, "text-anchor": "end" }, bottomText));
+  // Period labels, the last always, others where they fit (~56 px each) without overlap.
+  const GAP = 56;
+  const shown = [n - 1];
+  for (let i = n - 2; i >= 0; i--) if (x(shown[shown.length - 1]) - x(i) >= GAP) shown.push(i);
+  for (const i of shown) {
+    const anchor = n > 1 && i === n - 1 ? "end" : "middle";  // the last one ends at the edge
+    root.append(svg("text", { x: x(i) + (anchor === "end" ? 4 : 0), y: H - B + 16, "text-anchor": anchor }, points[i].period.slice(-5)));
+  }
+  // A gap where the member was not ranked: one polyline per run of ranked periods.
+  let run = [];
+  const flush = () => { if (run.length > 1) root.append(svg("polyline", { points: run.join(" ") })); run = []; };
   points.forEach((p, i) => {
-    if (i % step === 0 || i === n - 1) root.append(svg("text", { x: x(i), y: H - B + 16, "text-anchor": "middle" }, p.period.slice(-5)));
+    if (p.rank === null) return flush();
+    const v = value(p), px = x(i), py = y(v);
+    run.push(`${px.toFixed(1)},${py.toFixed(1)}`);
+    const dot = svg("circle", { cx: px.toFixed(1), cy: py.toFixed(1), r: 3.5, "data-value": v });
+    dot.append(svg("title", {}, `${p.period}: #${p.rank}, score ${p.parts ? fmtParts(p.parts) : fmtScore(p.score)}`));
+    root.append(dot);
   });
-  if (!ranked.length) {
-    root.append(svg("text", { x: W / 2, y: H / 2, "text-anchor": "middle" }, "not ranked in these periods"));
-    return wrapChart(root);
-  }
-  const maxRank = Math.max(...ranked.map((p) => p.rank));
-  const scores = ranked.map((p) => p.score);
-  const lo = Math.min(...scores), hi = Math.max(...scores);
-  const yRank = (r) => T + (maxRank === 1 ? 0 : ((r - 1) * (H - T - B)) / (maxRank - 1));
-  const yScore = (s) => (hi === lo ? (T + H - B) / 2 : H - B - ((s - lo) * (H - T - B)) / (hi - lo));
-  root.append(svg("text", { x: L - 6, y: T + 4, "text-anchor": "end" }, "#1"));
-  root.append(svg("text", { x: L - 6, y: H - B, "text-anchor": "end" }, `#${maxRank}`));
-  root.append(svg("text", { x: W - R + 6, y: T + 4 }, fmtScore(hi)));
-  root.append(svg("text", { x: W - R + 6, y: H - B }, fmtScore(lo)));
-  for (const [cls, y, value] of [["rank", yRank, (p) => p.rank], ["score", yScore, (p) => p.score]]) {
-    // A gap where the member was not ranked: one polyline per run of ranked periods.
-    let run = [];
-    const flush = () => { if (run.length > 1) root.append(svg("polyline", { class: cls, points: run.join(" ") })); run = []; };
-    points.forEach((p, i) => {
-      if (p.rank === null) return flush();
-      const px = x(i), py = y(value(p));
-      run.push(`${px.toFixed(1)},${py.toFixed(1)}`);
-      const dot = svg("circle", { class: cls, cx: px.toFixed(1), cy: py.toFixed(1), r: 3 });
-      dot.append(svg("title", {}, `${p.period}: #${p.rank}, score ${fmtScore(p.score)}`));
-      root.append(dot);
-    });
-    flush();
-  }
-  return wrapChart(root);
-}
-
-function wrapChart(root) {
-  const legend = el("div", { class: "legend" }, el("span", { class: "r" }, "● rank (left, 1 at top)"), el("span", { class: "s" }, "● score (right)"));
-  return el("div", {}, root, legend);
+  flush();
+  return el("figure", { class: kind }, el("figcaption", { class: kind }, caption), root);
 }
 
 // --- submitting a score ---------------------------------------------------------------------
@@ -330,7 +390,18 @@ async function submitScore(ev) {
     const meta = parseMeta($("s-meta").value);
     if (Object.keys(meta).length) event.metadata = meta;
     const res = await api("POST", "/v1/scores", { body: { events: [event] }, token: $("s-token").value.trim() });
-    say("submit-result", res.applied ? `applied: ${event.member} +${fmtScore(event.value)}` : "duplicate: this event id was already applied");
+    const head = res.applied ? `applied: ${event.member} ${fmtScore(event.value)}` : "duplicate: this event id was already applied";
+    say("submit-result", head);
+    // Where the member stands now: their entry read back after the write, in the window on
+    // screen, current period (where a score sent without a time lands).
+    const win = $("window").value, cur = (currentBoard() || { current: {} }).current[win];
+    try {
+      const me = await api("GET", `${boardPath()}/members/${enc(event.member)}?period=current`);
+      $("submit-result").append("\n", el("strong", { id: "submit-rank", "data-rank": me.rank },
+        `now #${me.rank} of ${me.total}`), ` on ${event.board} · ${win} ${cur ? cur.period : ""} with ${fmtEntryScore(me)}`);
+    } catch (err) {
+      $("submit-result").append(`\n${err.code === "not_ranked" ? "not ranked in this period" : errorText(err)}`);
+    }
     await loadTop();
     if (state.member === event.member) await find(event.member);
   } catch (err) {
@@ -349,11 +420,68 @@ async function admin(method, path, body, confirmText) {
     const res = await api(method, path, { body, token: $("a-token").value.trim() });
     out.textContent = `${method} ${path}\n${JSON.stringify(res, null, 2)}`;
     await refreshCatalog();
+    await refreshOps();
     await loadTop();
     if (state.member) await find(state.member);
   } catch (err) {
     out.textContent = `${method} ${path}\n${errorText(err)}`;
     out.classList.add("error");
+  }
+}
+
+// --- operator view: seasons and the worker's job runs ----------------------------------------
+
+const JOB_FIELDS = new Set(["last_start", "last_end", "last_status", "last_error", "next_run", "runs", "failures", "total_duration"]);
+
+const SHORT = { seconds: true, year: false };  // job times: this year's, to the second
+
+function jobRow(name, job) {
+  const runs = num(job.runs), failures = num(job.failures);
+  const start = Date.parse(job.last_start), end = Date.parse(job.last_end);
+  const took = Number.isFinite(start) && Number.isFinite(end) && end >= start ? end - start : null;
+  const status = job.last_status || (runs ? "?" : "never run");
+  // Whatever else the worker records for a job is shown as it is, in the row's tooltip.
+  const extra = Object.entries(job).filter(([k]) => !JOB_FIELDS.has(k)).map(([k, v]) => `${k}: ${v}`);
+  const attrs = { "data-job": name };
+  if (job.last_error || extra.length) attrs.title = [job.last_error, ...extra].filter(Boolean).join("\n");
+  return el("tr", attrs,
+    el("td", {}, name),
+    el("td", { class: `last-status ${status === "ok" ? "ok" : status === "error" ? "bad" : ""}` }, status),
+    el("td", { class: "when last-start", title: job.last_start || "" }, job.last_start ? fmtTime(job.last_start, SHORT) : "–"),
+    el("td", { class: "num" }, took === null ? "–" : took < 10000 ? `${Math.round(took)} ms` : `${(took / 1000).toFixed(1)} s`),
+    el("td", { class: "num runs" }, runs === null ? "0" : fmtScore(runs)),
+    el("td", { class: "num failures" }, failures === null ? "0" : fmtScore(failures)),
+    el("td", { class: "when next-run", title: job.next_run || "" }, job.next_run ? fmtTime(job.next_run, SHORT) : "–"));
+}
+
+function seasonRow(s) {
+  const chips = Object.entries(s.boards).map(([board, b]) => {
+    let text = `${board} ${b.state}`;
+    if (b.archive) text += num(b.archive.count) === null ? " · archive" : ` · ${fmtScore(num(b.archive.count))} archived`;
+    const snaps = (b.snapshots || []).length;
+    if (snaps) text += ` · ${snaps} snapshot${snaps === 1 ? "" : "s"}`;
+    return el("span", { class: "chip", "data-board": board, "data-state": b.state }, text);
+  });
+  return el("tr", { "data-season": s.season, class: s.season === (state.seasons || {}).current ? "hit" : "" },
+    el("td", {}, s.season), el("td", { class: "season-status" }, s.status),
+    el("td", { class: "when" }, `${s.first_day} – ${s.last_day}`), el("td", {}, el("div", { class: "chips" }, ...chips)));
+}
+
+async function refreshOps() {
+  const n = begin("ops");
+  $("jobs-zone").textContent = `times in ${state.timezone}`;
+  if (state.seasons) $("seasons").tBodies[0].replaceChildren(...[...state.seasons.seasons].reverse().map(seasonRow));
+  try {
+    const jobs = await api("GET", "/v1/jobs");
+    if (stale("ops", n)) return;
+    $("jobs").tBodies[0].replaceChildren(...Object.entries(jobs.jobs || {}).map(([name, job]) => jobRow(name, job)));
+    const w = jobs.worker;
+    let text = w ? `worker ${w.worker || ""} · last beat ${fmtTime(w.at, { seconds: true })} ${state.timezone}` : "no worker is running (no heartbeat)";
+    if (jobs.safe_mode) text += ` · SAFE MODE: ${jobs.safe_mode.message || jobs.safe_mode.reason || "on"}`;
+    say("ops-worker", text, !w || Boolean(jobs.safe_mode));
+  } catch (err) {
+    if (stale("ops", n)) return;
+    say("ops-worker", errorText(err), true);
   }
 }
 
@@ -376,8 +504,10 @@ async function refreshCatalog() {
   state.boards = boards.boards;
   state.windows = Object.fromEntries(boards.windows.map((w) => [w.window, w]));
   state.seasons = seasons;
+  state.timezone = boards.timezone || "UTC";
+  state.defaultBoard = boards.default_board || (state.boards[0] || {}).board || null;
   const sel = $("board");
-  const keep = sel.value;
+  const keep = sel.value || state.defaultBoard;
   sel.replaceChildren(...state.boards.map((b) => el("option", { value: b.board }, b.board)));
   if (keep) sel.value = keep;
   fillWindows();
@@ -404,7 +534,9 @@ async function start() {
     refreshStatus();
     return;
   }
-  if (saved.get("board")) $("board").value = saved.get("board");
+  // The board in the URL, else the one the server names (api.default_board, or its rule).
+  const wanted = saved.get("board");
+  if (wanted && state.boards.some((b) => b.board === wanted)) $("board").value = wanted;
   fillWindows(saved.get("window"));
   fillPeriods(saved.get("period") || "current");
   describeBoard();
@@ -430,8 +562,14 @@ async function start() {
     $(id).value = sessionStorage.getItem(id) || "";
     $(id).addEventListener("change", () => sessionStorage.setItem(id, $(id).value));
   }
+  for (const b of document.querySelectorAll("nav [data-go]")) {
+    b.addEventListener("click", () => $(b.dataset.go).scrollIntoView({ behavior: "smooth", block: "start" }));
+  }
+  let resizing = 0;  // the charts are drawn at their shown size: redraw when that changes
+  window.addEventListener("resize", () => { clearTimeout(resizing); resizing = setTimeout(drawHistory, 150); });
   refreshStatus();
-  setInterval(refreshStatus, 15000);
+  refreshOps();
+  setInterval(() => { refreshStatus(); refreshOps(); }, 15000);
   await loadTop();
   if (saved.get("member")) await find(saved.get("member"));
   document.body.dataset.ready = "1";  // the browser test waits for this
