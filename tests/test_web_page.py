@@ -1,15 +1,18 @@
 """The web page in a real browser: headless Chromium (Debian's package, driven by playwright)
 clicks through every feature against a live server and checks what it shows against the JSON
-API. Screenshots go to screenshots/web/ (git-ignored) for a person to look at."""
+API, with no network but the server's (/docs included). Screenshots at 1280 and 390 px, light
+and dark, go to screenshots/web/ (git-ignored) for a person to look at."""
 
 from __future__ import annotations
 
 import importlib.util
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
-from browser.walkthrough import chromium_path, walk
+from browser.walkthrough import BROWSER_ZONE, MIN_CONTRAST, chromium_path, walk
 from http_support import ADMIN_TOKEN, SETTINGS, START, WRITE_TOKEN, serving
 
 from seasons import Seasons
@@ -17,6 +20,7 @@ from seasons.clock import ManualClock
 from seasons.config import Settings
 from seasons.demo import seed_demo
 from seasons.http.app import create_app
+from seasons.jobs.state import JobState
 
 SCREENSHOTS = Path(__file__).resolve().parents[1] / "screenshots" / "web"
 
@@ -32,24 +36,51 @@ pytestmark = [
 ]
 
 
+# The boards' zone: not UTC and not the browser's, so a time in the wrong zone shows.
+ZONE = "America/New_York"
+
+
+def default_by_rule(boards: dict[str, dict[str, Any]]) -> str:
+    """The board a page opens on when none is configured: the first (by name) ordered
+    high-first, else the first."""
+    names = sorted(boards)
+    return next((n for n in names if boards[n].get("order", "desc") == "desc"), names[0])
+
+
 def test_every_page_feature_in_chromium(
     settings_factory: Callable[..., Settings], tmp_path: Path
 ) -> None:
     # kills also keeps a month board, laps does not: the window pickers follow each board.
+    # apex (low is best) is first by name: the page must not open on it.
     boards = {**SETTINGS["boards"]}
     boards["kills"] = {**boards["kills"], "windows": ["day", "week", "month", "season"]}
+    boards["apex"] = {"aggregate": "min", "order": "asc"}
     settings = settings_factory(
         **{**SETTINGS, "boards": boards},
+        timezone=ZONE,
         namespace="demo-web",  # a demo namespace: "Reset demo data" is allowed
         api={"write_token": WRITE_TOKEN, "admin_token": ADMIN_TOKEN},
         archive={"dir": str(tmp_path / "archive")},
     )
+    assert ZONE != BROWSER_ZONE
     with Seasons(settings, clock=ManualClock(START)) as app:
         seed_demo(app, days=21, players=60)
         app.client.set(app.keys.heartbeat(), "web-test", ex=600)  # /readyz: a worker runs
+        # Job runs as the worker records them: the operator view lists them.
+        jobs = JobState(app.client, app.keys)
+        for n, (job, status) in enumerate((("rollup", "ok"), ("closes", "ok"), ("sweep", "error"))):
+            for run in range(n + 1):
+                jobs.started(job, START - timedelta(minutes=10 * run + 5))
+                jobs.ended(job, START - timedelta(minutes=10 * run), status,
+                           next_run=START + timedelta(minutes=n + 1), duration=0.25)  # fmt: skip
         with serving(create_app(settings, app=app)) as url:
             seen = walk(url + "/", SCREENSHOTS, write_token=WRITE_TOKEN, admin_token=ADMIN_TOKEN)
     assert seen.page_errors == []
     assert seen.failed_requests == []
-    assert len(seen.screenshots) >= 10
+    assert seen.offsite_requests == []  # /docs and the page load nothing from elsewhere
+    assert seen.opened_on == default_by_rule(boards) == "kills"
+    low = {name: ratio for name, ratio in seen.contrast.items() if ratio < MIN_CONTRAST}
+    assert low == {}, low
+    assert any(name.startswith("dark: ") for name in seen.contrast)
+    assert len(seen.screenshots) >= 14
     assert all(p.stat().st_size > 5000 for p in seen.screenshots)

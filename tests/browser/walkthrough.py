@@ -13,12 +13,16 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import shutil
 import sys
 import tempfile
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
+from zoneinfo import ZoneInfo
 
 import httpx
 
@@ -34,6 +38,14 @@ FLAGS = [
     "--disable-sync",
 ]
 TIMEOUT_MS = 15_000
+# The browser's own zone in a walk: far from any board's, so a time shown in the browser's
+# zone instead of the boards' would not pass for it.
+BROWSER_ZONE = "Pacific/Kiritimati"
+PHONE = {"width": 390, "height": 844}
+LAPTOP = {"width": 1280, "height": 900}
+# WCAG AA for normal text.
+MIN_CONTRAST = 4.5
+MIN_LABEL_PX = 12
 
 
 @dataclass
@@ -43,11 +55,43 @@ class Walk:
     screenshots: list[Path] = field(default_factory=list)
     page_errors: list[str] = field(default_factory=list)
     failed_requests: list[str] = field(default_factory=list)
+    opened_on: str = ""  # the board the page opened on
+    offsite_requests: list[str] = field(default_factory=list)  # requests to another host
+    contrast: dict[str, float] = field(default_factory=dict)  # "dark: Find" -> ratio
 
 
 def _js_score(x: float) -> str:
-    """A score as the page's fmtScore writes it."""
-    return f"{int(x):,}" if float(x).is_integer() else repr(float(x))
+    """A score as the page's fmtScore writes it (fractions to 12 significant digits)."""
+    return f"{int(x):,}" if float(x).is_integer() else repr(float(f"{float(x):.12g}"))
+
+
+def _zoned(iso: str, zone: str, seconds: bool = False, year: bool = True) -> str:
+    """An instant as the page shows it: wall-clock time in ``zone``."""
+    local = datetime.fromisoformat(iso.replace("Z", "+00:00")).astimezone(ZoneInfo(zone))
+    text = local.strftime("%m-%d %H:%M" + (":%S" if seconds else ""))
+    return f"{local.year}-{text}" if year else text
+
+
+def _number(x: Any) -> float | None:
+    """A JSON number, or a number sent as a string ("7"), as the page reads it."""
+    return None if x is None or x == "" else float(x)
+
+
+def _luminance(color: str) -> float:
+    """The WCAG relative luminance of a CSS ``rgb()``/``rgba()`` colour."""
+    r, g, b = (int(float(v)) for v in re.findall(r"[\d.]+", color)[:3])
+
+    def channel(c: int) -> float:
+        v = c / 255
+        return v / 12.92 if v <= 0.03928 else ((v + 0.055) / 1.055) ** 2.4
+
+    return 0.2126 * channel(r) + 0.7152 * channel(g) + 0.0722 * channel(b)
+
+
+def contrast_ratio(fg: str, bg: str) -> float:
+    """WCAG contrast ratio of two colours, 1..21."""
+    hi, lo = sorted((_luminance(fg), _luminance(bg)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
 
 
 def chromium_path() -> str | None:
@@ -66,14 +110,28 @@ def walk(
     if executable is None:
         raise RuntimeError("no chromium binary: apt-get install chromium")
     out_dir.mkdir(parents=True, exist_ok=True)
+    for old in out_dir.glob("[0-9][0-9]-*.png"):  # a previous walk's, numbered as these are
+        old.unlink()
     seen = Walk()
     api = httpx.Client(base_url=base_url, timeout=30)
+    local = urlsplit(base_url).netloc
     with tempfile.TemporaryDirectory(prefix="seasons-chromium-") as profile, sync_playwright() as p:
         context = p.chromium.launch_persistent_context(
             profile, executable_path=executable, args=FLAGS, headless=True,
-            viewport={"width": 1280, "height": 900},
+            viewport=LAPTOP, timezone_id=BROWSER_ZONE, color_scheme="light",
         )  # fmt: skip
         try:
+            # Offline as a firewalled machine: a request to any other host is refused and noted.
+            def only_local(route: Any) -> None:
+                if urlsplit(route.request.url).netloc == local or route.request.url.startswith(
+                    "data:"
+                ):
+                    route.continue_()
+                else:
+                    seen.offsite_requests.append(route.request.url)
+                    route.abort()
+
+            context.route("**/*", only_local)
             page = context.new_page()
             page.set_default_timeout(TIMEOUT_MS)
             page.on("pageerror", lambda e: seen.page_errors.append(str(e)))
@@ -85,18 +143,18 @@ def walk(
 
             def shot(name: str, target: Any = None) -> None:
                 path = out_dir / f"{len(seen.screenshots) + 1:02d}-{name}.png"
-                (target or page).screenshot(path=str(path), full_page=True)
+                if target is not None and not hasattr(target, "goto"):  # one element
+                    target.screenshot(path=str(path))
+                else:
+                    (target or page).screenshot(path=str(path), full_page=True)
                 seen.screenshots.append(path)
 
-            _steps(page, api, shot, write_token, admin_token, reset)
-            # The same page on a phone.
-            phone = context.new_page()
-            phone.set_viewport_size({"width": 390, "height": 844})
-            phone.goto(base_url)
-            phone.wait_for_selector("body[data-ready='1']")
-            wide = phone.evaluate("document.documentElement.scrollWidth")
-            assert wide <= 390 + 1, f"page is {wide}px wide on a 390px phone"
-            shot("phone", phone)
+            _docs(page, api, shot)
+            _operator_view(page, api, shot)  # before the demo reset, which clears job runs
+            seen.opened_on = _steps(page, api, shot, write_token, admin_token, reset)
+            _chart_of_a_low_is_best_board(page, api, shot)
+            _views(page, api, shot, seen)
+            _phone(context, base_url, shot)
         finally:
             context.close()
             api.close()
@@ -113,15 +171,93 @@ def _wait_title(page: Any, text: str) -> None:
     )
 
 
+def _open(page: Any, url: str) -> None:
+    page.goto(url)
+    page.wait_for_selector("body[data-ready='1']")
+
+
+def _docs(page: Any, api: httpx.Client, shot: Any) -> None:
+    """/docs renders Swagger UI's list of operations with no network but this server's."""
+    page.goto(str(api.base_url).rstrip("/") + "/docs")
+    schema = api.get("/openapi.json").json()
+    operations = sum(
+        1 for item in schema["paths"].values() for m in item if m in ("get", "post", "delete")
+    )
+    page.wait_for_selector(".opblock")
+    page.wait_for_function(
+        "n => document.querySelectorAll('.opblock').length === n", arg=operations
+    )
+    assert "Seasons" in page.locator(".information-container .title").inner_text()
+    shot("docs")
+
+
+def _operator_view(page: Any, api: httpx.Client, shot: Any) -> None:
+    """The operator view lists the seasons and the job runs as /v1/seasons and /v1/jobs
+    give them, times in the boards' zone."""
+    _open(page, str(api.base_url))
+    zone = api.get("/v1/boards").json()["timezone"]
+    jobs = api.get("/v1/jobs").json()["jobs"]
+    page.wait_for_function(
+        "n => document.querySelectorAll('#jobs tbody tr').length === n", arg=len(jobs)
+    )
+    assert page.locator("#jobs tbody tr").evaluate_all(
+        "rows => rows.map(r => r.dataset.job)"
+    ) == list(jobs)  # fmt: skip
+    for name, job in jobs.items():
+        row = page.locator(f"#jobs tr[data-job='{name}']")
+        runs = _number(job.get("runs"))
+        assert row.locator("td.runs").inner_text() == _js_score(runs or 0), (name, job)
+        failures = _number(job.get("failures"))
+        assert row.locator("td.failures").inner_text() == _js_score(failures or 0), (name, job)
+        status = job.get("last_status") or ("?" if runs else "never run")
+        assert row.locator("td.last-status").inner_text() == status, (name, job)
+        for cell, key in (("last-start", "last_start"), ("next-run", "next_run")):
+            want = _zoned(job[key], zone, seconds=True, year=False) if job.get(key) else "–"
+            assert row.locator(f"td.{cell}").inner_text() == want, (name, key, job)
+    assert page.locator("#jobs-zone").inner_text() == f"times in {zone}"
+
+    seasons = api.get("/v1/seasons").json()["seasons"]
+    rows = page.locator("#seasons tbody tr")
+    assert rows.evaluate_all("rows => rows.map(r => r.dataset.season)") == [
+        s["season"] for s in reversed(seasons)
+    ]
+    for season in seasons:
+        row = page.locator(f"#seasons tr[data-season='{season['season']}']")
+        assert row.locator("td.season-status").inner_text() == season["status"]
+        states = row.locator(".chip").evaluate_all(
+            "cs => Object.fromEntries(cs.map(c => [c.dataset.board, c.dataset.state]))"
+        )
+        assert states == {b: v["state"] for b, v in season["boards"].items()}, season
+        for board, info in season["boards"].items():
+            chip = row.locator(f".chip[data-board='{board}']").inner_text()
+            if info["archive"] and info["archive"].get("count") is not None:
+                assert f"{_js_score(info['archive']['count'])} archived" in chip, (chip, info)
+            if info["snapshots"]:
+                assert f"{len(info['snapshots'])} snapshot" in chip, (chip, info)
+    page.locator("#ops-section").scroll_into_view_if_needed()
+    shot("operator", page.locator("#ops-section"))
+
+
 def _steps(
     page: Any, api: httpx.Client, shot: Any, write_token: str, admin_token: str, reset: bool
-) -> None:
-    page.goto(str(api.base_url))
-    page.wait_for_selector("body[data-ready='1']")
-    boards = [b["board"] for b in api.get("/v1/boards").json()["boards"]]
+) -> str:
+    """The player's walk through the page; returns the board it opened on."""
+    _open(page, str(api.base_url))
+    catalog = api.get("/v1/boards").json()
+    boards = [b["board"] for b in catalog["boards"]]
     assert page.locator("#board option").all_inner_texts() == boards
-    board = boards[0]
+    # It opens on the board the server names (api.default_board, or its rule).
+    board = page.locator("#board").input_value()
+    assert board == catalog["default_board"], (board, catalog["default_board"])
     limit = int(page.locator("#limit").input_value())
+
+    # The current period's reset, in the boards' zone and named so (not the browser's zone).
+    zone = catalog["timezone"]
+    current = next(b for b in catalog["boards"] if b["board"] == board)["current"]["season"]
+    info = page.locator("#board-info").inner_text()
+    if current and current["resets_at"]:
+        assert f"resets {_zoned(current['resets_at'], zone)} {zone}" in info, info
+    assert f"days are {zone} days" in info, info
 
     # 1. The top N of the current season, with metadata, as the API has it.
     expected = api.get(f"/v1/boards/{board}/season", params={"limit": limit}).json()
@@ -226,11 +362,12 @@ def _steps(
     assert shown.startswith("top ") and shown.endswith(f"% · {gap}"), shown
     if top >= 10:
         assert shown == f"top {math.floor(top + 0.5)}% · {gap}", shown
-    page.wait_for_selector("#chart svg circle.rank")
+    page.wait_for_selector("#chart figure.rank svg circle")
     history = api.get(f"/v1/boards/{board}/members/{member}/history",
                       params={"window": "day", "last": 14}).json()  # fmt: skip
     ranked = [h for h in history["history"] if h["rank"] is not None]
-    assert page.locator("#chart svg circle.rank").count() == len(ranked)
+    for kind in ("rank", "score"):  # two small charts, a dot per ranked period each
+        assert page.locator(f"#chart figure.{kind} svg circle").count() == len(ranked), kind
     shot("find-member")
     page.select_option("#h-window", "week")
     page.wait_for_function("() => document.getElementById('history-title')"
@@ -256,6 +393,11 @@ def _steps(
                            ".textContent.startsWith('applied')")  # fmt: skip
     entry = api.get(f"/v1/boards/{board}/season/members/web-tester").json()
     assert entry["metadata"] == {"team": "blue", "level": 7}, entry
+    # The new rank, read back after the write: the member's entry as the API gives it.
+    page.wait_for_selector("#submit-rank")
+    shown_rank = page.locator("#submit-rank").get_attribute("data-rank")
+    assert shown_rank == str(entry["rank"]), (shown_rank, entry)
+    assert page.locator("#submit-rank").inner_text() == f"now #{entry['rank']} of {entry['total']}"
     page.wait_for_function("() => [...document.querySelectorAll('#top td.member')]"
                            ".some(td => td.textContent === 'web-tester')")  # fmt: skip
     shot("submitted")
@@ -289,6 +431,110 @@ def _steps(
         gone = api.get(f"/v1/boards/{board}/season/members/web-tester")
         assert gone.status_code == 404, gone.text  # the reset removed what we submitted
         shot("reset")
+    return board
+
+
+def _chart_of_a_low_is_best_board(page: Any, api: httpx.Client, shot: Any) -> None:
+    """On a board where low is best, the history's best score is drawn at the top (as rank 1
+    is), and the charts' labels are at least 12 px as shown."""
+    boards = api.get("/v1/boards").json()["boards"]
+    low = next((b["board"] for b in boards if b["order"] == "asc"), None)
+    if low is None:
+        return
+    top = api.get(f"/v1/boards/{low}/season", params={"limit": 50}).json()["entries"]
+    # A member whose day scores differ, so that "the best on top" means something.
+    for e in top:
+        history = api.get(f"/v1/boards/{low}/members/{e['member']}/history",
+                          params={"window": "day", "last": 14}).json()["history"]  # fmt: skip
+        scores = [h["score"] for h in history if h["rank"] is not None]
+        ranks = [h["rank"] for h in history if h["rank"] is not None]
+        if len(set(scores)) > 1 and len(set(ranks)) > 1:
+            break
+    else:
+        raise AssertionError(f"no member of {low} has day scores that differ")
+    page.select_option("#board", low)
+    page.select_option("#h-window", "day")
+    page.fill("#member", e["member"])
+    page.click("#find button")
+    page.wait_for_function(
+        "n => document.querySelectorAll('#chart figure.score circle').length === n",
+        arg=len(scores),
+    )
+    for kind, values in (("score", scores), ("rank", ranks)):
+        chart = page.locator(f"#chart figure.{kind} svg")
+        # Low is best for both: the smallest value at the top, the largest at the bottom.
+        assert float(chart.get_attribute("data-top") or "nan") == min(values), kind
+        assert float(chart.get_attribute("data-bottom") or "nan") == max(values), kind
+        dots = chart.locator("circle").evaluate_all(
+            "cs => cs.map(c => [Number(c.dataset.value), Number(c.getAttribute('cy'))])"
+        )
+        assert sorted(v for v, _ in dots) == sorted(values), (kind, dots)
+        # Drawn the right way up: a better (lower) value is never below a worse one.
+        by_value = sorted(dots)
+        assert all(a[1] <= b[1] for a, b in zip(by_value, by_value[1:], strict=False)), dots
+        assert by_value[0][1] < by_value[-1][1], dots
+    sizes = page.locator("#chart svg text").evaluate_all(
+        "ts => ts.map(t => parseFloat(getComputedStyle(t).fontSize) * t.getScreenCTM().a)"
+    )
+    assert sizes and min(sizes) >= MIN_LABEL_PX, sizes
+    shot("history-low-is-best", page.locator("#find-section"))
+
+
+def _button_colours(page: Any) -> list[dict[str, str]]:
+    """Each visible, enabled button's text colour and the background behind its text."""
+    return list(page.evaluate("""() => {
+        const opaque = (c) => !/^rgba\\(.*,\\s*0\\)$/.test(c) && c !== "transparent";
+        const behind = (node) => {
+            for (let n = node; n; n = n.parentElement) {
+                const c = getComputedStyle(n).backgroundColor;
+                if (opaque(c)) return c;
+            }
+            return "rgb(255, 255, 255)";
+        };
+        return [...document.querySelectorAll("button")]
+            .filter((b) => !b.disabled && b.offsetParent !== null)
+            .map((b) => ({ name: b.id || b.textContent.trim(), fg: getComputedStyle(b).color,
+                           bg: behind(b) }));
+    }"""))
+
+
+def _views(page: Any, api: httpx.Client, shot: Any, seen: Walk) -> None:
+    """The page at 1280 and 390 px, light and dark, with a member found: screenshots, and
+    every button's text at WCAG AA contrast."""
+    board = api.get("/v1/boards").json()["default_board"]
+    member = api.get(f"/v1/boards/{board}/season", params={"limit": 5}).json()["entries"][-1]
+    _open(page, f"{str(api.base_url).rstrip('/')}/#board={board}&member={member['member']}")
+    page.wait_for_selector("#chart figure.score svg")
+    for size, name in ((LAPTOP, "1280"), (PHONE, "390")):
+        page.set_viewport_size(size)
+        # The charts are redrawn at the width they are shown.
+        page.wait_for_function(
+            "() => Number(document.querySelector('#chart svg').getAttribute('width'))"
+            " === Math.max(240, Math.floor(document.getElementById('chart').clientWidth))"
+        )
+        for scheme in ("light", "dark"):
+            page.emulate_media(color_scheme=scheme)
+            colours = _button_colours(page)
+            assert colours, "no buttons"
+            for c in colours:
+                seen.contrast[f"{scheme}: {c['name']}"] = contrast_ratio(c["fg"], c["bg"])
+            shot(f"{name}-{scheme}")
+    page.emulate_media(color_scheme="light")
+    page.set_viewport_size(LAPTOP)
+
+
+def _phone(context: Any, base_url: str, shot: Any) -> None:
+    """On a 390 px phone, nothing is wider than the screen and the member search is on the
+    first screen."""
+    phone = context.new_page()
+    phone.set_viewport_size(PHONE)
+    _open(phone, base_url)
+    wide = phone.evaluate("document.documentElement.scrollWidth")
+    assert wide <= PHONE["width"] + 1, f"page is {wide}px wide on a 390px phone"
+    box = phone.locator("#member").bounding_box()
+    assert box is not None and box["y"] + box["height"] <= PHONE["height"], box
+    shot("phone", phone)
+    phone.close()
 
 
 def main(argv: list[str] | None = None) -> int:
