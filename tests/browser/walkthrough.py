@@ -480,9 +480,9 @@ def _chart_of_a_low_is_best_board(page: Any, api: httpx.Client, shot: Any) -> No
     shot("history-low-is-best", page.locator("#find-section"))
 
 
-def _button_colours(page: Any) -> list[dict[str, str]]:
-    """Each visible, enabled button's text colour and the background behind its text."""
-    return list(page.evaluate("""() => {
+# In the page: each visible, enabled button's text colour and the first opaque background
+# behind it (its own, or an ancestor's for a link-like button).
+_BUTTON_COLOURS = """() => {
         const opaque = (c) => !/^rgba\\(.*,\\s*0\\)$/.test(c) && c !== "transparent";
         const behind = (node) => {
             for (let n = node; n; n = n.parentElement) {
@@ -495,7 +495,12 @@ def _button_colours(page: Any) -> list[dict[str, str]]:
             .filter((b) => !b.disabled && b.offsetParent !== null)
             .map((b) => ({ name: b.id || b.textContent.trim(), fg: getComputedStyle(b).color,
                            bg: behind(b) }));
-    }"""))
+    }"""
+
+
+def _button_colours(page: Any) -> list[dict[str, str]]:
+    """Each visible, enabled button's text colour and the background behind its text."""
+    return list(page.evaluate(_BUTTON_COLOURS))
 
 
 def _views(page: Any, api: httpx.Client, shot: Any, seen: Walk) -> None:
