@@ -476,7 +476,8 @@ async function refreshOps() {
     if (stale("ops", n)) return;
     $("jobs").tBodies[0].replaceChildren(...Object.entries(jobs.jobs || {}).map(([name, job]) => jobRow(name, job)));
     const w = jobs.worker;
-    let text = w ? `worker ${w.worker || ""} · last beat ${fmtTime(w.at, { seconds: true })} ${state.timezone}` : "no worker is running (no heartbeat)";
+    let text = "no worker is running (no heartbeat)";
+    if (w) text = `worker ${w.worker || "running"}` + (w.at ? ` · last beat ${fmtTime(w.at, { seconds: true })} ${state.timezone}` : "");
     if (jobs.safe_mode) text += ` · SAFE MODE: ${jobs.safe_mode.message || jobs.safe_mode.reason || "on"}`;
     say("ops-worker", text, !w || Boolean(jobs.safe_mode));
   } catch (err) {

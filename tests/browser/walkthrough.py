@@ -12,6 +12,7 @@ playwright drives that binary, it never downloads a browser of its own.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import re
 import shutil
@@ -153,6 +154,7 @@ def walk(
             _operator_view(page, api, shot)  # before the demo reset, which clears job runs
             seen.opened_on = _steps(page, api, shot, write_token, admin_token, reset)
             _chart_of_a_low_is_best_board(page, api, shot)
+            _composite_parts(page, api, shot)
             _views(page, api, shot, seen)
             _phone(context, base_url, shot)
         finally:
@@ -172,6 +174,8 @@ def _wait_title(page: Any, text: str) -> None:
 
 
 def _open(page: Any, url: str) -> None:
+    """Load the page afresh (a URL that differs only in its #fragment would not reload)."""
+    page.goto("about:blank")
     page.goto(url)
     page.wait_for_selector("body[data-ready='1']")
 
@@ -478,6 +482,36 @@ def _chart_of_a_low_is_best_board(page: Any, api: httpx.Client, shot: Any) -> No
     )
     assert sizes and min(sizes) >= MIN_LABEL_PX, sizes
     shot("history-low-is-best", page.locator("#find-section"))
+
+
+def _composite_parts(page: Any, api: httpx.Client, shot: Any) -> None:
+    """A composite board's entries carry ``parts`` beside the score; the table shows the
+    parts. The server's own page of a board is given parts here (as a composite board's
+    reads have them), so the page's side is checked whatever boards are configured."""
+    board = api.get("/v1/boards").json()["default_board"]
+    expected: list[str] = []
+
+    def with_parts(route: Any) -> None:
+        body = route.fetch().json()
+        for e in body["entries"]:
+            score = int(e["score"])
+            e["parts"] = {"level": score // 10, "power": score % 10 * 1000 + 117}
+        expected[:] = [
+            f"level {_js_score(e['parts']['level'])} · power {_js_score(e['parts']['power'])}"
+            for e in body["entries"]
+        ]
+        route.fulfill(status=200, content_type="application/json", body=json.dumps(body))
+
+    pattern = re.compile(rf"/v1/boards/{re.escape(board)}/season\?")
+    page.route(pattern, with_parts)
+    try:
+        _open(page, f"{str(api.base_url).rstrip('/')}/#board={board}&window=season")
+        page.wait_for_selector("#top tbody td.num .parts")
+        shown = page.locator("#top tbody td.num .parts").all_inner_texts()
+        assert shown == expected, (shown, expected)
+        shot("composite-parts")
+    finally:
+        page.unroute(pattern, with_parts)
 
 
 # In the page: each visible, enabled button's text colour and the first opaque background
