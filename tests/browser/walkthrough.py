@@ -589,6 +589,12 @@ def main(argv: list[str] | None = None) -> int:
     for path in seen.screenshots:
         print(path)
     problems = seen.page_errors + seen.failed_requests
+    problems += [f"request to another host: {url}" for url in seen.offsite_requests]
+    problems += [
+        f"button contrast {ratio:.2f} < {MIN_CONTRAST}: {name}"
+        for name, ratio in seen.contrast.items()
+        if ratio < MIN_CONTRAST
+    ]
     for problem in problems:
         print("problem:", problem, file=sys.stderr)
     return 1 if problems else 0
