@@ -26,7 +26,7 @@ from seasons import windows as win
 from seasons.api import Seasons
 from seasons.composite import CompositeScore
 from seasons.config.settings import BoardSettings
-from seasons.jobs.integrity import new_marker, read_disk_marker, write_disk_marker
+from seasons.jobs.integrity import new_marker, read_disk_marker
 from seasons.keys import STATE_SEASON
 from seasons.models import WriteResult
 
@@ -230,12 +230,9 @@ def seed_demo(
 
 
 def _mark_namespace(app: Seasons, now: datetime) -> None:
-    """Create the namespace marker as the worker does on a fresh namespace (in Redis and its
-    copy beside the archives), so that a CLI finds the namespace holds Seasons data before a
-    worker ever ran. A Redis without the marker while its disk copy exists is left to the
-    worker, which tells data loss from a fresh start."""
-    if app.client.exists(app.keys.marker()) or read_disk_marker(app.settings) is not None:
-        return
-    value = new_marker(now)
-    if app.client.set(app.keys.marker(), value, nx=True):
-        write_disk_marker(app.settings, value)
+    """Create the namespace marker as the worker does on a fresh namespace, so that a CLI
+    finds that the namespace holds Seasons data before a worker ever ran (the worker writes
+    its copy beside the archives). A Redis without the marker while that copy exists is left
+    to the worker, which tells data loss from a fresh start."""
+    if read_disk_marker(app.settings) is None:
+        app.client.set(app.keys.marker(), new_marker(now), nx=True)
