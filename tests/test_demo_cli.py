@@ -186,6 +186,28 @@ def check_against_the_seeded_events(
     assert [e["score"] for e in entries] == sorted(expected.values(), reverse=True)[:20]
 
 
+def test_a_demo_that_cannot_start_exits_with_the_failing_step_s_status(tmp_path: Path) -> None:
+    """A config ``seasons demo`` refuses (exit 2): the demo stops what it started, writes no
+    var/demo/env and exits 2 with the message naming the key. The config is named relative
+    to the caller's directory."""
+    (tmp_path / "bad.toml").write_text('namespace = "demo"\nretention = "soon"\n')
+    ENV_FILE.unlink(missing_ok=True)
+    demo = subprocess.Popen(
+        [str(ROOT / "scripts" / "demo")],
+        cwd=tmp_path,
+        env=clean_env(SEASONS_CONFIG="bad.toml", SEASONS_API__PORT=str(free_port())),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    stdout, stderr = demo.communicate(timeout=120)
+    assert demo.returncode == 2, stdout + stderr
+    assert "retention" in stderr and "not a duration" in stderr
+    assert not ENV_FILE.exists()
+    assert session_members(demo.pid) == []  # its redis-server is gone too
+
+
 # --- no configuration file, no data -----------------------------------------------------------
 
 
