@@ -378,6 +378,17 @@ def test_not_ranked_is_status_3(run: Run, api: Seasons, command: str) -> None:
     assert "'zed'" in result.stderr and "not ranked" in result.stderr
 
 
+def test_an_empty_namespace_is_named_on_each_backend(run: Run, api: Seasons) -> None:
+    """No key of the namespace on any master (a cluster is scanned node by node): the read
+    says so, exit status 1; one write on any board, and an empty board is just empty."""
+    result = run("top", "lap", "--json")
+    assert result.exit_code == 1 and result.stdout == ""
+    assert f"no Seasons data in namespace '{NS}'" in result.stderr
+    api.submit("kills", "ann", 1)
+    result = run("top", "lap", "--json")
+    assert result.exit_code == 0 and json.loads(result.stdout)["total"] == 0
+
+
 def test_unreachable_redis_is_status_1(run: Run) -> None:
     result = run("top", "kills", SEASONS_REDIS__URL=f"redis://127.0.0.1:{free_port()}/0")
     assert result.exit_code == 1
