@@ -36,7 +36,13 @@ __all__ = ["ConfigError", "config_path", "load_settings"]
 
 # Environment variables with the prefix that are not settings themselves.
 # SEASONS_FAULT*: the worker's crash-test hooks (jobs/state.py), read at the worker's edge.
-NOT_SETTINGS = {"SEASONS_CONFIG", "SEASONS_FAULT_AT", "SEASONS_FAULT", "SEASONS_FAULT_TRACE"}
+# SEASONS_URL: the demo's HTTP address for curl (var/demo/env). SEASONS_TEST_* and
+# SEASONS_SETUP_*: the binaries and steps of scripts/setup and the tests.
+NOT_SETTINGS = {
+    "SEASONS_CONFIG", "SEASONS_FAULT_AT", "SEASONS_FAULT", "SEASONS_FAULT_TRACE", "SEASONS_URL",
+    "SEASONS_TEST_REDIS_SERVER", "SEASONS_TEST_REDIS_CLI", "SEASONS_TEST_CLUSTER",
+    "SEASONS_SETUP_BROWSER", "SEASONS_SETUP_WRK",
+}  # fmt: skip
 # Settings whose values are never repeated in a message (a URL may hold a password).
 SECRETS = {"redis.url", "redis.password", "api.write_token", "api.admin_token"}
 PATTERNS = {

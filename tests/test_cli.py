@@ -378,6 +378,17 @@ def test_not_ranked_is_status_3(run: Run, api: Seasons, command: str) -> None:
     assert "'zed'" in result.stderr and "not ranked" in result.stderr
 
 
+def test_an_empty_namespace_is_named_on_each_backend(run: Run, api: Seasons) -> None:
+    """No key of the namespace on any master (a cluster is scanned node by node): the read
+    says so, exit status 1; one write on any board, and an empty board is just empty."""
+    result = run("top", "lap", "--json")
+    assert result.exit_code == 1 and result.stdout == ""
+    assert f"no Seasons data in namespace '{NS}'" in result.stderr
+    api.submit("kills", "ann", 1)
+    result = run("top", "lap", "--json")
+    assert result.exit_code == 0 and json.loads(result.stdout)["total"] == 0
+
+
 def test_unreachable_redis_is_status_1(run: Run) -> None:
     result = run("top", "kills", SEASONS_REDIS__URL=f"redis://127.0.0.1:{free_port()}/0")
     assert result.exit_code == 1
@@ -624,8 +635,11 @@ DEMO_TODAY = date(2099, 3, 11)
 
 
 @pytest.fixture
-def demo_settings(redis_settings: dict[str, Any]) -> Settings:
-    return load_settings(environ={}, path=DEMO_TOML, redis=redis_settings)
+def demo_settings(redis_settings: dict[str, Any], tmp_path: Path) -> Settings:
+    # The namespace marker's disk copy goes beside the archives: not in the checkout's var/.
+    return load_settings(
+        environ={}, path=DEMO_TOML, redis=redis_settings, archive={"dir": tmp_path / "archive"}
+    )
 
 
 def demo_day_keys(r: redis.Redis, board: str) -> set[str]:
@@ -633,8 +647,8 @@ def demo_day_keys(r: redis.Redis, board: str) -> set[str]:
     return {k.decode() for k in r.scan_iter() if k.decode().startswith(prefix)}
 
 
-def test_demo_config_is_as_documented(demo_settings: Settings) -> None:
-    s = demo_settings
+def test_demo_config_is_as_documented(redis_settings: dict[str, Any]) -> None:
+    s = load_settings(environ={}, path=DEMO_TOML, redis=redis_settings)
     assert (s.namespace, s.timezone, s.week_start) == ("demo", "Europe/Istanbul", "monday")
     assert (s.seasons.length_days, s.seasons.anchor) == (28, date(2026, 1, 5))
     assert s.archive.dir == Path("var/archive")
@@ -682,31 +696,63 @@ def test_seed_demo_fills_every_board_for_several_days(
         assert again == WriteResult(applied=0, duplicates=result.applied)
         assert contents(r) == first
 
+    # The namespace marker (a random id) is created on the fresh namespace, so that the CLI
+    # knows it holds Seasons data.
+    marker = Keys("demo").marker().encode()
+    assert marker in first
     r.flushall()
     with Seasons(demo_settings, clock=ManualClock(DEMO_NOW)) as app:
         assert seed_demo(app, days=6, players=40) == result
-    assert contents(r) == first  # deterministic
+    again_contents = contents(r)
+    assert marker in again_contents
+    del first[marker], again_contents[marker]
+    assert again_contents == first  # deterministic
 
 
-def test_seed_demo_leaves_out_days_it_cannot_write(demo_settings: Settings, r: redis.Redis) -> None:
-    # Seasons of the demo cycle are numbered from 2026-01-05 in steps of 28 days.
-    def season_id(day: date) -> str:
-        return f"S{(day - date(2026, 1, 5)).days // 28 + 1}"
+# Seasons of the demo cycle: 28 days from Monday 2026-01-05.
+def demo_season_start(day: date) -> date:
+    anchor = date(2026, 1, 5)
+    return anchor + timedelta(days=28 * ((day - anchor).days // 28))
 
-    archived = season_id(DEMO_TODAY - timedelta(days=30))
-    assert archived != season_id(DEMO_TODAY)
+
+@pytest.mark.parametrize(
+    "now",
+    [DEMO_NOW, datetime(2099, 2, 26, 12, 0, tzinfo=UTC)],  # day 17, day 4 of a season
+    ids=["late-in-a-season", "early-in-a-season"],
+)
+def test_seed_demo_leaves_out_days_it_cannot_write(
+    demo_settings: Settings, r: redis.Redis, now: datetime
+) -> None:
+    """Left out: days past retention, days of a week, month (kills keeps months) or season
+    that reaches back past retention (the worker could not recompute it: its final rollup
+    would be skipped with a warning), and days of an archived season."""
+    today = now.astimezone(DEMO_ZONE).date()
+    archived_start = demo_season_start(demo_season_start(today) - timedelta(days=1))
+    archived = f"S{(archived_start - date(2026, 1, 5)).days // 28 + 1}"
     r.hset(Keys("demo").state("kills"), f"season:{archived}", "archived")
-    days = [DEMO_TODAY - timedelta(days=i) for i in range(40)]
-    # A day within retention (35 days): its end, local midnight after it, + 35 days is ahead.
-    retained = {
-        d for d in days if datetime.combine(d + timedelta(days=36), time(0), DEMO_ZONE) > DEMO_NOW
-    }
-    assert 30 < len(retained) < 40
-    with Seasons(demo_settings, clock=ManualClock(DEMO_NOW)) as app:
+    days = [today - timedelta(days=i) for i in range(40)]
+    # A day's key lives until local midnight after it + 35 days; the seeding keeps an hour
+    # of margin for the worker that starts after it.
+    oldest = min(
+        d
+        for d in days
+        if datetime.combine(d + timedelta(days=36), time(0), DEMO_ZONE) > now + timedelta(hours=1)
+    )
+
+    def recomputable(day: date, board: str) -> bool:
+        starts = [day - timedelta(days=day.weekday()), demo_season_start(day)]  # Monday weeks
+        if board == "kills":
+            starts.append(day.replace(day=1))
+        return all(start >= oldest for start in [day, *starts])
+
+    with Seasons(demo_settings, clock=ManualClock(now)) as app:
         seed_demo(app, days=40, players=30)
     keys = Keys("demo")
-    for board in ("best_lap", "power"):
-        assert demo_day_keys(r, board) == {keys.day(board, d) for d in retained}
-    assert demo_day_keys(r, "kills") == {
-        keys.day("kills", d) for d in retained if season_id(d) != archived
-    }
+    for board in ("best_lap", "power", "rating"):
+        expected = {d for d in days if recomputable(d, board)}
+        assert len(expected) >= 7 and min(expected) > oldest  # the rule leaves days out
+        assert demo_day_keys(r, board) == {keys.day(board, d) for d in expected}
+    kills = {d for d in days if recomputable(d, "kills") and demo_season_start(d) != archived_start}
+    assert demo_day_keys(r, "kills") == {keys.day("kills", d) for d in kills}
+    if now != DEMO_NOW:  # early in a season, the archived one would have been seeded
+        assert any(demo_season_start(d) == archived_start for d in days if recomputable(d, "kills"))

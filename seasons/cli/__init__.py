@@ -1,4 +1,4 @@
-"""The ``seasons`` command line (SPEC section 10).
+"""The ``seasons`` command line.
 
 Each module of this package registers its commands on :data:`cli` when it is imported;
 adding a module of commands is one line in the import below.

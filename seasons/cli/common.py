@@ -6,11 +6,22 @@ the :mod:`seasons.errors` hierarchy becomes a message on stderr and an exit stat
 place (:class:`SeasonsGroup`), for the commands of every module. Redis errors are among them:
 the Redis clients raise Seasons errors (:mod:`seasons.connection`); any other exception is a
 bug and ends with its traceback.
+
+Two answers would mislead a newcomer, so they say what is wrong instead:
+
+- an unknown board while no configuration file was loaded names the ways to load one;
+- an empty read (``top`` with nobody ranked, ``rank``/``around`` of a member not ranked) from
+  a namespace that holds no Seasons data at all (no namespace marker, no key) says that this
+  is probably the wrong Redis or namespace: on stderr, exit status 1, nothing on stdout. It
+  is not bad input (the same query is right against the right Redis), and a script must not
+  take an empty board from the wrong server for an answer. The check runs only after an
+  empty answer, so it costs nothing otherwise (the HTTP service never runs it).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -25,17 +36,22 @@ from seasons import windows as win
 from seasons.api import Seasons
 from seasons.clock import Clock, system_clock
 from seasons.config.loading import ConfigError, load_settings
-from seasons.config.settings import Settings
+from seasons.config.settings import Settings, config_path
+from seasons.connection import scan_keys
 from seasons.errors import (
+    BackendUnavailable,
     BatchRejected,
     EvictionPolicy,
     InvalidInput,
     NotFound,
+    NotRanked,
     SeasonsError,
+    UnknownBoard,
     UnsupportedRedis,
 )
+from seasons.redis_health import check_version
 
-# Exit statuses (SPEC section 10).
+# Exit statuses.
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2  # bad usage or bad input; click uses 2 for its usage errors too
@@ -94,6 +110,9 @@ class CliState:
         self.clock = clock
         self.config_file: Path | None = None
         self._settings = settings
+        # Whether the settings came with a TOML file (settings given by a caller count as
+        # configured): without one, no board is configured.
+        self.file_loaded = settings is not None
         self._app: Seasons | None = None
 
     @property
@@ -103,13 +122,67 @@ class CliState:
                 self._settings = load_settings(path=self.config_file)
             except ConfigError as exc:
                 raise BadInputError(str(exc)) from None
+            self.file_loaded = (self.config_file or config_path(os.environ)) is not None
         return self._settings
 
     @property
     def app(self) -> Seasons:
+        """The app, built on first use; its Redis is refused (UnsupportedRedis, exit 2) when
+        older than Seasons needs: one ``INFO server`` per invocation."""
         if self._app is None:
-            self._app = Seasons(self.settings, clock=self.clock)
+            app = Seasons(self.settings, clock=self.clock)
+            try:
+                check_version(app.client)
+            except BaseException:
+                app.close()
+                raise
+            self._app = app
         return self._app
+
+    def namespace_is_empty(self) -> bool:
+        """Whether the namespace holds no Seasons data at all: no namespace marker (the worker
+        and ``seasons demo`` write it) and no key under ``<namespace>:``."""
+        app = self.app
+        if app.client.exists(app.keys.marker()):
+            return False
+        return not any(batch for batch in scan_keys(app.client, f"{app.keys.ns}:*"))
+
+    def no_data_error(self) -> CliError:
+        settings = self.settings
+        return CliError(
+            f"no Seasons data in namespace {settings.namespace!r} at "
+            f"{_redact_url(settings.redis.url)}: is this the right Redis and namespace? "
+            "(redis.url / SEASONS_REDIS__URL, namespace / SEASONS_NAMESPACE; for the demo, "
+            "`source var/demo/env` first)"
+        )
+
+    def require_data(self) -> None:
+        """After an empty read: fail with :meth:`no_data_error` when the namespace holds no
+        Seasons data at all (see the module's docstring)."""
+        if self.namespace_is_empty():
+            raise self.no_data_error()
+
+    def explain(self, exc: SeasonsError) -> CliError:
+        """The CLI error for a Seasons error, saying what a newcomer needs to know."""
+        message = describe(exc)
+        if isinstance(exc, UnknownBoard | BackendUnavailable) and not self.file_loaded:
+            what = (
+                "no boards are configured"
+                if isinstance(exc, UnknownBoard)
+                else ("redis.url is its default unless SEASONS_REDIS__URL is set")
+            )
+            message = message.rstrip(".") + (
+                f"; no configuration file was loaded, so {what}: name one with --config FILE "
+                "or SEASONS_CONFIG=FILE, or put a seasons.toml in the current directory (for "
+                "the demo: `source var/demo/env`)"
+            )
+        elif isinstance(exc, NotRanked) and self._app is not None:
+            try:
+                if self.namespace_is_empty():
+                    return self.no_data_error()
+            except SeasonsError:
+                pass  # Redis went away meanwhile: the original error stands
+        return cli_error(message, exit_status(exc))
 
     def close(self) -> None:
         if self._app is not None:
@@ -124,7 +197,10 @@ class SeasonsGroup(click.Group):
         try:
             return super().invoke(ctx)
         except SeasonsError as exc:
-            raise cli_error(describe(exc), exit_status(exc)) from None
+            state = ctx.find_object(CliState)
+            if state is None:
+                raise cli_error(describe(exc), exit_status(exc)) from None
+            raise state.explain(exc) from None
         except ConfigError as exc:
             raise BadInputError(str(exc)) from None
 

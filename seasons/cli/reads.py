@@ -63,6 +63,8 @@ def top(
 ) -> None:
     """The best entries of BOARD, best first."""
     page = state.app.top(board, window, period=period, limit=limit, offset=offset)
+    if page.total == 0:
+        state.require_data()  # nobody ranked: say so if this is the wrong Redis or namespace
     if as_json:
         print_json(page)
     else:

@@ -255,8 +255,8 @@ def _url_host(host: str) -> str:
 
 @cli.command()
 @click.option("--days", type=click.IntRange(1, 60), default=35, show_default=True,
-              help="Local days of scores, ending today (days past retention are skipped; "
-                   "the default reaches into the previous season).")  # fmt: skip
+              help="Local days of scores, ending today (at most: days of a period reaching "
+                   "back past retention are left out).")  # fmt: skip
 @click.option("--players", type=click.IntRange(1, 100_000), default=200, show_default=True)
 @json_option
 @pass_state
