@@ -40,6 +40,7 @@ from seasons.cli.common import (
     print_json,
 )
 from seasons.cli.eventfile import Format, Line, Problem, detect_format, parse_number, read_events
+from seasons.cli.text import plural
 from seasons.errors import BatchRejected, InvalidInput
 from seasons.events import ValidEvent, validate_batch
 from seasons.models import WriteResult
@@ -242,7 +243,7 @@ def _report(problems: list[Problem], total: int, name: str) -> str:
     more = total - len(lines)
     if more > 0:
         lines.append(f"... and {more} more")
-    return f"{name}: {total} bad line(s), nothing written:\n  " + "\n  ".join(lines)
+    return f"{name}: {plural(total, 'bad line')}, nothing written:\n  " + "\n  ".join(lines)
 
 
 def _open(file: str, stack: ExitStack) -> IO[bytes]:
@@ -300,8 +301,8 @@ def import_(state: CliState, file: str, backfill: bool, as_json: bool) -> None:
                 first = lines[exc.details[0]["index"]].line
                 raise CliError(
                     f"{name}: import stopped at line {first}: {exc.details[0]['message']}; "
-                    f"the {written} events before line {lines[0].line} were written "
-                    f"({applied} applied, {duplicates} duplicates), none after",
+                    f"the {plural(written, 'event')} before line {lines[0].line} were written "
+                    f"({applied} applied, {plural(duplicates, 'duplicate')}), none after",
                 ) from None
             applied += result.applied
             duplicates += result.duplicates
@@ -311,6 +312,7 @@ def import_(state: CliState, file: str, backfill: bool, as_json: bool) -> None:
         print_json(total)
     else:
         click.echo(
-            f"imported {events} events from {name}: {applied} applied, {duplicates} duplicates",
+            f"imported {plural(events, 'event')} from {name}: {applied} applied, "
+            f"{plural(duplicates, 'duplicate')}",
             file=sys.stdout,
         )
