@@ -19,7 +19,6 @@ from typing import Any
 
 import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-from rich.table import Table
 
 from seasons import catalog
 from seasons import windows as win
@@ -34,11 +33,12 @@ from seasons.cli.common import (
     pass_state,
     print_json,
 )
-from seasons.cli.info import print_safety
+from seasons.cli.info import print_status
 from seasons.cli.text import plural
 from seasons.errors import InvalidInput
 from seasons.jobs import registry
 from seasons.jobs.integrity import mark_recovered, read_safe_mode
+from seasons.jobs.report import jobs_report
 from seasons.jobs.rollup import ALL, REBUILDS
 from seasons.jobs.state import fault_from_env, no_checkpoint
 from seasons.jobs.worker import run_worker
@@ -252,38 +252,12 @@ def status(state: CliState, as_json: bool) -> None:
     """The worker's heartbeat, each job's last and next run, and the seasons' states."""
     now = state.clock()
     app = state.app
-    report = registry.jobs_report(app, now)
+    report = jobs_report(app, now)
     seasons = catalog.seasons(app.client, app.settings, app.keys, now)
-    if as_json:
-        print_json({**report, "seasons": seasons.model_dump(mode="json")})
+    if as_json:  # exactly GET /v1/jobs, with GET /v1/seasons as "seasons"
+        print_json({**report.model_dump(mode="json"), "seasons": seasons.model_dump(mode="json")})
         return
-    out = console()
-    print_safety(out, report["safe_mode"], report["redis"])
-    beat = report["worker"]
-    if beat is None:
-        out.print("worker: [bold red]no heartbeat[/] (no worker running?)")
-    else:
-        name, age = beat.get("worker", "?"), beat.get("age_seconds")
-        out.print(f"worker: {name} alive, last beat {age}s ago")
-    jobs = Table(title="jobs", title_justify="left")
-    for col in ("job", "last start", "last end", "status", "next run", "error"):
-        jobs.add_column(col)
-    for name, s in report["jobs"].items():
-        jobs.add_row(
-            name, s.get("last_start", "-"), s.get("last_end", "-"), s.get("last_status", "-"),
-            s.get("next_run", "-"), s.get("last_error", ""),
-        )  # fmt: skip
-    out.print(jobs)
-    table = Table(title=f"seasons (current: {seasons.current or 'none'})", title_justify="left")
-    for col in ("season", "first day", "last day", "status", "boards"):
-        table.add_column(col)
-    for s in seasons.seasons:
-        boards = " ".join(
-            f"{b}={info.state}" + (f"({info.archive.count})" if info.archive else "")
-            for b, info in s.boards.items()
-        )
-        table.add_row(s.season, str(s.first_day), str(s.last_day), s.status, boards)
-    out.print(table)
+    print_status(console(), report, seasons, app.settings.zone)
 
 
 @cli.command()

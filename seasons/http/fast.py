@@ -16,8 +16,9 @@ number goes, a percent-encoded or repeated parameter, a member id that came with
 are not UTF-8, a body that is not the route's plain JSON, a ``root_path`` -- goes to
 the FastAPI app untouched (the body it read handed on as it came), so every error body and
 status stays the one FastAPI gives; a body that is not JSON at all is answered here with the
-app's own 400 ``invalid_json`` (:func:`seasons.http.errors.not_json`). Errors of the read itself (unknown board, limits, not
-ranked, Redis away) are answered with the same response as the app's handlers give.
+app's own 400 ``invalid_json`` (:func:`seasons.http.errors.not_json`). Errors of the read
+itself (unknown board, limits, not ranked, Redis away) are answered with the same response
+as the app's handlers give.
 """
 
 from __future__ import annotations
@@ -147,13 +148,14 @@ def _lookup(services: Services, asked: Asked) -> Answer:
     try:
         members = boards.LookupIn.model_validate_json(asked.body).members
     except ValidationError:
-        return _not_taken(asked.body)
+        _refuse_if_not_json(asked.body)
+        return None
     board, window = asked.params["board"], asked.params["window"]
     period = asked.query.get("period", "current")
     return services.seasons.reads.lookup(board, window, members, period)
 
 
-def _not_taken(body: bytes) -> None:
+def _refuse_if_not_json(body: bytes) -> None:
     """A body the route's model refused: not JSON at all is answered here, as the app's
     handlers answer it (400 invalid_json); JSON of another shape goes to FastAPI for its
     422 naming the field."""
@@ -171,7 +173,8 @@ def _scores(services: Services, asked: Asked) -> Answer:
     try:
         events = scores.ScoresIn.model_validate_json(asked.body).events
     except ValidationError:
-        return _not_taken(asked.body)
+        _refuse_if_not_json(asked.body)
+        return None
     header = asked.header(_IDEMPOTENCY_KEY)
     batch_id = None if header is None else scores.batch_id_of(header)
 
