@@ -214,6 +214,33 @@ def validate_batch(
     return out
 
 
+def backfill_refusal(day: date, settings: Settings, now: datetime) -> str | None:
+    """Why a backfill (``seasons import --backfill``, ``submit_many(backfill=True)``) cannot
+    write ``day`` at ``now``, or None when time allows it: the day's keys are kept
+    ``retention`` past its end, and nothing older is written. The write script refuses the
+    rest (a closing or archived season). The late-event hint asks this too, so it is only
+    given where the backfill would go ahead."""
+    if tw.day_end(day, settings.zone) + settings.retention <= now:
+        return (
+            f"day {day} is past its retention ({settings.retention} after its end): nothing "
+            "can write it any more, not even import --backfill"
+        )
+    return None
+
+
+def _backfill_hint(day: date, settings: Settings, now: datetime) -> str:
+    """The refusal of a late event whose day a backfill may still write."""
+    text = (
+        f"day {day} ended and its late grace ({settings.late_grace}) is over; "
+        "`seasons import --backfill` can still write it"
+    )
+    span = tw.season_of_day(day, settings)
+    if span is not None and tw.season_end(span, settings.zone) <= now:
+        # An ended season may be archived already, and then nothing writes it: say so.
+        text += f" until its season {span.id} is archived (`seasons status` shows it)"
+    return text
+
+
 class _Days:
     """Local day and lateness of event times, computed once per distinct time in a batch
     (most events of a batch share ``now`` or a few times)."""
@@ -278,16 +305,10 @@ def _validate_one(
     day, late = days.of(ts)
     if late == "future_event":
         problems.add(i, "ts", "future_event", f"ts {ts.isoformat()} is more than 5 minutes ahead")
+    elif late == "late_event" and (refusal := backfill_refusal(day, settings, now)) is not None:
+        problems.add(i, "ts", "late_event", refusal)
     elif late == "late_event" and not backfill:
-        grace = settings.late_grace
-        problems.add(
-            i,
-            "ts",
-            "late_event",
-            f"day {day} ended and its late grace ({grace}) is over; use import --backfill",
-        )
-    elif late == "late_event" and tw.day_end(day, settings.zone) + settings.retention <= now:
-        problems.add(i, "ts", "late_event", f"day {day} is past its retention; nothing to backfill")
+        problems.add(i, "ts", "late_event", _backfill_hint(day, settings, now))
     if not isinstance(board, str) or board not in settings.boards:
         return None
     if "value" not in ev or check_value(ev["value"]) is not None:
