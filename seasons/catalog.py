@@ -115,8 +115,7 @@ class SeasonInfo(BaseModel):
     first_day: date
     last_day: date
     status: SeasonStatus = Field(description=_described(SEASON_STATUSES))
-    # Each board that keeps a season window (a board without one has no season boards).
-    boards: dict[str, SeasonBoard]
+    boards: dict[str, SeasonBoard]  # every board (each keeps a season window)
 
 
 class SeasonsList(BaseModel):
@@ -224,7 +223,7 @@ def seasons(client: RedisClient, settings: Settings, keys: Keys, now: datetime) 
     (:data:`BOARD_STATES`, :data:`SEASON_STATUSES`)."""
     today = tw.local_day(now, settings.zone)
     spans = listed_seasons(settings, today)
-    names = sorted(b for b, cfg in settings.boards.items() if "season" in cfg.windows)
+    names = sorted(settings.boards)
     # One round trip: each board's season states, and which season keys exist.
     pipe = client.pipeline(transaction=False)
     for board in names:

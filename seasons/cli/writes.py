@@ -42,9 +42,10 @@ from seasons.cli.common import (
 from seasons.cli.eventfile import Format, Line, Problem, detect_format, parse_number, read_events
 from seasons.cli.text import plural
 from seasons.errors import BatchRejected, InvalidInput
-from seasons.events import ValidEvent, validate_batch
+from seasons.events import ValidEvent
 from seasons.models import WriteResult
 from seasons.writes import (
+    check_batch,
     new_batch_id,
     parse_reply,
     run_write_calls,
@@ -194,7 +195,10 @@ def _batches(
 def _check_batch(app: Seasons, lines: list[Line], now: datetime, backfill: bool) -> list[Problem]:
     """What the write path would refuse in this batch, without writing anything."""
     try:
-        valid = validate_batch([ln.event for ln in lines], app.settings, now, backfill=backfill)
+        events = [ln.event for ln in lines]
+        valid = check_batch(
+            app.client, app.scripts, events, app.settings, app.keys, now, backfill=backfill
+        )
     except BatchRejected as exc:
         return [Problem(lines[p["index"]].line, p["message"]) for p in exc.details]
     except InvalidInput as exc:

@@ -20,8 +20,8 @@ def _listed(states: dict[str, str]) -> str:
     summary="Seasons with status (upcoming, running, ended, closing, archived) and archives",
     description=(
         "The configured seasons (of a cycle: the recent ones and the next), each with its "
-        "status and, for each board that keeps a season window, that board's state, its "
-        "archive's manifest and its snapshots. Days are local dates in the configured "
+        "status and, for each board, that board's state, its archive's manifest and its "
+        "snapshots. Days are local dates in the configured "
         "timezone.\n\nA season's `status`:\n" + _listed(catalog.SEASON_STATUSES)
         + "\n\nA board's `state` in a season:\n" + _listed(catalog.BOARD_STATES)
     ),
