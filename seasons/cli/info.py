@@ -115,14 +115,16 @@ def print_status(out: Console, report: JobsReport, seasons: SeasonsList, zone: Z
     jobs = Table(title=f"jobs (times in {zone.key})", title_justify="left")
     for col in ("job", "last end", "status", "next run", "runs"):
         jobs.add_column(col, no_wrap=True)
-    jobs.add_column("error", overflow="fold")
     for name, job in report.jobs.items():
         runs = f"{job.runs}" + (f" ({job.failures} failed)" if job.failures else "")
         jobs.add_row(
             name, local_time(job.last_end, zone), job.last_status or "-",
-            local_time(job.next_run, zone), runs, job.last_error or "",
+            local_time(job.next_run, zone), runs,
         )  # fmt: skip
     out.print(jobs)
+    for name, job in report.jobs.items():  # below the table: an error takes whole lines
+        if job.last_error:
+            out.print(f"{name}: last error: {job.last_error}", markup=False, overflow="fold")
     table = Table(title=f"seasons (current: {seasons.current or 'none'})", title_justify="left")
     for col in ("season", "first day", "last day", "status"):
         table.add_column(col, no_wrap=True)
