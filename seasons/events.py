@@ -14,7 +14,10 @@ from typing import Any
 from pydantic import BaseModel
 
 from seasons import timewindows as tw
-from seasons.config.settings import Settings
+from seasons.config.settings import (
+    Settings,
+    _iso,  # durations as the settings write them (PT1H)
+)
 from seasons.errors import BatchRejected, InvalidMember, LimitExceeded
 
 MAX_EXACT = 2**53
@@ -222,23 +225,31 @@ def backfill_refusal(day: date, settings: Settings, now: datetime) -> str | None
     given where the backfill would go ahead."""
     if tw.day_end(day, settings.zone) + settings.retention <= now:
         return (
-            f"day {day} is past its retention ({settings.retention} after its end): nothing "
-            "can write it any more, not even import --backfill"
+            f"day {day} is past its retention (retention = {_iso(settings.retention)} after "
+            "its end): nothing can write it any more, not even import --backfill"
         )
     return None
 
 
 def _backfill_hint(day: date, settings: Settings, now: datetime) -> str:
-    """The refusal of a late event whose day a backfill may still write."""
-    text = (
-        f"day {day} ended and its late grace ({settings.late_grace}) is over; "
-        "`seasons import --backfill` can still write it"
-    )
+    """The refusal of a late event whose day a backfill may still write by time (the write
+    path's :func:`seasons.writes.check_batch` replaces it by :func:`late_for_good` where
+    the backfill would refuse the day all the same)."""
     span = tw.season_of_day(day, settings)
-    if span is not None and tw.season_end(span, settings.zone) <= now:
-        # An ended season may be archived already, and then nothing writes it: say so.
-        text += f" until its season {span.id} is archived (`seasons status` shows it)"
-    return text
+    until = f" while its season {span.id} is not archived" if span is not None else ""
+    return (
+        f"day {day} ended and its late grace ({_iso(settings.late_grace)}) is over; "
+        f"`seasons import --backfill` can still write it{until}"
+    )
+
+
+def late_for_good(day: date, settings: Settings, because: str) -> str:
+    """The refusal of a late event whose day no backfill can write either, ``because`` the
+    write path says so (``season S1 is archived``)."""
+    return (
+        f"day {day} ended and its late grace ({_iso(settings.late_grace)}) is over, and "
+        f"{because}: nothing can write it any more, not even import --backfill"
+    )
 
 
 class _Days:

@@ -29,7 +29,14 @@ from seasons.errors import (
     NotReplicated,
     SeasonsError,
 )
-from seasons.events import META_MAX_BYTES, META_MAX_FIELDS, ValidEvent, check_id, validate_batch
+from seasons.events import (
+    META_MAX_BYTES,
+    META_MAX_FIELDS,
+    ValidEvent,
+    check_id,
+    late_for_good,
+    validate_batch,
+)
 from seasons.keys import STATE_FOLDED, Keys
 from seasons.models import WriteResult
 from seasons.scripts import Scripts
@@ -300,7 +307,7 @@ def check_batch(
     """:func:`seasons.events.validate_batch`, with its hint for a late event (``seasons
     import --backfill`` can still write the day) kept only where the backfill would write:
     the backfill itself is asked (the write script, check-only, with ``backfill``), and an
-    event it would refuse (its season closing or archived) is refused with its reason."""
+    event it would refuse (its season closing or archived) is refused with that reason."""
     try:
         return validate_batch(events, settings, now, backfill=backfill)
     except BatchRejected as exc:
@@ -328,9 +335,10 @@ def check_batch(
     try:
         _run(client, scripts, by_board, settings, keys, now, True, batch, check_only=True)
     except BatchRejected as refused:
+        days = {ev.index: ev.day for ev in valid}
         for p in refused.details:
             problem = by_index[late[p["index"]]][0]
-            problem.update(code=p["code"], message=p["message"])
+            problem["message"] = late_for_good(days[p["index"]], settings, p["message"])
     except SeasonsError:
         pass  # Redis cannot tell now: the refusal stands as time alone decides it
     raise BatchRejected(problems)
