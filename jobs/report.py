@@ -49,6 +49,24 @@ class JobSummary(BaseModel):
     total_duration: float = Field(default=0.0, description="Seconds spent in all its runs")
 
 
+class SafeMode(BaseModel):
+    """What the worker found when it detected data loss; closes and archives are stopped."""
+
+    reason: str
+    message: str = ""
+    detected_at: UtcTime | None = None
+    worker: str | None = None
+
+
+class WorkerMemory(BaseModel):
+    """The Redis server's memory as the worker saw it at its last beat."""
+
+    policy: str
+    used_memory: int
+    maxmemory: int  # 0: no limit
+    eviction_allowed: bool
+
+
 class WorkerBeat(BaseModel):
     """The worker's last heartbeat (null fields: a heartbeat that could not be read)."""
 
@@ -59,15 +77,8 @@ class WorkerBeat(BaseModel):
     interval_seconds: float | None = None
     age_seconds: float | None = None
     expires_in_seconds: float | None = None
-
-
-class SafeMode(BaseModel):
-    """What the worker found when it detected data loss; closes and archives are stopped."""
-
-    reason: str
-    message: str = ""
-    detected_at: UtcTime | None = None
-    worker: str | None = None
+    redis: WorkerMemory | None = None
+    safe_mode: SafeMode | None = None  # as the worker saw it at that beat
 
 
 class RedisReport(BaseModel):
