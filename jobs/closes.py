@@ -111,9 +111,6 @@ class Closes:
             day += timedelta(days=1)
         return out
 
-    def next_due(self, now: datetime) -> datetime:
-        return self.due_at(self.through(now) + timedelta(days=1))
-
     def catch_up(self, now: datetime) -> int:
         """Run every due close in order; stop at one another worker holds. Returns how many
         closes ran (or were found finished)."""

@@ -1,6 +1,8 @@
 """The worker's jobs, declared once (SPEC section 7): each one's name, what it does, the
-setting that spaces its runs, and its pass. The worker schedules them from :data:`JOBS`;
-``seasons status``, ``GET /v1/jobs`` and ``/metrics`` report them by :data:`NAMES`;
+setting that spaces its runs (:meth:`Job.trigger`, the one schedule: the worker's scheduler
+fires it, and the worker records its next fire time as the job's ``next_run``), and its pass.
+The worker schedules them from :data:`JOBS`; ``seasons status``, ``GET /v1/jobs``
+(:mod:`seasons.jobs.report`) and ``/metrics`` report them by :data:`NAMES`;
 ``seasons worker --help`` lists them.
 
 A pass is a function of a :class:`JobContext` (the job objects of one app, built once) and the
@@ -19,6 +21,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from apscheduler.triggers.interval import IntervalTrigger
+
 from seasons.api import Seasons
 from seasons.archives import Archives
 from seasons.config.settings import Settings
@@ -26,8 +30,7 @@ from seasons.errors import ArchiveExists
 from seasons.jobs.clear import Clear
 from seasons.jobs.closes import Closes
 from seasons.jobs.heartbeat import Heartbeat
-from seasons.jobs.heartbeat import read as read_heartbeat
-from seasons.jobs.integrity import ARCHIVE_CONFLICT, WHAT_TO_DO, Integrity, read_safe_mode
+from seasons.jobs.integrity import ARCHIVE_CONFLICT, WHAT_TO_DO, Integrity
 from seasons.jobs.locks import locked
 from seasons.jobs.rollup import Rollup
 from seasons.jobs.state import Checkpoint, JobState, Stopping, no_checkpoint
@@ -171,20 +174,22 @@ class Job:
     does: str  # one line, for ``seasons worker --help``
     interval: str  # the ``worker.*`` setting that spaces its runs
     run: Callable[[JobContext, datetime], Any]  # one pass
-    # Run on every tick: the pass itself finds what is due (the heartbeat always is).
+    # Run on every tick: the pass itself finds what is due (the heartbeat always is). The
+    # closes job is one: it runs every rollup_interval and closes whatever fell due.
     every_tick: bool = False
     thread: str = "default"  # the scheduler's executor: the heartbeat beats beside the work
-    # When its next run is due, if not one interval after this one's start.
-    next_due: Callable[[JobContext, datetime], datetime] | None = None
 
     def every(self, settings: Settings) -> timedelta:
         value = getattr(settings.worker, self.interval)
         assert isinstance(value, timedelta), self.interval
         return value
 
-
-def _next_close(ctx: JobContext, now: datetime) -> datetime:
-    return ctx.closes.next_due(now)
+    def trigger(self, settings: Settings, start: datetime) -> IntervalTrigger:
+        """When the worker's scheduler fires this job: at ``start`` and every interval
+        after it, in the configured zone."""
+        return IntervalTrigger(
+            seconds=self.every(settings).total_seconds(), start_date=start, timezone=settings.zone
+        )
 
 
 # In the order a tick runs them: the heartbeat, closes before the rollup (a close's final
@@ -193,7 +198,7 @@ JOBS: tuple[Job, ...] = (
     Job("heartbeat", "beat, with Redis's memory and safe mode; exit 2 if Redis may evict",
         "heartbeat_interval", beat, every_tick=True, thread="beat"),
     Job("closes", "check for data loss, then close and archive the days and seasons due",
-        "rollup_interval", close, every_tick=True, next_due=_next_close),
+        "rollup_interval", close, every_tick=True),
     Job("rollup", "recompute the open rolled-up boards from their day keys",
         "rollup_interval", roll_up),
     Job("sweep", "set the TTL a key's name implies; drop metadata of members on no board",
@@ -201,15 +206,3 @@ JOBS: tuple[Job, ...] = (
 )  # fmt: skip
 NAMES: tuple[str, ...] = tuple(job.name for job in JOBS)
 BY_NAME: dict[str, Job] = {job.name: job for job in JOBS}
-
-
-def jobs_report(app: Seasons, now: datetime) -> dict[str, Any]:
-    """For ``seasons status`` and ``GET /v1/jobs``: the heartbeat (None when no worker is
-    alive), safe mode (None unless the namespace is in it), the Redis server's policy, memory
-    and role, and each job's last and next run as the worker recorded them."""
-    return {
-        "worker": read_heartbeat(app.client, app.keys, now),
-        "safe_mode": read_safe_mode(app.client, app.keys),
-        "redis": read_health(app.client, app.settings).to_dict(),
-        "jobs": JobState(app.client, app.keys).summaries(NAMES),
-    }

@@ -3,7 +3,9 @@
 Two kinds of hashes, both without TTL (job state is exempt from expiry, SPEC section 5):
 
 - ``<ns>:job:<job>``: the job's summary (``last_start``, ``last_end``, ``last_status``,
-  ``last_error``, ``next_run``; ``close_day`` also keeps ``through``, the last day closed);
+  ``last_error``, ``next_run``, ``runs``, ``failures``, ``total_duration``; every instant in
+  ISO 8601 with its offset, read back as UTC by :mod:`seasons.jobs.report`; ``close_day``
+  also keeps ``through``, the last day closed);
 - ``<ns>:job:<job>:<run id>``: one run of a close (``close_day:2026-01-11``,
   ``close_season:S1``): ``step:<name>`` -> when it completed, and ``finished``. A run killed at
   any point and started again skips the steps it recorded and redoes the one in hand, so
@@ -131,12 +133,12 @@ class JobState:
         next_run: datetime | None = None,
         duration: float | None = None,
     ) -> None:
-        """Record the end of a run; also counts ``runs``, ``failures`` and ``total_duration``
+        """Record the end of a run, with when the job runs next (None: no time is known,
+        the field is removed); also counts ``runs``, ``failures`` and ``total_duration``
         (seconds), which ``/metrics`` exports."""
         self.update(
-            job, last_end=now, last_status=status, last_error=error or None,
-            **({"next_run": next_run} if next_run is not None else {}),
-        )  # fmt: skip
+            job, last_end=now, last_status=status, last_error=error or None, next_run=next_run
+        )
         key = self.keys.job_state(job)
         pipe = self.client.pipeline(transaction=False)
         pipe.hincrby(key, "runs", 1)

@@ -2,9 +2,10 @@
 
 It reads top to bottom: the jobs are the table of :mod:`seasons.jobs.registry`, each one pass
 at an instant ``now`` (:meth:`Worker.tick` runs every due one, for tests and for operators);
-:meth:`Worker.run` hands the same passes to an APScheduler ``BackgroundScheduler`` with
-interval triggers in the configured zone (``coalesce``, ``max_instances=1``,
-``misfire_grace_time`` from settings) and waits for SIGTERM/SIGINT. The handlers only set an
+:meth:`Worker.run` hands the same passes to an APScheduler ``BackgroundScheduler`` with the
+table's interval triggers (``coalesce``, ``max_instances=1``, ``misfire_grace_time`` from
+settings) and waits for SIGTERM/SIGINT. After each pass the job's ``next_run`` is recorded
+from its trigger: the time the scheduler fires it next. The handlers only set an
 event; the job in hand stops at its next step boundary, the scheduler is shut down, the
 heartbeat deleted, Redis closed, exit status 0.
 
@@ -22,20 +23,20 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
 from apscheduler.executors.pool import ThreadPoolExecutor
-from apscheduler.job import Job
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
 from seasons.api import Seasons
+from seasons.clock import system_clock
 from seasons.config.settings import Settings
 from seasons.connection import when_reachable
 from seasons.errors import BackendUnavailable, LockLost
-from seasons.jobs.registry import BY_NAME, JOBS, NAMES, SKIPPED, JobContext, jobs_report
+from seasons.jobs.registry import BY_NAME, JOBS, NAMES, SKIPPED, JobContext
 from seasons.jobs.state import Checkpoint, Stopping
 from seasons.redis_health import check_redis
 
@@ -51,7 +52,9 @@ class Worker(JobContext):
     ):  # fmt: skip
         super().__init__(app, stop=stop, fault=fault)
         self.scheduler: BackgroundScheduler | None = None
-        self.scheduled: dict[str, Job] = {}  # by job name, once run() scheduled them
+        # Each job's trigger, once run() scheduled them: the scheduler fires the job by it,
+        # and its next fire time is what the job's state records as next_run.
+        self.triggers: dict[str, IntervalTrigger] = {}
         self.intervals = {job.name: job.every(self.settings) for job in JOBS}
         # One pass of each job (tests replace one to hold it in hand).
         self.passes: dict[str, Callable[[datetime], Any]] = {
@@ -59,6 +62,8 @@ class Worker(JobContext):
         }
 
     def due(self, job: str, now: datetime) -> bool:
+        """For :meth:`tick`: every tick for the jobs that find their own work, else one
+        interval after the job's last start."""
         if BY_NAME[job].every_tick:
             return True
         last = self.state.get(job).get("last_start")
@@ -89,8 +94,7 @@ class Worker(JobContext):
                 outcome = self.passes[job](now)
                 self.state.ended(
                     job, clock(), SKIPPED if outcome == SKIPPED else "ok",
-                    next_run=self._next_run(job, now),
-                    duration=time.monotonic() - began,
+                    next_run=self.next_run(job, now), duration=time.monotonic() - began,
                 )  # fmt: skip
                 return True
             except BackendUnavailable as exc:
@@ -112,22 +116,28 @@ class Worker(JobContext):
 
     def _record_error(self, job: str, now: datetime, exc: Exception) -> None:
         try:
-            self.state.ended(job, now, "error", f"{type(exc).__name__}: {exc}")
+            self.state.ended(job, now, "error", f"{type(exc).__name__}: {exc}",
+                             next_run=self.next_run(job, now))  # fmt: skip
         except Exception as again:  # Redis gone as well: the log has it
             log.warning("%s: could not record the error (%s)", job, again)
 
-    def _next_run(self, job: str, now: datetime) -> datetime:
-        due = BY_NAME[job].next_due
-        if due is not None:
-            return due(self, now)
-        # The scheduled job as added, not scheduler.get_job(): that takes the scheduler's job
-        # store lock, which shutdown(wait=True) holds while it waits for this very job to end
-        # (a deadlock when a pass ends during shutdown). The memory job store keeps and
-        # updates this same object.
-        found = self.scheduled.get(job)
-        if found is not None and found.next_run_time is not None:
-            return found.next_run_time  # type: ignore[no-any-return]
-        return now + self.intervals[job]
+    def next_run(self, job: str, started: datetime) -> datetime | None:
+        """When ``job`` runs next, asked as a pass of it (started at ``started``) ends.
+
+        Under :meth:`run`: the next fire time of the job's trigger after this instant, which
+        is the time the scheduler holds for it (it fires the trigger's times, skipping those
+        that fall while the job is still running). The trigger, not the scheduler's job:
+        reading that takes the job store lock, which shutdown(wait=True) holds while it
+        waits for this very pass (a deadlock). Under :meth:`tick`: one interval after this
+        start (:meth:`due`), or None for a job that runs on every tick, whenever that is.
+        """
+        trigger = self.triggers.get(job)
+        if trigger is not None:
+            fires: datetime | None = trigger.get_next_fire_time(None, system_clock())
+            return None if fires is None else fires.astimezone(UTC)
+        if BY_NAME[job].every_tick:
+            return None
+        return started + self.intervals[job]
 
     # --- the long-lived process -------------------------------------------------------------
 
@@ -145,13 +155,12 @@ class Worker(JobContext):
             executors={"default": ThreadPoolExecutor(1), "beat": ThreadPoolExecutor(1)},
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": misfire},
         )
-        start = datetime.now(zone)
+        start = system_clock().astimezone(zone)  # the scheduler's time is the wall clock's
         for job in JOBS:
-            self.scheduled[job.name] = scheduler.add_job(
-                self.guarded, IntervalTrigger(
-                    seconds=self.intervals[job.name].total_seconds(), timezone=zone
-                ), args=[job.name, self.app.clock], id=job.name, name=job.name,
-                executor=job.thread, next_run_time=start,
+            self.triggers[job.name] = trigger = job.trigger(self.settings, start)
+            scheduler.add_job(
+                self.guarded, trigger, args=[job.name, self.app.clock], id=job.name,
+                name=job.name, executor=job.thread, next_run_time=start,
             )  # fmt: skip
         log.info("worker %s started (namespace %s, zone %s)", self.heartbeat.worker,
                  self.settings.namespace, self.settings.timezone)  # fmt: skip
@@ -177,11 +186,6 @@ class Worker(JobContext):
         except Exception as exc:
             log.warning("could not delete the heartbeat (%s); it expires by itself", exc)
         self.app.close()
-
-    # --- for `seasons status` and GET /v1/jobs ------------------------------------------------
-
-    def report(self, now: datetime) -> dict[str, Any]:
-        return jobs_report(self.app, now)
 
 
 def run_worker(

@@ -13,7 +13,6 @@ from seasons.config.settings import Settings
 from seasons.connection import RedisClient, make_client
 from seasons.erasure import Cleared, Forgotten
 from seasons.errors import BackendUnreachable
-from seasons.events import validate_batch
 from seasons.executor import sync_executor
 from seasons.keys import Keys
 from seasons.models import Climb, Entry, EntryDetail, Event, HistoryPoint, Page, WriteResult
@@ -22,6 +21,7 @@ from seasons.scripts import Scripts
 from seasons.writes import (
     apply_batch,
     batch_digest,
+    check_batch,
     check_batch_id,
     new_batch_id,
 )
@@ -114,7 +114,9 @@ class Seasons:
         batch_id = new_batch_id() if batch_id is None else check_batch_id(batch_id)
         events = list(events)
         now = self.clock()
-        valid = validate_batch(events, self.settings, now, backfill=backfill)
+        valid = check_batch(
+            self.client, self.scripts, events, self.settings, self.keys, now, backfill=backfill
+        )
         timed = {i for i, ev in enumerate(events) if _ts(ev) is not None}
         digest = batch_digest(valid, timed)
 

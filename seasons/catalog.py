@@ -12,7 +12,7 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from seasons import timewindows as tw
 from seasons import windows as win
@@ -78,18 +78,45 @@ class ArchiveInfo(BaseModel):
     file: str
 
 
+BoardState = Literal["upcoming", "live", "closing", "archived", "empty"]
+SeasonStatus = Literal["upcoming", "running", "ended", "closing", "archived"]
+
+# What each state means, for the models and the OpenAPI description of GET /v1/seasons.
+BOARD_STATES: dict[str, str] = {
+    "upcoming": "the season has not started",
+    "live": "its standings are in Redis and not archived: the season is running, or it "
+    "ended and awaits its close",
+    "closing": "its close is under way (final rollup, archive, verification)",
+    "archived": "closed: its final standings are archived (in Redis, and as files under "
+    "archive.dir, restorable with `seasons restore`)",
+    "empty": "the season ended with no standings: nothing in Redis and no archive (it "
+    "never had data, or its data expired before a close could archive it)",
+}
+SEASON_STATUSES: dict[str, str] = {
+    "upcoming": "its first day has not begun",
+    "running": "today is one of its days",
+    "ended": "its last day is over and no board is closing or archived (yet)",
+    "closing": "some boards are closing or archived, not all archived",
+    "archived": "every board is archived",
+}
+
+
+def _described(states: dict[str, str]) -> str:
+    return "; ".join(f"{name}: {text}" for name, text in states.items())
+
+
 class SeasonBoard(BaseModel):
-    state: Literal["live", "closing", "archived"]
-    archive: ArchiveInfo | None
-    snapshots: list[ArchiveInfo]
+    state: BoardState = Field(description=_described(BOARD_STATES))
+    archive: ArchiveInfo | None  # its archive files' manifest, if written
+    snapshots: list[ArchiveInfo]  # snapshots of the running season (S@<UTC time>)
 
 
 class SeasonInfo(BaseModel):
     season: str
     first_day: date
     last_day: date
-    status: Literal["upcoming", "running", "ended", "closing", "archived"]
-    boards: dict[str, SeasonBoard]
+    status: SeasonStatus = Field(description=_described(SEASON_STATUSES))
+    boards: dict[str, SeasonBoard]  # every board (each keeps a season window)
 
 
 class SeasonsList(BaseModel):
@@ -205,46 +232,64 @@ def _archives(settings: Settings, board: str) -> dict[str, ArchiveInfo]:
 
 
 def seasons(client: RedisClient, settings: Settings, keys: Keys, now: datetime) -> SeasonsList:
-    """The listed seasons, each with its status overall and its state and archive per board."""
+    """The listed seasons, each with its status overall and its state and archive per board
+    (:data:`BOARD_STATES`, :data:`SEASON_STATUSES`)."""
     today = tw.local_day(now, settings.zone)
     spans = listed_seasons(settings, today)
     names = sorted(settings.boards)
+    # One round trip: each board's season states, and which season keys exist.
     pipe = client.pipeline(transaction=False)
     for board in names:
         pipe.hmget(keys.state(board), [STATE_SEASON + s.id for s in spans])
-    states = pipe.execute() if names else []
+    for board in names:
+        for span in spans:
+            pipe.exists(keys.season(board, span.id))
+    replies = pipe.execute() if names else []
+    states, held = replies[: len(names)], iter(replies[len(names) :])
+    exists = {(board, span.id): bool(next(held)) for board in names for span in spans}
     archives = {board: _archives(settings, board) for board in names}
     current = tw.season_of_day(today, settings)
     out = []
     for i, span in enumerate(spans):
+        started, ended = span.start <= today, tw.season_end(span, settings.zone) <= now
         per_board: dict[str, SeasonBoard] = {}
         for b, board in enumerate(names):
-            raw = states[b][i] if states else None
-            state: Literal["live", "closing", "archived"] = (
-                "archived" if raw == SEASON_ARCHIVED else "closing" if raw == SEASON_CLOSING
-                else "live"
+            archive = archives[board].get(span.id)
+            state = _board_state(
+                states[b][i], started=started, ended=ended, held=exists[(board, span.id)],
+                archived_file=archive is not None,
             )  # fmt: skip
             snaps = [a for sid, a in archives[board].items() if sid.startswith(span.id + "@")]
-            per_board[board] = SeasonBoard(
-                state=state, archive=archives[board].get(span.id), snapshots=snaps
-            )
+            per_board[board] = SeasonBoard(state=state, archive=archive, snapshots=snaps)
         out.append(SeasonInfo(
             season=span.id, first_day=span.start, last_day=span.end,
-            status=_status(span, today, now, settings, list(per_board.values())),
+            status=_status(list(per_board.values()), started=started, ended=ended),
             boards=per_board,
         ))  # fmt: skip
     return SeasonsList(current=current.id if current else None, seasons=out)
 
 
-def _status(
-    span: SeasonSpan, today: date, now: datetime, settings: Settings, boards: list[SeasonBoard]
-) -> Literal["upcoming", "running", "ended", "closing", "archived"]:
+def _board_state(
+    recorded: Any, *, started: bool, ended: bool, held: bool, archived_file: bool
+) -> BoardState:
+    """One board's state in one season: what its close recorded in the board's state hash,
+    else what the season's dates, its key in Redis and its archive files say."""
+    if recorded == SEASON_ARCHIVED:
+        return "archived"
+    if recorded == SEASON_CLOSING:
+        return "closing"
+    if not started:
+        return "upcoming"
+    if not ended or held:
+        return "live"
+    return "archived" if archived_file else "empty"
+
+
+def _status(boards: list[SeasonBoard], *, started: bool, ended: bool) -> SeasonStatus:
     if boards and all(b.state == "archived" for b in boards):
         return "archived"
-    if any(b.state != "live" for b in boards):
+    if any(b.state in ("closing", "archived") for b in boards):
         return "closing"
-    if today < span.start:
+    if not started:
         return "upcoming"
-    if now < tw.season_end(span, settings.zone):
-        return "running"
-    return "ended"
+    return "ended" if ended else "running"

@@ -14,7 +14,10 @@ from typing import Any
 from pydantic import BaseModel
 
 from seasons import timewindows as tw
-from seasons.config.settings import Settings
+from seasons.config.settings import (
+    Settings,
+    _iso,  # durations as the settings write them (PT1H)
+)
 from seasons.errors import BatchRejected, InvalidMember, LimitExceeded
 
 MAX_EXACT = 2**53
@@ -214,6 +217,41 @@ def validate_batch(
     return out
 
 
+def backfill_refusal(day: date, settings: Settings, now: datetime) -> str | None:
+    """Why a backfill (``seasons import --backfill``, ``submit_many(backfill=True)``) cannot
+    write ``day`` at ``now``, or None when time allows it: the day's keys are kept
+    ``retention`` past its end, and nothing older is written. The write script refuses the
+    rest (a closing or archived season). The late-event hint asks this too, so it is only
+    given where the backfill would go ahead."""
+    if tw.day_end(day, settings.zone) + settings.retention <= now:
+        return (
+            f"day {day} is past its retention (retention = {_iso(settings.retention)} after "
+            "its end): nothing can write it any more, not even import --backfill"
+        )
+    return None
+
+
+def _backfill_hint(day: date, settings: Settings, now: datetime) -> str:
+    """The refusal of a late event whose day a backfill may still write by time (the write
+    path's :func:`seasons.writes.check_batch` replaces it by :func:`late_for_good` where
+    the backfill would refuse the day all the same)."""
+    span = tw.season_of_day(day, settings)
+    until = f" while its season {span.id} is not archived" if span is not None else ""
+    return (
+        f"day {day} ended and its late grace ({_iso(settings.late_grace)}) is over; "
+        f"`seasons import --backfill` can still write it{until}"
+    )
+
+
+def late_for_good(day: date, settings: Settings, because: str) -> str:
+    """The refusal of a late event whose day no backfill can write either, ``because`` the
+    write path says so (``season S1 is archived``)."""
+    return (
+        f"day {day} ended and its late grace ({_iso(settings.late_grace)}) is over, and "
+        f"{because}: nothing can write it any more, not even import --backfill"
+    )
+
+
 class _Days:
     """Local day and lateness of event times, computed once per distinct time in a batch
     (most events of a batch share ``now`` or a few times)."""
@@ -278,16 +316,10 @@ def _validate_one(
     day, late = days.of(ts)
     if late == "future_event":
         problems.add(i, "ts", "future_event", f"ts {ts.isoformat()} is more than 5 minutes ahead")
+    elif late == "late_event" and (refusal := backfill_refusal(day, settings, now)) is not None:
+        problems.add(i, "ts", "late_event", refusal)
     elif late == "late_event" and not backfill:
-        grace = settings.late_grace
-        problems.add(
-            i,
-            "ts",
-            "late_event",
-            f"day {day} ended and its late grace ({grace}) is over; use import --backfill",
-        )
-    elif late == "late_event" and tw.day_end(day, settings.zone) + settings.retention <= now:
-        problems.add(i, "ts", "late_event", f"day {day} is past its retention; nothing to backfill")
+        problems.add(i, "ts", "late_event", _backfill_hint(day, settings, now))
     if not isinstance(board, str) or board not in settings.boards:
         return None
     if "value" not in ev or check_value(ev["value"]) is not None:

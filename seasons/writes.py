@@ -22,8 +22,21 @@ from seasons import timewindows as tw
 from seasons import windows as win
 from seasons.config.settings import BoardSettings, Settings
 from seasons.connection import is_cluster, on_one_connection
-from seasons.errors import BatchIdReused, BatchRejected, InvalidBatchId, NotReplicated
-from seasons.events import META_MAX_BYTES, META_MAX_FIELDS, ValidEvent, check_id
+from seasons.errors import (
+    BatchIdReused,
+    BatchRejected,
+    InvalidBatchId,
+    NotReplicated,
+    SeasonsError,
+)
+from seasons.events import (
+    META_MAX_BYTES,
+    META_MAX_FIELDS,
+    ValidEvent,
+    check_id,
+    late_for_good,
+    validate_batch,
+)
 from seasons.keys import STATE_FOLDED, Keys
 from seasons.models import WriteResult
 from seasons.scripts import Scripts
@@ -279,6 +292,56 @@ def parse_reply(reply: list[Any], batch_id: str | None = None) -> WriteResult:
 
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def check_batch(
+    client: Any,
+    scripts: Scripts,
+    events: list[Any],
+    settings: Settings,
+    keys: Keys,
+    now: datetime,
+    *,
+    backfill: bool = False,
+) -> list[ValidEvent]:
+    """:func:`seasons.events.validate_batch`, with its hint for a late event (``seasons
+    import --backfill`` can still write the day) kept only where the backfill would write:
+    the backfill itself is asked (the write script, check-only, with ``backfill``), and an
+    event it would refuse (its season closing or archived) is refused with that reason."""
+    try:
+        return validate_batch(events, settings, now, backfill=backfill)
+    except BatchRejected as exc:
+        if backfill:
+            raise
+        problems = exc.details
+    by_index: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for p in problems:
+        by_index[p["index"]].append(p)
+    # The events whose one problem is being late; those a backfill may write by time.
+    late = [i for i, found in by_index.items() if [p["code"] for p in found] == ["late_event"]]
+    while late:
+        try:
+            valid = validate_batch([events[i] for i in late], settings, now, backfill=True)
+            break
+        except BatchRejected as again:  # past retention: no hint was given
+            dropped = {late[p["index"]] for p in again.details}
+            late = [i for i in late if i not in dropped]
+    else:
+        raise BatchRejected(problems)
+    by_board: dict[str, list[ValidEvent]] = defaultdict(list)
+    for ev in valid:
+        by_board[ev.board].append(ev)
+    batch = (new_batch_id(),) * 2  # nothing is recorded under a new id: every event is checked
+    try:
+        _run(client, scripts, by_board, settings, keys, now, True, batch, check_only=True)
+    except BatchRejected as refused:
+        days = {ev.index: ev.day for ev in valid}
+        for p in refused.details:
+            problem = by_index[late[p["index"]]][0]
+            problem["message"] = late_for_good(days[p["index"]], settings, p["message"])
+    except SeasonsError:
+        pass  # Redis cannot tell now: the refusal stands as time alone decides it
+    raise BatchRejected(problems)
 
 
 def apply_batch(

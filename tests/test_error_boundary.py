@@ -45,6 +45,7 @@ from seasons.config import Settings, load_settings
 from seasons.errors import BackendFull, BackendReadOnly, BackendUnavailable, BackendUnreachable
 from seasons.http.app import create_app
 from seasons.jobs import registry
+from seasons.jobs.report import jobs_report
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
@@ -181,7 +182,7 @@ def test_the_python_api(outage: Outage) -> None:
             ("top", "read", lambda: app.top("kills", "day")),
             ("rank", "read", lambda: app.rank("kills", "ann", "day")),
             ("history", "read", lambda: app.history("kills", "ann", last=3)),
-            ("status", "read", lambda: registry.jobs_report(app, now)),
+            ("status", "read", lambda: jobs_report(app, now)),
             ("submit", "write", lambda: app.submit("kills", "cyd", 5)),
             ("heartbeat", "write",
              lambda: registry.BY_NAME["heartbeat"].run(registry.JobContext(app), now)),

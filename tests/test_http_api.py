@@ -401,7 +401,7 @@ def test_scores_rejects_whole_batch_with_a_problem_per_event(
         ("POST", "/v1/scores", {"json": {"events": [{"board": "kills", "member": "a", "value": 1}]
                                          * 10_001}}, 422, "limit_exceeded"),
         ("POST", "/v1/scores", {"content": b'{"events": [', "headers":
-                                {"content-type": "application/json"}}, 422, "invalid_json"),
+                                {"content-type": "application/json"}}, 400, "invalid_json"),
         ("POST", "/v1/scores", {"json": {"event": []}}, 422, "invalid_input"),
         ("POST", "/v1/scores", {"json": [1, 2]}, 422, "invalid_input"),
         ("POST", "/v1/admin/rebuild", {"json": {"window": "day"}}, 422, "invalid_input"),

@@ -183,10 +183,14 @@ def test_lookup_on_the_fast_path_equals_the_python_api_and_the_route(
     # Independent of both: the ranked ones, best first (higher score first), once each.
     assert [e["member"] for e in resp.json()] == MEMBERS[::-1]
     assert _both_post(http, path, "period=current", b'{"members": []}').json() == []
-    # Bodies the fast path does not take: FastAPI's own 422 (the body was handed on).
-    for body in (b'{"members": "ann"}', b'{"members": [], "x": 1}', b"{nope", b"[]", b""):
+    # Bodies the fast path does not take: FastAPI's own 422 (the body was handed on); a body
+    # that is not JSON: 400 invalid_json on both paths.
+    for body in (b'{"members": "ann"}', b'{"members": [], "x": 1}', b"[]"):
         resp = _both_post(http, path, "period=current", body)
         assert resp.status_code == 422, body
+    for body in (b"{nope", b""):
+        resp = _both_post(http, path, "period=current", body)
+        assert (resp.status_code, resp.json()["error"]) == (400, "invalid_json"), body
     # Errors of the read itself, as the route answers them.
     many = json.dumps({"members": [f"m{i}" for i in range(1001)]}).encode()
     assert _both_post(http, path, "period=current", many).json()["error"] == "limit_exceeded"
@@ -268,9 +272,10 @@ def test_writes_on_the_fast_path_answer_as_the_route(
     empty()
     fast_answers = run()
     # Bodies it cannot read go to FastAPI; the bad Idempotency-Key raised in the handler.
-    assert taken == [True] * 6 + [False, False, True]
+    # A body that is not JSON is answered by the fast path itself (400 invalid_json).
+    assert taken == [True] * 6 + [False, True]
     statuses = [status for status, _ in fast_answers[0]]
-    assert statuses == [200, 200, 200, 200, 409, 422, 422, 422, 422, 422]  # fmt: skip
+    assert statuses == [200, 200, 200, 200, 409, 422, 422, 422, 400, 422]  # fmt: skip
     assert fast_answers[2] == [4, 1, 2 + 10_001]  # applied, duplicate, rejected events
     assert fast_answers[0][3] == fast_answers[0][2]  # a resend answers the original result
     empty()

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Literal
 
+from seasons.cli.text import plural
+
 Format = Literal["jsonl", "csv"]
 JSONL_SUFFIXES = {".jsonl", ".json", ".ndjson"}
 CSV_SUFFIXES = {".csv"}
@@ -142,7 +144,7 @@ def _csv(lines: _Lines) -> Iterator[Line | Problem]:
                 return
             continue
         if len(row) != len(header):
-            expected = f"{len(header)} fields ({','.join(header)})"
+            expected = f"{plural(len(header), 'field')} ({','.join(header)})"
             yield Problem(line, f"expected {expected}, got {len(row)}")
             continue
         yield _csv_event(line, dict(zip(header, row, strict=True)))

@@ -1,17 +1,23 @@
 """``seasons config``: the effective settings, after environment, TOML file and defaults; and
-what ``seasons status`` shows about safety: safe mode and the Redis server."""
+how ``seasons status`` prints: safe mode, the Redis server, the worker and its jobs, the
+seasons (its ``--json`` is the HTTP JSON instead)."""
 
 from __future__ import annotations
 
 import json
 import os
+from datetime import datetime
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import click
 from rich.console import Console
+from rich.table import Table
 
+from seasons.catalog import SeasonsList
 from seasons.cli.common import CliState, cli, json_option, pass_state, print_json, redacted_settings
 from seasons.config.loading import config_path
+from seasons.jobs.report import JobsReport, RedisReport, SafeMode
 
 
 def _flatten(data: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
@@ -60,30 +66,74 @@ ADVICE = {
 }
 
 
-def print_safety(out: Console, safe_mode: dict[str, Any] | None, health: dict[str, Any]) -> None:
+def print_safety(
+    out: Console, safe_mode: SafeMode | None, health: RedisReport, zone: ZoneInfo
+) -> None:
     """Safe mode first and loudly, then one line on the Redis server."""
     if safe_mode is not None:
-        reason = str(safe_mode.get("reason", "unknown"))
+        since = local_time(safe_mode.detected_at, zone)
         out.print(
-            f"[bold red]SAFE MODE ({reason})[/] since {safe_mode.get('detected_at', '?')} "
-            f"(worker {safe_mode.get('worker', '?')}): closes, archives and the sweep are "
-            "stopped",
+            f"[bold red]SAFE MODE ({safe_mode.reason})[/] since {since} "
+            f"(worker {safe_mode.worker or '?'}): closes, archives and the sweep are stopped",
             markup=True,
         )
-        out.print(f"  {safe_mode.get('message', '')}", markup=False)
+        out.print(f"  {safe_mode.message}", markup=False)
         advice = ADVICE.get(
-            reason, "Check Redis and the archives, then `seasons acknowledge-loss`."
+            safe_mode.reason, "Check Redis and the archives, then `seasons acknowledge-loss`."
         )
         out.print(f"  [bold]what to do:[/] {advice}", markup=True)
-    limit = health.get("maxmemory") or 0
-    used = health.get("used_memory", 0)
+    limit, used = health.maxmemory, health.used_memory
     memory = f"{used} of {limit} bytes" if limit else f"{used} bytes (no maxmemory)"
-    out.print(f"redis: maxmemory-policy {health.get('policy')}, memory {memory}", markup=False)
-    if health.get("evicting") and health.get("eviction_allowed"):
+    out.print(f"redis: maxmemory-policy {health.policy}, memory {memory}", markup=False)
+    if health.evicting and health.eviction_allowed:
         out.print(
             "[bold yellow]warning:[/] Redis may evict Seasons' keys (redis.allow_eviction "
             "is set): scores, event ids, job state and archive keys can vanish",
             markup=True,
         )
-    for code, message in health.get("problems", {}).items():
+    for code, message in health.problems.items():
         out.print(f"[bold red]{code}:[/] {message}", markup=True)
+
+
+def local_time(when: datetime | None, zone: ZoneInfo) -> str:
+    """An instant as ``seasons status`` shows it: to the second, in ``zone``, without the
+    zone (the jobs table's title names it once) nor the year (80 columns)."""
+    if when is None:
+        return "-"
+    return when.astimezone(zone).strftime("%m-%d %H:%M:%S")
+
+
+def print_status(out: Console, report: JobsReport, seasons: SeasonsList, zone: ZoneInfo) -> None:
+    """``seasons status`` as text, in 80 columns: safety, the worker, its jobs (local times
+    in the configured zone, named in the title), the seasons and their boards' states."""
+    print_safety(out, report.safe_mode, report.redis, zone)
+    beat = report.worker
+    if beat is None:
+        out.print("worker: [bold red]no heartbeat[/] (no worker running?)")
+    else:
+        out.print(f"worker: {beat.worker or '?'} alive, last beat {beat.age_seconds}s ago")
+    jobs = Table(title=f"jobs (times in {zone.key})", title_justify="left")
+    for col in ("job", "last end", "status", "next run", "runs"):
+        jobs.add_column(col, no_wrap=True)
+    for name, job in report.jobs.items():
+        runs = f"{job.runs}" + (f" ({job.failures} failed)" if job.failures else "")
+        jobs.add_row(
+            name, local_time(job.last_end, zone), job.last_status or "-",
+            local_time(job.next_run, zone), runs,
+        )  # fmt: skip
+    out.print(jobs)
+    for name, job in report.jobs.items():  # below the table: an error takes whole lines
+        if job.last_error:
+            out.print(f"{name}: last error: {job.last_error}", markup=False, overflow="fold")
+    table = Table(title=f"seasons (current: {seasons.current or 'none'})", title_justify="left")
+    for col in ("season", "first day", "last day", "status"):
+        table.add_column(col, no_wrap=True)
+    table.add_column("boards", overflow="fold")
+    for season in seasons.seasons:
+        boards = " ".join(
+            f"{b}={info.state}" + (f"({info.archive.count})" if info.archive else "")
+            for b, info in season.boards.items()
+        )
+        table.add_row(season.season, str(season.first_day), str(season.last_day), season.status,
+                      boards)  # fmt: skip
+    out.print(table)

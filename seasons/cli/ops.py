@@ -19,7 +19,6 @@ from typing import Any
 
 import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-from rich.table import Table
 
 from seasons import catalog
 from seasons import windows as win
@@ -34,10 +33,12 @@ from seasons.cli.common import (
     pass_state,
     print_json,
 )
-from seasons.cli.info import print_safety
+from seasons.cli.info import print_status
+from seasons.cli.text import plural
 from seasons.errors import InvalidInput
 from seasons.jobs import registry
 from seasons.jobs.integrity import mark_recovered, read_safe_mode
+from seasons.jobs.report import jobs_report
 from seasons.jobs.rollup import ALL, REBUILDS
 from seasons.jobs.state import fault_from_env, no_checkpoint
 from seasons.jobs.worker import run_worker
@@ -93,7 +94,9 @@ def rollup(state: CliState, board: str | None, as_json: bool) -> None:
     """Reconcile the open week, month and season boards with their day keys now."""
     outcomes = registry.rollup_of(state.app).run(state.clock(), board)
     rows = [asdict(o) for o in outcomes]
-    lines = [f"{o.target}: {o.size} entries ({o.mode}, {o.changed} repaired)" for o in outcomes]
+    lines = [
+        f"{o.target}: {plural(o.size, 'entry')} ({o.mode}, {o.changed} repaired)" for o in outcomes
+    ]
     _emit(as_json, {"rollups": rows}, "\n".join(lines) or "nothing to roll up")
 
 
@@ -108,7 +111,9 @@ def snapshot(state: CliState, season: str, as_json: bool) -> None:
     lines = []
     for r in results:
         m = r.manifest
-        figures = f"{m.count} members, sha256 {m.sha256[:12]}" if m else "no archive files"
+        figures = (
+            f"{plural(m.count, 'member')}, sha256 {m.sha256[:12]}" if m else "no archive files"
+        )
         lines.append(f"{r.board} {r.season}: {r.action.replace('_', ' ')} ({figures})")
     _emit(as_json, {"snapshots": [r.to_dict() for r in results]}, "\n".join(lines))
 
@@ -136,7 +141,7 @@ def rebuild(state: CliState, board: str | None, window: str, period: str, as_jso
         outcomes = registry.rollup_of(state.app).rebuild(
             state.clock(), board=board, window=window, period=period, progress=advance
         )
-    lines = [f"{o.target}: {o.size} entries ({o.mode})" for o in outcomes]
+    lines = [f"{o.target}: {plural(o.size, 'entry')} ({o.mode})" for o in outcomes]
     _emit(as_json, {"rebuilt": [asdict(o) for o in outcomes]}, "\n".join(lines) or "nothing")
 
 
@@ -167,8 +172,8 @@ def restore(
     if file is not None:
         with _bar("restoring") as bar:
             done = restorer.restore(file, state.clock(), force=force, progress=bar)
-        _emit(as_json, {"restored": asdict(done.manifest), "action": done.action},
-              f"{done.action} {done.board} {done.season}: {done.count} members")  # fmt: skip
+        text = f"{done.action} {done.board} {done.season}: {plural(done.count, 'member')}"
+        _emit(as_json, {"restored": asdict(done.manifest), "action": done.action}, text)
         return
     with _bar("restoring all") as bar:
         report = restorer.restore_all(state.clock(), force=force, progress=bar)
@@ -186,13 +191,13 @@ def _restore_all_output(report: RestoreAll, as_json: bool, root: Path) -> None:
         print_json({**report.to_dict(), "recovered": report.ok})
         return
     for r in report.restored:
-        click.echo(f"{r.action} {r.board} {r.season}: {r.count} members")
+        click.echo(f"{r.action} {r.board} {r.season}: {plural(r.count, 'member')}")
     for folder in report.skipped:
         click.echo(f"skipped {folder}: not a configured board", err=True)
     for path, exc in report.failed:
         click.echo(f"FAILED {path}: {describe(exc)}", err=True)
     if report.failed:
-        click.echo(f"{len(report.failed)} of the archive files failed their checks: nothing "
+        click.echo(f"{plural(len(report.failed), 'archive file')} failed the checks: nothing "
                    "was restored; fix or move them away and run again", err=True)  # fmt: skip
     elif not report.restored:
         click.echo(f"no archive files under {root}: nothing restored (to accept Redis as it "
@@ -237,7 +242,7 @@ def export(state: CliState, board: str, window: str, period: str, out: Path | No
         archives = registry.archives_of(state.app)
         count = archives.export(board, window, period, out, state.clock(), bar)
     if out is not None:
-        click.echo(f"exported {count} entries to {out}", err=True)
+        click.echo(f"exported {plural(count, 'entry')} to {out}", err=True)
 
 
 @cli.command()
@@ -247,38 +252,12 @@ def status(state: CliState, as_json: bool) -> None:
     """The worker's heartbeat, each job's last and next run, and the seasons' states."""
     now = state.clock()
     app = state.app
-    report = registry.jobs_report(app, now)
+    report = jobs_report(app, now)
     seasons = catalog.seasons(app.client, app.settings, app.keys, now)
-    if as_json:
-        print_json({**report, "seasons": seasons.model_dump(mode="json")})
+    if as_json:  # exactly GET /v1/jobs, with GET /v1/seasons as "seasons"
+        print_json({**report.model_dump(mode="json"), "seasons": seasons.model_dump(mode="json")})
         return
-    out = console()
-    print_safety(out, report["safe_mode"], report["redis"])
-    beat = report["worker"]
-    if beat is None:
-        out.print("worker: [bold red]no heartbeat[/] (no worker running?)")
-    else:
-        name, age = beat.get("worker", "?"), beat.get("age_seconds")
-        out.print(f"worker: {name} alive, last beat {age}s ago")
-    jobs = Table(title="jobs", title_justify="left")
-    for col in ("job", "last start", "last end", "status", "next run", "error"):
-        jobs.add_column(col)
-    for name, s in report["jobs"].items():
-        jobs.add_row(
-            name, s.get("last_start", "-"), s.get("last_end", "-"), s.get("last_status", "-"),
-            s.get("next_run", "-"), s.get("last_error", ""),
-        )  # fmt: skip
-    out.print(jobs)
-    table = Table(title=f"seasons (current: {seasons.current or 'none'})", title_justify="left")
-    for col in ("season", "first day", "last day", "status", "boards"):
-        table.add_column(col)
-    for s in seasons.seasons:
-        boards = " ".join(
-            f"{b}={info.state}" + (f"({info.archive.count})" if info.archive else "")
-            for b, info in s.boards.items()
-        )
-        table.add_row(s.season, str(s.first_day), str(s.last_day), s.status, boards)
-    out.print(table)
+    print_status(console(), report, seasons, app.settings.zone)
 
 
 @cli.command()
@@ -291,9 +270,13 @@ def forget(state: CliState, member: str, as_json: bool) -> None:
     report = state.app.forget(member)
     text = (
         "\n".join(
-            f"{b}: removed from {len(r.keys)} keys"
+            f"{b}: removed from {plural(len(r.keys), 'key')}"
             + (", metadata" if r.metadata else "")
-            + (f", rewrote {len(r.files_rewritten)} archive files" if r.files_rewritten else "")
+            + (
+                f", rewrote {plural(len(r.files_rewritten), 'archive file')}"
+                if r.files_rewritten
+                else ""
+            )
             for b, r in report.boards.items()
         )
         or f"{member!r} was on no board"
@@ -346,5 +329,5 @@ def clear(
     result = job.run(board, window, period, now, with_days=with_days, run_id=run_id)
     lines = [f"clear {result.run_id}: {result.window} {result.period} of {result.board}"]
     lines += [f"deleted {key}" for key in result.deleted]
-    lines += [f"rebuilt {o.target}: {o.size} entries ({o.mode})" for o in result.rebuilt]
+    lines += [f"rebuilt {o.target}: {plural(o.size, 'entry')} ({o.mode})" for o in result.rebuilt]
     _emit(as_json, result.model_dump(), "\n".join(lines))

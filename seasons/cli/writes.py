@@ -40,10 +40,12 @@ from seasons.cli.common import (
     print_json,
 )
 from seasons.cli.eventfile import Format, Line, Problem, detect_format, parse_number, read_events
+from seasons.cli.text import plural
 from seasons.errors import BatchRejected, InvalidInput
-from seasons.events import ValidEvent, validate_batch
+from seasons.events import ValidEvent
 from seasons.models import WriteResult
 from seasons.writes import (
+    check_batch,
     new_batch_id,
     parse_reply,
     run_write_calls,
@@ -193,7 +195,10 @@ def _batches(
 def _check_batch(app: Seasons, lines: list[Line], now: datetime, backfill: bool) -> list[Problem]:
     """What the write path would refuse in this batch, without writing anything."""
     try:
-        valid = validate_batch([ln.event for ln in lines], app.settings, now, backfill=backfill)
+        events = [ln.event for ln in lines]
+        valid = check_batch(
+            app.client, app.scripts, events, app.settings, app.keys, now, backfill=backfill
+        )
     except BatchRejected as exc:
         return [Problem(lines[p["index"]].line, p["message"]) for p in exc.details]
     except InvalidInput as exc:
@@ -242,7 +247,7 @@ def _report(problems: list[Problem], total: int, name: str) -> str:
     more = total - len(lines)
     if more > 0:
         lines.append(f"... and {more} more")
-    return f"{name}: {total} bad line(s), nothing written:\n  " + "\n  ".join(lines)
+    return f"{name}: {plural(total, 'bad line')}, nothing written:\n  " + "\n  ".join(lines)
 
 
 def _open(file: str, stack: ExitStack) -> IO[bytes]:
@@ -300,8 +305,8 @@ def import_(state: CliState, file: str, backfill: bool, as_json: bool) -> None:
                 first = lines[exc.details[0]["index"]].line
                 raise CliError(
                     f"{name}: import stopped at line {first}: {exc.details[0]['message']}; "
-                    f"the {written} events before line {lines[0].line} were written "
-                    f"({applied} applied, {duplicates} duplicates), none after",
+                    f"the {plural(written, 'event')} before line {lines[0].line} were written "
+                    f"({applied} applied, {plural(duplicates, 'duplicate')}), none after",
                 ) from None
             applied += result.applied
             duplicates += result.duplicates
@@ -311,6 +316,7 @@ def import_(state: CliState, file: str, backfill: bool, as_json: bool) -> None:
         print_json(total)
     else:
         click.echo(
-            f"imported {events} events from {name}: {applied} applied, {duplicates} duplicates",
+            f"imported {plural(events, 'event')} from {name}: {applied} applied, "
+            f"{plural(duplicates, 'duplicate')}",
             file=sys.stdout,
         )

@@ -11,8 +11,9 @@ NotFound, NotRanked (not_ranked)       404     the member is not on the board
 InvalidInput and subclasses            422     well-formed JSON/query that the domain refuses
   (bad_window, bad_period, limit_exceeded,      (a window or period is a value, not a resource)
   invalid_events, invalid_input)
-request validation (invalid_input)     422     FastAPI's own checks, reshaped
-malformed JSON body (invalid_json)     422
+request validation (invalid_input)     422     FastAPI's own checks, reshaped (a body that is
+                                                JSON of the wrong shape: the field is named)
+InvalidJson (invalid_json)             400     the body is not JSON at all (or is empty)
 Unauthorized (unauthorized)            401     missing or wrong bearer token
 Forbidden (forbidden)                  403     no token configured and the client is remote
 BodyTooLarge (body_too_large)          413     body over api.max_body_bytes (seasons.http.guard)
@@ -81,6 +82,35 @@ class UnsupportedMediaType(errors.SeasonsError):
     code = "unsupported_media_type"
 
 
+class InvalidJson(errors.SeasonsError):
+    """The request body is not JSON (or is empty where the route takes one)."""
+
+    code = "invalid_json"
+
+
+# What json.loads raises other than JSONDecodeError: bytes that are not UTF-8 (nor UTF-16/32
+# with a BOM), or an integer longer than Python parses.
+NOT_TEXT = "the request body is not JSON: not UTF-8 text, or an integer of over 4300 digits"
+
+
+def not_json(body: bytes) -> InvalidJson | None:
+    """Why ``body`` is not JSON, or None if it is. Both paths of a JSON route ask this (the
+    FastAPI handlers below and :mod:`seasons.http.fast`), so they answer alike. It parses as
+    Starlette does (``json.loads`` of the bytes)."""
+    if not body:
+        return InvalidJson("the request body is empty: this route takes a JSON object")
+    try:
+        json.loads(body)
+    except json.JSONDecodeError as exc:
+        return InvalidJson(
+            f"the request body is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}",
+            {"line": exc.lineno, "column": exc.colno, "position": exc.pos},
+        )
+    except (ValueError, RecursionError):
+        return InvalidJson(NOT_TEXT)
+    return None
+
+
 class UnknownParameter(errors.InvalidInput):
     """A query parameter the route does not take (``?token=`` among them)."""
 
@@ -100,6 +130,7 @@ STATUS: tuple[tuple[type[errors.SeasonsError], int], ...] = (
     (errors.UnknownBoard, 404),
     (errors.NotFound, 404),
     (errors.InvalidInput, 422),
+    (InvalidJson, 400),
     (Unauthorized, 401),
     (Forbidden, 403),
     (BodyTooLarge, 413),
@@ -124,6 +155,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
 # What the guard (seasons.http.guard) may answer before a route runs; it adds these to the
 # schema: 414 and 422 on every operation, 413 and 415 on those that take a body.
 GUARD_RESPONSES: dict[int, str] = {
+    400: "Request body is not JSON (invalid_json)",
     413: "Request body over api.max_body_bytes",
     414: "Path and query string too long",
     415: "Content-Type is not JSON",
@@ -176,20 +208,32 @@ async def _validation(request: Request, exc: Exception) -> JSONResponse:
         {"loc": [str(p) for p in e.get("loc", ())], "type": e.get("type"), "msg": e.get("msg")}
         for e in exc.errors()
     ]
-    if any(p["type"] == "json_invalid" for p in problems):
-        return error_response(422, "invalid_json", "the request body is not valid JSON", problems)
+    body_missing = problems == [{"loc": ["body"], "type": "missing", "msg": problems[0]["msg"]}]
+    if body_missing or any(p["type"] == "json_invalid" for p in problems):
+        raw = exc.body if isinstance(exc.body, bytes | str) else b""
+        found = not_json(raw.encode() if isinstance(raw, str) else raw)
+        return response_of(found or InvalidJson("the request body is not JSON"))
+    for p in problems:
+        if p["loc"] == ["body"] and p["type"] in _NOT_AN_OBJECT:
+            p["msg"] = f"must be a JSON object, not {_json_kind(exc.body)}"
     message = "; ".join(f"{'.'.join(p['loc'])}: {p['msg']}" for p in problems[:5])
     return error_response(422, "invalid_input", message or "invalid request", problems)
+
+
+# Pydantic's error types for a body that is JSON but not an object ("valid dictionary").
+_NOT_AN_OBJECT = frozenset({"model_attributes_type", "model_type", "dict_type"})
+
+
+def _json_kind(value: Any) -> str:
+    kinds = ((bool, "a boolean"), (str, "a string"), (int | float, "a number"), (list, "an array"))
+    return next((name for kind, name in kinds if isinstance(value, kind)), "null")
 
 
 async def _http_exception(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     if exc.status_code == 400 and "parsing the body" in str(exc.detail):
-        # FastAPI's answer to a body that is not UTF-8; reported like any malformed JSON.
-        return error_response(
-            422, "invalid_json",
-            "the request body is not valid JSON (UTF-8, with integers of at most 4300 digits)",
-        )  # fmt: skip
+        # FastAPI's answer to a body json.loads refused other than as a JSONDecodeError.
+        return response_of(InvalidJson(NOT_TEXT))
     code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
     return error_response(
         exc.status_code, code, str(exc.detail), None, dict(exc.headers or {}) or None

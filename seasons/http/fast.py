@@ -15,8 +15,10 @@ Anything it does not take in plainly -- a query value that is not plain digits w
 number goes, a percent-encoded or repeated parameter, a member id that came with bytes that
 are not UTF-8, a body that is not the route's plain JSON, a ``root_path`` -- goes to
 the FastAPI app untouched (the body it read handed on as it came), so every error body and
-status stays the one FastAPI gives. Errors of the read itself (unknown board, limits, not
-ranked, Redis away) are answered with the same response as the app's handlers give.
+status stays the one FastAPI gives; a body that is not JSON at all is answered here with the
+app's own 400 ``invalid_json`` (:func:`seasons.http.errors.not_json`). Errors of the read
+itself (unknown board, limits, not ranked, Redis away) are answered with the same response
+as the app's handlers give.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from seasons.errors import SeasonsError
 from seasons.http import boards, health, scores
 from seasons.http.deps import GUARDED, Services
-from seasons.http.errors import response_of
+from seasons.http.errors import not_json, response_of
 from seasons.http.guard import Rules
 from seasons.http.guard import replay as _replay
 from seasons.models import WriteResult
@@ -146,10 +148,20 @@ def _lookup(services: Services, asked: Asked) -> Answer:
     try:
         members = boards.LookupIn.model_validate_json(asked.body).members
     except ValidationError:
-        return None  # FastAPI's 422, with its own wording
+        _refuse_if_not_json(asked.body)
+        return None
     board, window = asked.params["board"], asked.params["window"]
     period = asked.query.get("period", "current")
     return services.seasons.reads.lookup(board, window, members, period)
+
+
+def _refuse_if_not_json(body: bytes) -> None:
+    """A body the route's model refused: not JSON at all is answered here, as the app's
+    handlers answer it (400 invalid_json); JSON of another shape goes to FastAPI for its
+    422 naming the field."""
+    found = not_json(body)
+    if found is not None:
+        raise found
 
 
 _WRITTEN = WriteResult.__pydantic_serializer__
@@ -161,7 +173,8 @@ def _scores(services: Services, asked: Asked) -> Answer:
     try:
         events = scores.ScoresIn.model_validate_json(asked.body).events
     except ValidationError:
-        return None  # FastAPI's 422, with its own wording
+        _refuse_if_not_json(asked.body)
+        return None
     header = asked.header(_IDEMPOTENCY_KEY)
     batch_id = None if header is None else scores.batch_id_of(header)
 

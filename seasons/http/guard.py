@@ -316,8 +316,9 @@ def _redact(query: bytes, unknown: list[str]) -> bytes:
 
 
 def document(schema: dict[str, Any], rules: Rules) -> dict[str, Any]:
-    """Add the guard's answers to an OpenAPI schema: 414 and 422 on every operation, 413
-    and 415 on those with a body (statuses and texts from :data:`GUARD_RESPONSES`)."""
+    """Add the guard's answers to an OpenAPI schema: 414 and 422 on every operation, 400
+    (the error handlers' invalid_json), 413 and 415 on those with a body (statuses and texts
+    from :data:`GUARD_RESPONSES`)."""
     by_op = {(r.path, m.lower()): r for r in rules.all for m in r.methods}
     error = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
     for path, operations in schema.get("paths", {}).items():
@@ -325,7 +326,7 @@ def document(schema: dict[str, Any], rules: Rules) -> dict[str, Any]:
             rule = by_op.get((path, method))
             if rule is None:
                 continue
-            statuses = (413, 414, 415, 422) if rule.body else (414, 422)
+            statuses = (400, 413, 414, 415, 422) if rule.body else (414, 422)
             responses = operation.setdefault("responses", {})
             for status in statuses:
                 responses.setdefault(
