@@ -24,7 +24,13 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
-from apscheduler.events import EVENT_JOB_EXECUTED, EVENT_JOB_SUBMITTED, JobEvent
+from apscheduler.events import (
+    EVENT_JOB_EXECUTED,
+    EVENT_JOB_MAX_INSTANCES,
+    EVENT_JOB_MISSED,
+    EVENT_JOB_SUBMITTED,
+    JobEvent,
+)
 from click.testing import CliRunner, Result
 from http_support import SETTINGS, START, seed
 
@@ -220,6 +226,10 @@ def test_next_run_is_when_the_scheduler_fires_the_job_next(
     def listen(event: JobEvent) -> None:
         if event.code == EVENT_JOB_SUBMITTED:
             found = ("fired", event.scheduled_run_times[-1])
+        elif event.code in (EVENT_JOB_MAX_INSTANCES, EVENT_JOB_MISSED):
+            # A starved machine can skip a fire time (the run before still going): the time
+            # recorded for it is then not followed by its fire, so no pair is made across it.
+            found = ("skipped", None)
         else:
             found = ("next", datetime.fromisoformat(state.get(event.job_id)["next_run"]))
         with lock:
@@ -238,7 +248,10 @@ def test_next_run_is_when_the_scheduler_fires_the_job_next(
         while worker.scheduler is None and time.monotonic() < deadline:
             time.sleep(0.01)
         assert worker.scheduler is not None
-        worker.scheduler.add_listener(listen, EVENT_JOB_SUBMITTED | EVENT_JOB_EXECUTED)
+        worker.scheduler.add_listener(
+            listen,
+            EVENT_JOB_SUBMITTED | EVENT_JOB_EXECUTED | EVENT_JOB_MAX_INSTANCES | EVENT_JOB_MISSED,
+        )
         deadline = time.monotonic() + 30
         while any(len(pairs(job)) < 2 for job in registry.NAMES) and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -250,9 +263,16 @@ def test_next_run_is_when_the_scheduler_fires_the_job_next(
     for job in registry.NAMES:
         found = pairs(job)
         assert len(found) >= 2, (job, seen[job])
+        interval = worker.intervals[job]
         for recorded, fired in found:
-            assert recorded == fired, (job, recorded, fired)
+            # Equal, unless a starved scheduler woke past several fire times and coalesced
+            # them into the last one: then the recorded time is an earlier fire time of the
+            # same trigger.
+            assert recorded == fired or (
+                recorded < fired and (fired - recorded) % interval == timedelta(0)
+            ), (job, recorded, fired)
             assert recorded.utcoffset() == timedelta(0)
+        assert any(recorded == fired for recorded, fired in found), (job, found)
 
 
 # --- seasons status in 80 columns ------------------------------------------------------------
