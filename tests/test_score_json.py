@@ -20,10 +20,10 @@ from urllib.parse import quote
 
 import pytest
 from click.testing import CliRunner
+from http_support import START
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
-from http_support import START
 
 from seasons import Seasons
 from seasons.cli import CliState, cli
@@ -188,12 +188,12 @@ class Reader:
         climb = app.climb(board, member, window, to=[1, 2, 4, 50])
         hist = app.run(app.reads.history(board, member, window, last=2))
         assert around is not None and entry is not None and climb is not None
-        lookup_body = {"members": [member, *MEMBERS[:3], "nobody"]}
+        members = [member, *MEMBERS[:3], "nobody"]
         lookup = [
-            as_text(self.http.post(f"{base}/lookup", json=lookup_body).content),
-            as_text(self.http.post(f"{base}/lookup?{period}", json=lookup_body).content),
-            [as_text(e.model_dump_json()) for e in app.lookup(board, lookup_body["members"], window)],
-        ]  # fmt: skip
+            as_text(self.http.post(f"{base}/lookup", json={"members": members}).content),
+            as_text(self.http.post(f"{base}/lookup?{period}", json={"members": members}).content),
+            [as_text(e.model_dump_json()) for e in app.lookup(board, members, window)],
+        ]
         w = ["-w", window]
         return {
             "top": [
