@@ -122,6 +122,16 @@ class CompositePart(_Section):
     name: str
     digits: int | None = None
 
+    @model_validator(mode="before")
+    @classmethod
+    def _a_table(cls, value: Any) -> Any:
+        if isinstance(value, list | tuple):
+            raise ValueError(
+                f"each part is a table of its name and digits, such as "
+                f'{{ name = "power", digits = 10 }} (the first may leave out digits); got {value!r}'
+            )
+        return value
+
 
 class BoardSettings(_Section):
     # sum, max, min: of the member's scores; set: its latest score replaces the one before.

@@ -62,11 +62,9 @@ def _entries_table(title: str, entries: list[Entry], highlight: str | None = Non
     return table
 
 
-def _with_parts(score: float | None, parts: dict[str, int] | None) -> str:
-    """A score and, on a composite board, its parts: ``510000117771 (level 51 · power 117771)``."""
-    if not parts:
-        return fmt_score(score)
-    return f"{fmt_score(score)} ({' · '.join(f'{k} {v}' for k, v in parts.items())})"
+def _parts_text(parts: dict[str, int]) -> str:
+    """The parts of a composite score in words: ``level 51 · power 117771``."""
+    return " · ".join(f"{name} {value}" for name, value in parts.items())
 
 
 def _page_title(page: Page) -> str:
@@ -148,9 +146,11 @@ def climb(
     out = console()
     out.print(
         f"{board} · {window} {result.period} · {member}: rank {result.rank}, "
-        f"score {_with_parts(result.score, result.parts)}",
+        f"score {fmt_score(result.score)}",
         highlight=False,
     )
+    if result.parts:  # on a line of their own: that line is long already
+        out.print(_parts_text(result.parts), highlight=False)
     names = next((list(t.parts) for t in result.targets if t.parts), [])
     table = Table()
     table.add_column("to rank", justify="right")
