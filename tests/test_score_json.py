@@ -15,15 +15,18 @@ import json
 import math
 import warnings
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 import pytest
+import redis
 from click.testing import CliRunner
 from http_support import START
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
+from redis_server import RedisServer
 
 from seasons import Seasons
 from seasons.cli import CliState, cli
@@ -32,6 +35,7 @@ from seasons.composite import MAX_EXACT
 from seasons.config import Settings
 from seasons.http.app import create_app
 from seasons.models import Entry, score_json
+from seasons.scripts import assemble
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
@@ -330,8 +334,44 @@ def check_climb(
             assert target["gap"] == "0"
 
 
+LUA = Path(__file__).parent.parent / "seasons" / "lua"
+# The read scripts' writer of scores, alone: json_score of each ARGV (a double's repr).
+SCORE_SCRIPT = assemble(
+    "score_test",
+    "--! include json\nlocal out = {}\n"
+    "for i = 1, #ARGV do out[i] = json_score(tonumber(ARGV[i])) end\nreturn out",
+    {"json": (LUA / "lib" / "json.lua").read_text()},
+)
+powers_of_two = st.integers(-1074, 1023).map(lambda n: math.ldexp(1.0, n))
+
+
+@hsettings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.one_of(
+            st.floats(allow_nan=False, allow_infinity=False),
+            powers_of_two,
+            powers_of_two.map(lambda x: -x),
+            st.integers(-(10**17), 10**17).map(lambda n: n / 10 ** (n % 23)),
+        ),
+        min_size=200,
+        max_size=400,
+    )
+)
+def test_the_scripts_write_every_double_as_the_reference(
+    redis_server: RedisServer, values: list[float]
+) -> None:
+    """Every finite double, powers of two (whose shortest digits lie above them) included."""
+    client = redis.Redis.from_url(redis_server.url)
+    try:
+        got = client.eval(SCORE_SCRIPT, 0, *map(repr, values))
+    finally:
+        client.close()
+    assert [t.decode() for t in got] == [reference_text(x) for x in values]
+
+
 def test_reference_agrees_with_python_repr_on_its_digits() -> None:
     """The reference reads back as the same double (a check of the check)."""
-    for x in (0.1, 1e20, 5e-324, 1.7976931348623157e308, -1.5e-7, 2.0**53 + 2, 1e15 + 0.5):
+    for x in (0.1, 1e20, 5e-324, 1.7976931348623157e308, -1.5e-7, 2.0**53 + 2, 2.0**-24):
         assert float(reference_text(x)) == x
         assert math.copysign(1, float(reference_text(x))) == math.copysign(1, x)

@@ -49,26 +49,49 @@ end
 -- shortest form may have fewer than 15 of them.
 local DBL_MIN = 2.2250738585072014e-308
 
+-- `digits` (a string of decimal digits) plus one in its last digit, and whether it carried
+-- into one digit more (999 -> 1000, returned as 100 with the carry).
+local function digits_up(digits)
+  local i = #digits
+  while i > 0 and string.byte(digits, i) == 57 do i = i - 1 end -- '9'
+  if i == 0 then return '1' .. string.rep('0', #digits - 1), true end
+  return string.sub(digits, 1, i - 1) .. (string.byte(digits, i) - 47)
+    .. string.rep('0', #digits - i), false
+end
+
 -- A score (or a gap, a percentile) as JSON, the form declared by `Score` in
 -- seasons/models.py: an integral value below 10^16 as the integer it is (637; 0 for -0),
--- any other in the shortest digits that read back as the same double, in decimal notation
--- from 10^-5 (637.5, 0.30000000000000004) and as d.ddde+x / d.ddde-x outside it (1e+20,
--- 1.5e-7). A decimal number of 15 significant digits or fewer reads back as itself from a
--- normal double (DBL_DIG), so the search for the shortest starts at 15 digits.
+-- any other in the shortest digits that read back as the same double (the nearest such
+-- digits), in decimal notation from 10^-5 (637.5, 0.30000000000000004) and as d.ddde+x /
+-- d.ddde-x outside it (1e+20, 1.5e-7). A decimal number of 15 significant digits or fewer
+-- reads back as itself from a normal double (DBL_DIG), so the search for the shortest starts
+-- at 15 digits; at each length the nearest decimal is tried, and for a power of two, whose
+-- double below is nearer than the one above, also the decimal just above it.
 local function json_score(x)
   if x == 0 then return '0' end
   local abs = x < 0 and -x or x
   -- Not JSON (and the search below would not end); no score Seasons writes comes near.
   if abs ~= abs or abs == math.huge then error('json_score: ' .. tostring(x) .. ' is not finite', 0) end
   if abs < 1e16 and x == math.floor(x) then return string.format('%.0f', x) end
-  local p, s = abs < DBL_MIN and 0 or 14
-  repeat
-    s = string.format('%.' .. p .. 'e', x)
+  local sign = x < 0 and '-' or ''
+  local power_of_two = math.frexp(abs) == 0.5
+  local p, digits, exp = abs < DBL_MIN and 0 or 14
+  while true do
+    local s = string.format('%.' .. p .. 'e', abs)
+    local first, rest, e = string.match(s, '^(%d)%.?(%d*)e([-+]%d+)$')
+    digits, exp = first .. rest, tonumber(e)
+    if tonumber(s) == abs then break end
+    if power_of_two then
+      local up, carried = digits_up(digits)
+      local e_up = carried and exp + 1 or exp
+      if tonumber(string.sub(up, 1, 1) .. '.' .. string.sub(up, 2) .. 'e' .. e_up) == abs then
+        digits, exp = up, e_up
+        break
+      end
+    end
     p = p + 1
-  until tonumber(s) == x
-  local sign, first, rest, e = string.match(s, '^(%-?)(%d)%.?(%d*)e([-+]%d+)$')
-  local digits = string.gsub(first .. rest, '0+$', '')
-  local exp = tonumber(e)
+  end
+  digits = string.gsub(digits, '0+$', '')
   if exp >= -5 and exp < 16 then
     if exp < 0 then return sign .. '0.' .. string.rep('0', -exp - 1) .. digits end
     if exp + 1 >= #digits then return sign .. digits .. string.rep('0', exp + 1 - #digits) .. '.0' end
