@@ -142,15 +142,17 @@ end
 -- arithmetic is exact; the quotient is corrected where its division rounded up.
 local function json_parts(layout, x)
   if layout == nil or x < 0 or x > layout.max or x ~= math.floor(x) then return '' end
-  local out, scales = {}, layout.scales
+  local scales, keys, floor = layout.scales, layout.keys, math.floor
+  local out = ',"parts":{'
   for i = 1, #scales do
     local scale = scales[i]
-    local v = math.floor(x / scale)
+    local v = floor(x / scale)
     if v * scale > x then v = v - 1 end
     x = x - v * scale
-    out[i] = layout.keys[i] .. string.format('%.0f', v)
+    -- Lua writes a number with 14 significant digits: exact below 10^14.
+    out = out .. (i > 1 and ',' or '') .. keys[i] .. (v < 1e14 and v or string.format('%.0f', v))
   end
-  return ',"parts":{' .. table.concat(out, ',') .. '}'
+  return out .. '}'
 end
 
 -- An entry of a read's reply, {"rank","member","score","parts"?,"metadata"}: `score` is
