@@ -38,8 +38,8 @@ with warnings.catch_warnings():
 
 TWO_53 = 9_007_199_254_740_992  # written out, not taken from the code under test
 
-LEVEL = CompositeScore([("level", None), ("power", 10)])  # seed 001's level board
-TOWER = CompositeScore([("floor", None), ("time_left", 10)])  # seed 001's tower board
+LEVEL = CompositeScore([("level", None), ("power", 10)])  # a level board: level, then power
+TOWER = CompositeScore([("floor", None), ("time_left", 10)])  # floor, then the earlier clear
 
 
 def test_max_exact_is_two_to_the_53() -> None:
@@ -47,7 +47,7 @@ def test_max_exact_is_two_to_the_53() -> None:
     assert float(TWO_53) == TWO_53 and float(TWO_53 + 1) == TWO_53  # the first lossy integer
 
 
-def test_seed_001_level_board() -> None:
+def test_level_board() -> None:
     assert LEVEL.build(level=42, power=1_234_567) == 42 * 10**10 + 1_234_567
     assert LEVEL.split(42 * 10**10 + 1_234_567) == {"level": 42, "power": 1_234_567}
     # Room left for the level: the largest level whose score stays at most 2^53.
@@ -55,8 +55,8 @@ def test_seed_001_level_board() -> None:
     assert LEVEL.max_score <= TWO_53
 
 
-def test_seed_001_tower_board_earlier_clear_ranks_higher() -> None:
-    base = 2_524_608_000  # 2050-01-01T00:00:00Z, the seed's far-future base
+def test_tower_board_earlier_clear_ranks_higher() -> None:
+    base = 2_524_608_000  # 2050-01-01T00:00:00Z, a far-future base
     early = TOWER.build(floor=30, time_left=base - 1_700_000_000)
     late = TOWER.build(floor=30, time_left=base - 1_700_000_500)
     higher_floor = TOWER.build(floor=31, time_left=0)
