@@ -16,7 +16,7 @@ from contextvars import ContextVar
 from datetime import date, timedelta
 from ipaddress import ip_network
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
@@ -28,6 +28,9 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 from pydantic_settings.sources.utils import parse_env_vars
+
+if TYPE_CHECKING:
+    from seasons.composite import CompositeScore
 
 # A cap on weights, so that no weighted aggregate of values within ±2^53 can overflow a double
 # (with room to spare: 2^53 x 10^6 x 3660 days is about 3e25); no board needs more.
@@ -111,6 +114,25 @@ class SeasonsSettings(_Section):
         return tuple(ordered)
 
 
+class CompositePart(_Section):
+    """One part of a composite score (:class:`seasons.composite.CompositeScore`): its name
+    and its width in decimal digits. The first part, the most significant, may leave out
+    ``digits``: it takes the room left under 2^53."""
+
+    name: str
+    digits: int | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _a_table(cls, value: Any) -> Any:
+        if isinstance(value, list | tuple):
+            raise ValueError(
+                f"each part is a table of its name and digits, such as "
+                f'{{ name = "power", digits = 10 }} (the first may leave out digits); got {value!r}'
+            )
+        return value
+
+
 class BoardSettings(_Section):
     # sum, max, min: of the member's scores; set: its latest score replaces the one before.
     aggregate: Literal["sum", "max", "min", "set"] = "sum"
@@ -128,6 +150,9 @@ class BoardSettings(_Section):
     # By day of the month: index 0 is the 1st. Days past the list weigh 1.
     month_weights: tuple[float, ...] = ()
     max_entries: int = Field(default=0, ge=0)
+    # The parts packed into each score, most significant first (seasons.composite): reads
+    # answer them beside each score. Empty: a plain score.
+    composite: tuple[CompositePart, ...] = ()
 
     @field_validator("windows")
     @classmethod
@@ -175,6 +200,37 @@ class BoardSettings(_Section):
                     " weighted score stays a finite, usable double"
                 )
         return w
+
+    @field_validator("composite")
+    @classmethod
+    def _composite_layout(cls, parts: tuple[CompositePart, ...]) -> tuple[CompositePart, ...]:
+        if parts:
+            from seasons.composite import CompositeScore  # it imports the settings' users
+
+            CompositeScore([(p.name, p.digits) for p in parts])  # ValueError names the part
+        return parts
+
+    def composite_score(self) -> CompositeScore | None:
+        """The board's composite layout, or None for plain scores."""
+        if not self.composite:
+            return None
+        from seasons.composite import CompositeScore
+
+        return CompositeScore([(p.name, p.digits) for p in self.composite])
+
+    @model_validator(mode="after")
+    def _composite_weights(self) -> BoardSettings:
+        """A weight that is not a whole number makes scores that split into no parts."""
+        if not self.composite:
+            return self
+        for name in ("week_weights", "season_weights", "month_weights"):
+            for i, w in enumerate(getattr(self, name), start=1):
+                if w != int(w):
+                    raise ValueError(
+                        f"composite cannot be combined with weight {i} = {w:g} of {name}: a "
+                        "weighted score would not split into its parts; use whole weights"
+                    )
+        return self
 
     @model_validator(mode="after")
     def _earliest_is_possible(self) -> BoardSettings:

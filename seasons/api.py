@@ -1,4 +1,4 @@
-"""The Python API (SPEC section 11): one facade over the write and read paths."""
+"""The Python API: one facade over the write and read paths."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Composite scores: several integer parts packed into one exact score (seed 001).
+"""Composite scores: several integer parts packed into one exact score.
 
 A sorted set orders by one number. To rank by level, then by combat power, pack both into one
 integer, ``level * 10^10 + power``: the most significant part decides, the next one breaks its
@@ -15,10 +15,15 @@ refuses such layouts when they are built, and refuses values that do not fit whe
 For "lower is better" inside a part (the tower board: higher floor first, then the earlier
 clear), store the complement yourself: ``floor * 10^10 + (base - clear_ts)`` with ``base`` a
 far-future timestamp, i.e. ``CompositeScore([("floor", None), ("time_left", 10)])``.
+
+A board that declares its layout in config (``boards.<name>.composite``, the same parts as
+``{name, digits}`` tables) has every read answer each score's parts beside it; the read scripts
+split them, from the layout :meth:`CompositeScore.script_layout` hands them.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 
 from seasons.events import MAX_EXACT
@@ -148,6 +153,21 @@ class CompositeScore:
         for name, scale in zip(self._names, self._scales, strict=True):
             out[name], rest = divmod(rest, scale)
         return out
+
+    @property
+    def parts(self) -> tuple[tuple[str, int | None], ...]:
+        """The layout as given: ``(name, digits)`` of each part, most significant first."""
+        return tuple(zip(self._names, self._widths, strict=True))
+
+    def script_layout(self) -> str:
+        """The layout as the read scripts take it (``parts`` in ``seasons/lua/lib/json.lua``):
+        ``{"names": [...], "scales": [...], "max": n}``, each part's name and multiplier,
+        most significant first, and the largest score that splits."""
+        return json.dumps(
+            {"names": list(self._names), "scales": list(self._scales), "max": self.max_score},
+            ensure_ascii=False,
+            separators=(",", ":"),
+        )
 
     def __repr__(self) -> str:
         parts = ", ".join(f"({n!r}, {w!r})" for n, w in zip(self._names, self._widths, strict=True))

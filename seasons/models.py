@@ -1,12 +1,49 @@
-"""Result and input models; ``model_dump()`` of a result is exactly its HTTP JSON."""
+"""Result and input models; ``model_dump_json()`` of a result is its HTTP JSON (the read
+script's answer), ``model_dump(mode="json")`` that JSON parsed; scores stay floats in Python."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, WithJsonSchema
 
 MetaValue = str | int | float | bool | None
+
+# Below this, every integral double is written as the integer it is; from it on, a double
+# is written as pydantic writes a float (1e+16), as every float is.
+_INTEGER_TEXT = 1e16
+
+
+def score_json(x: float) -> int | float:
+    """A score as JSON writes it: an integral value below 10^16 as an integer (``637``, not
+    ``637.0``; ``0`` for -0), any other in the shortest digits that read back as the same
+    double, in decimal notation from 10^-5 (``637.5``, ``0.30000000000000004``) and as
+    ``d.ddde±x`` outside (``1e+20``, ``1.5e-7``), which is how pydantic writes a float. The
+    read scripts write the same text (``json_score`` in ``seasons/lua/lib/json.lua``)."""
+    if x.is_integer() and abs(x) < _INTEGER_TEXT:
+        return int(x)
+    return x
+
+
+# Every score, gap and percentile of a read's result: a float in Python, written in JSON as
+# :func:`score_json` says, so that a result's ``model_dump_json()`` has the text of the read
+# script's answer (the HTTP body) and the CLI's ``--json``.
+Score = Annotated[
+    float,
+    PlainSerializer(score_json, return_type=Any, when_used="json"),
+    WithJsonSchema({"type": "number"}),
+]
+
+# The parts of a composite board's score (``boards.<name>.composite``), most significant first;
+# absent (None, left out of the JSON) on other boards and where a score does not split.
+Parts = Annotated[
+    dict[str, int] | None,
+    Field(
+        exclude_if=lambda v: v is None,
+        description="The score split into the board's composite parts (boards.<name>."
+        "composite), most significant first; absent on boards without parts",
+    ),
+]
 
 
 class Event(BaseModel):
@@ -42,18 +79,19 @@ class WriteResult(BaseModel):
 class Entry(BaseModel):
     rank: int
     member: str
-    score: float
+    score: Score
+    parts: Parts = None
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 
 class EntryDetail(Entry):
     """One member's entry with where it stands on the whole board (a read of one member)."""
 
-    percentile: float = Field(
+    percentile: Score = Field(
         description="100 x (ranked members with a strictly worse score) / (ranked members), "
         "0..100: the share of the board this member is ahead of (0 for the last, or alone)"
     )
-    gap_up: float | None = Field(
+    gap_up: Score | None = Field(
         description="How much the score must improve to reach the nearest strictly better "
         "score on the board (|better - score|); null when no score is better (first, or "
         "tied for first)"
@@ -72,7 +110,8 @@ class Page(BaseModel):
 class HistoryPoint(BaseModel):
     period: str
     rank: int | None
-    score: float | None
+    score: Score | None
+    parts: Parts = None
 
 
 class History(BaseModel):
@@ -84,11 +123,12 @@ class History(BaseModel):
 
 class ClimbTarget(BaseModel):
     rank: int = Field(description="The rank asked for")
-    score: float | None = Field(
+    score: Score | None = Field(
         description="The score at that position in the board's order; null when the board "
         "has fewer members"
     )
-    gap: float = Field(
+    parts: Parts = None
+    gap: Score = Field(
         description="How much the member's score must change to reach that score (its "
         "absolute difference); 0 when the member's rank is that rank or better, or the board "
         "has fewer members"
@@ -103,5 +143,6 @@ class Climb(BaseModel):
     period: str
     member: str
     rank: int
-    score: float
+    score: Score
+    parts: Parts = None
     targets: list[ClimbTarget]

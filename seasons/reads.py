@@ -1,11 +1,13 @@
-"""The reads, prepared: each read is one Lua call, metadata included (SPEC sections 4, 9, 11).
+"""The reads, prepared: each read is one Lua call, metadata included.
 
 :class:`Reads` turns a query (board, window, period, member...) into a :class:`Read`: the
 script call (:class:`seasons.executor.Call`) and what its reply is. Every read script answers
 the JSON of its result, which the HTTP server sends as it is and the Python API validates into
-its model, or nil where the member asked for is not on the board; the Read names the
-:class:`~seasons.errors.NotRanked` error that nil stands for. Limits and the member rule are
-checked here, before any Redis call, for every interface alike.
+its model (scores in the one form of :data:`seasons.models.Score`, with their parts beside
+them on a board with a composite layout), or nil where the member asked for is not on the
+board; the Read names the :class:`~seasons.errors.NotRanked` error that nil stands for.
+Limits and the member rule are checked here, before any Redis call, for every interface
+alike.
 """
 
 from __future__ import annotations
@@ -139,6 +141,11 @@ class Reads:
         self.settings = settings
         self.keys = keys
         self.clock = clock
+        # Each board's composite layout as the read scripts take it ('' for plain scores).
+        self._layouts = {
+            name: layout.script_layout() if (layout := cfg.composite_score()) else ""
+            for name, cfg in settings.boards.items()
+        }
         # (window, "current" | "previous") -> (valid from, valid until, period): see _resolve.
         self._relative: dict[tuple[str, str], tuple[datetime, datetime, win.Period]] = {}
 
@@ -245,7 +252,7 @@ class Reads:
         cfg = self.board(board)
         pid, live, archive = self.target(board, window, period)
         keys = [live, archive, self.keys.meta(board), *self._beside(board, cfg, window, pid)]
-        args = [cfg.order, cfg.ties, mode, a, b, board, window, pid]
+        args = [cfg.order, cfg.ties, mode, a, b, board, window, pid, self._layouts[board]]
         absent = _not_ranked(board, window, a, pid) if mode == "member" else None
         return Read(Call(_RANGE, keys, args), _PAGE, absent)
 
@@ -255,7 +262,7 @@ class Reads:
         cfg = self.board(board)
         _check_member(member)
         pid, live, archive = self.target(board, window, period)
-        args = [cfg.order, cfg.ties, "entry", member]
+        args = [cfg.order, cfg.ties, "entry", self._layouts[board], member]
         call = Call(_POINTS, self._points_keys(board, cfg, window, pid, live, archive), args)
         return Read(call, _ENTRY, _not_ranked(board, window, member, pid))
 
@@ -268,7 +275,8 @@ class Reads:
         ranks = _check_targets(to)
         _check_member(member)
         pid, live, archive = self.target(board, window, period)
-        args = [cfg.order, cfg.ties, "climb", board, window, pid, member, *ranks]
+        layout = self._layouts[board]
+        args = [cfg.order, cfg.ties, "climb", layout, board, window, pid, member, *ranks]
         call = Call(_POINTS, self._points_keys(board, cfg, window, pid, live, archive), args)
         return Read(call, _CLIMB, _not_ranked(board, window, member, pid))
 
@@ -283,7 +291,7 @@ class Reads:
         for member in members:
             _check_member(member)
         pid, live, archive = self.target(board, window, period)
-        args = [cfg.order, cfg.ties, "entries", *dict.fromkeys(members)]
+        args = [cfg.order, cfg.ties, "entries", self._layouts[board], *dict.fromkeys(members)]
         keys = self._points_keys(board, cfg, window, pid, live, archive)
         return Read(Call(_POINTS, keys, args), _ENTRIES)
 
@@ -295,7 +303,8 @@ class Reads:
         _check_member(member)
         periods = win.recent_periods(window, last, self.clock(), self.settings)
         keys = [self.keys.meta(board)]
-        args: list[Any] = [cfg.order, cfg.ties, "history", board, window, member]
+        layout = self._layouts[board]
+        args: list[Any] = [cfg.order, cfg.ties, "history", layout, board, window, member]
         beside = {"earliest": self.keys.reached, "dense": self.keys.distinct}.get(cfg.ties)
         for p in periods:
             live = self.keys.window(board, p.window, p.id)

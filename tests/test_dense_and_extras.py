@@ -392,7 +392,7 @@ def test_openapi_documents_climb_and_the_entry_extras(http: TestClient) -> None:
     assert {"percentile", "gap_up", "total", "rank"} <= set(detail)
     assert "strictly worse" in detail["percentile"]["description"]
     targets = schema["components"]["schemas"]["ClimbTarget"]["properties"]
-    assert set(targets) == {"rank", "score", "gap"}
+    assert set(targets) == {"rank", "score", "parts", "gap"}
 
 
 def test_cli_rank_and_climb(http: TestClient, app: Seasons, settings: Settings) -> None:

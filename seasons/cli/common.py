@@ -275,9 +275,12 @@ def console(*, stderr: bool = False) -> Console:
 
 def print_json(data: BaseModel | dict[str, Any] | list[Any]) -> None:
     """Print exactly what the HTTP API would send (indented on a terminal)."""
-    payload = data.model_dump() if isinstance(data, BaseModel) else data
     indent = 2 if sys.stdout.isatty() else None
-    click.echo(json.dumps(payload, ensure_ascii=False, indent=indent, allow_nan=False))
+    if isinstance(data, BaseModel):
+        # The model's own JSON: its scores in their one form (seasons.models.Score).
+        click.echo(data.model_dump_json(indent=indent))
+        return
+    click.echo(json.dumps(data, ensure_ascii=False, indent=indent, allow_nan=False))
 
 
 def fmt_score(score: float | None) -> str:

@@ -1,9 +1,12 @@
 """Read commands: ``top``, ``rank``, ``around``, ``climb``, ``history``.
 
-``--json`` prints exactly the HTTP API's JSON for the same query; without it, a table.
+``--json`` prints exactly the HTTP API's JSON for the same query; without it, a table (with a
+column for each part of a composite board's scores).
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import click
 from rich.table import Table
@@ -21,7 +24,7 @@ from seasons.cli.common import (
     window_option,
 )
 from seasons.errors import NotRanked
-from seasons.models import Entry, EntryDetail, Page
+from seasons.models import Entry, EntryDetail, HistoryPoint, Page
 from seasons.reads import DEFAULT_TO_TEXT, parse_targets
 
 
@@ -34,16 +37,34 @@ def _not_ranked(state: CliState, board: str, member: str, window: str, period: s
     return state.app.reads.not_ranked(board, window, member, period)
 
 
+def _part_names(rows: Sequence[Entry | HistoryPoint]) -> list[str]:
+    """The composite parts of the rows' scores (none on a board without them)."""
+    return next((list(r.parts) for r in rows if r.parts), [])
+
+
+def _part_cells(parts: dict[str, int] | None, names: list[str]) -> list[str]:
+    return [str(parts[n]) if parts and n in parts else "" for n in names]
+
+
 def _entries_table(title: str, entries: list[Entry], highlight: str | None = None) -> Table:
+    names = _part_names(entries)
     table = Table(title=title, title_justify="left")
     table.add_column("rank", justify="right")
     table.add_column("member")
     table.add_column("score", justify="right")
+    for name in names:
+        table.add_column(name, justify="right")
     table.add_column("metadata")
     for e in entries:
         style = "bold" if e.member == highlight else None
-        table.add_row(str(e.rank), e.member, fmt_score(e.score), fmt_meta(e.metadata), style=style)
+        cells = [str(e.rank), e.member, fmt_score(e.score), *_part_cells(e.parts, names)]
+        table.add_row(*cells, fmt_meta(e.metadata), style=style)
     return table
+
+
+def _parts_text(parts: dict[str, int]) -> str:
+    """The parts of a composite score in words: ``level 51 · power 117771``."""
+    return " · ".join(f"{name} {value}" for name, value in parts.items())
 
 
 def _page_title(page: Page) -> str:
@@ -130,12 +151,18 @@ def climb(
         f"score {fmt_score(result.score)}",
         highlight=False,
     )
+    if result.parts:  # on a line of their own: that line is long already
+        out.print(_parts_text(result.parts), highlight=False)
+    names = next((list(t.parts) for t in result.targets if t.parts), [])
     table = Table()
     table.add_column("to rank", justify="right")
     table.add_column("score there", justify="right")
+    for name in names:
+        table.add_column(name, justify="right")
     table.add_column("gap", justify="right")
     for t in result.targets:
-        table.add_row(str(t.rank), fmt_score(t.score), fmt_score(t.gap))
+        cells = [str(t.rank), fmt_score(t.score), *_part_cells(t.parts, names)]
+        table.add_row(*cells, fmt_score(t.gap))
     out.print(table)
 
 
@@ -176,10 +203,18 @@ def history(
     if as_json:
         print_json(result)
         return
-    table = Table(title=f"{board} · {member} · last {last} {window}s", title_justify="left")
+    # The title is a line above the table: as the table's title it would wrap to the
+    # table's width, narrower than the title.
+    out = console()
+    out.print(f"{board} · {member} · last {last} {window}s", highlight=False)
+    names = _part_names(result.history)
+    table = Table()
     table.add_column("period")
     table.add_column("rank", justify="right")
     table.add_column("score", justify="right")
+    for name in names:
+        table.add_column(name, justify="right")
     for point in result.history:
-        table.add_row(point.period, str(point.rank or "-"), fmt_score(point.score))
-    console().print(table)
+        cells = [point.period, str(point.rank or "-"), fmt_score(point.score)]
+        table.add_row(*cells, *_part_cells(point.parts, names))
+    out.print(table)

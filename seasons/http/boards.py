@@ -2,9 +2,10 @@
 
 Every route runs the facade's prepared read (:attr:`seasons.Seasons.reads`) on the event loop
 and sends the script's JSON, the same JSON the Python API validates into its model: each body
-is the ``model_dump()`` of what the Python API and the CLI's ``--json`` give for the same query
-(scores as Redis prints them: ``3`` for ``3.0``). Limits are checked when the read is prepared,
-which names the limit in a 422.
+is the ``model_dump_json()`` of what the Python API gives for the same query, and the CLI's
+``--json`` (scores in their one form, :data:`seasons.models.Score`: ``3`` for ``3.0``; on a
+composite board each with its ``parts``). Limits are checked when the read is prepared, which
+names the limit in a 422.
 """
 
 from __future__ import annotations

@@ -1,16 +1,19 @@
 #!lua flags=no-writes
 -- Members' places on boards, in one call, answered as the JSON of the result:
---   entry    one member on one board: {"rank","member","score","metadata","percentile",
---            "gap_up","total"}, or nil (a nil reply) when the member is not on the board;
+--   entry    one member on one board: {"rank","member","score","parts"?,"metadata",
+--            "percentile","gap_up","total"}, or nil (a nil reply) when the member is not on
+--            the board;
 --   entries  many members on one board (a friends lookup): a JSON array of the entries
---            {"rank","member","score","metadata"} of the ranked ones, best first (ties in
---            the order asked);
+--            {"rank","member","score","parts"?,"metadata"} of the ranked ones, best first
+--            (ties in the order asked);
 --   history  one member on many boards (its last periods):
---            {"board","window","member","history":[{"period","rank","score"}]}, rank and score
---            null in a period where it is not ranked;
+--            {"board","window","member","history":[{"period","rank","score","parts"?}]}, rank
+--            and score null in a period where it is not ranked;
 --   climb    one member on one board and the scores at some ranks:
---            {"board","window","period","member","rank","score","targets":[{"rank","score",
---            "gap"}]}, or nil when the member is not on the board.
+--            {"board","window","period","member","rank","score","parts"?,"targets":[{"rank",
+--            "score","parts"?,"gap"}]}, or nil when the member is not on the board.
+-- Scores, gaps and percentiles are written by lib/json.lua json_score; "parts" (the score's
+-- composite parts) beside every score of a board with a composite layout.
 --
 -- KEYS[1] meta hash
 -- KEYS[2..] pairs of (live sorted set, archive sorted set); the archive is read when it exists.
@@ -18,10 +21,11 @@
 --         ties = "dense": fours of (live, archive, live's distinct set, archive's distinct set)
 -- ARGV[1] order (desc|asc)  ARGV[2] ties (member|shared|dense|earliest)
 -- ARGV[3] shape (entry|entries|history|climb)
--- entry, entries: ARGV[4..] the members, on the board of the first pair
--- history: ARGV[4] board  ARGV[5] window  ARGV[6] member  ARGV[7..] the period id of each pair
--- climb: ARGV[4] board  ARGV[5] window  ARGV[6] period id  ARGV[7] member
---        ARGV[8..] the target ranks (1-based), on the board of the first pair
+-- ARGV[4] the board's composite layout (lib/json.lua parts_layout), or '' for none
+-- entry, entries: ARGV[5..] the members, on the board of the first pair
+-- history: ARGV[5] board  ARGV[6] window  ARGV[7] member  ARGV[8..] the period id of each pair
+-- climb: ARGV[5] board  ARGV[6] window  ARGV[7] period id  ARGV[8] member
+--        ARGV[9..] the target ranks (1-based), on the board of the first pair
 
 --! include json
 --! include ranks
@@ -31,6 +35,7 @@ local shared = ARGV[2] == 'shared'
 local dense = ARGV[2] == 'dense'
 local earliest = ARGV[2] == 'earliest'
 local shape = ARGV[3]
+local layout = parts_layout(ARGV[4], 'read_points.lua: ARGV[4]')
 local stride = (earliest or dense) and 4 or 2
 
 -- The sorted set of board `pair` (the archive once it exists), and its reach set (earliest)
@@ -73,12 +78,17 @@ local function place(key, reach, m)
 end
 
 local function entry(rank, m, score)
-  return json_entry(rank, m, score, redis.call('HGET', KEYS[1], m))
+  return json_entry(rank, m, score, redis.call('HGET', KEYS[1], m), layout)
+end
+
+-- ',"score":<score>' and its parts, for Redis's text of a score.
+local function score_field(score)
+  return ',"score":' .. score_json(score) .. (layout and json_parts(layout, tonumber(score)) or '')
 end
 
 if shape == 'entry' then
   local key, reach = board(1)
-  local m = ARGV[4]
+  local m = ARGV[5]
   local rank, score = place(key, reach, m)
   if not rank then return false end
   local total = redis.call('ZCARD', key)
@@ -94,16 +104,16 @@ if shape == 'entry' then
       'WITHSCORES')[2]
   end
   local gap = 'null'
-  if better then gap = json_number(math.abs(tonumber(better) - tonumber(score))) end
+  if better then gap = json_score(math.abs(tonumber(better) - tonumber(score))) end
   local plain = entry(rank, m, score)
-  return string.sub(plain, 1, -2) .. ',"percentile":' .. json_number(100 * worse / total)
+  return string.sub(plain, 1, -2) .. ',"percentile":' .. json_score(100 * worse / total)
     .. ',"gap_up":' .. gap .. ',"total":' .. total .. '}'
 end
 
 if shape == 'entries' then
   local key, reach = board(1)
   local found = {}
-  for i = 4, #ARGV do
+  for i = 5, #ARGV do
     local score = redis.call('ZSCORE', key, ARGV[i])
     if score then found[#found + 1] = {0, ARGV[i], score, i} end
   end
@@ -144,43 +154,44 @@ end
 
 if shape == 'climb' then
   local key, reach = board(1)
-  local m = ARGV[7]
+  local m = ARGV[8]
   local rank, score = place(key, reach, m)
   if not rank then return false end
   local total, here, out = redis.call('ZCARD', key), tonumber(score), {}
-  for i = 8, #ARGV do
+  for i = 9, #ARGV do
     local k = tonumber(ARGV[i])
     local at, gap = 'null', '0'
     if dense then
       -- Dense rank k is reached by tying the k-th distinct score.
       at = nth_distinct(key, reach, desc, k) or 'null'
-      if at ~= 'null' and rank > k then gap = json_number(math.abs(tonumber(at) - here)) end
+      if at ~= 'null' and rank > k then gap = json_score(math.abs(tonumber(at) - here)) end
     elseif k <= total then
       if desc then
         at = redis.call('ZRANGE', key, k - 1, k - 1, 'REV', 'WITHSCORES')[2]
       else
         at = redis.call('ZRANGE', key, k - 1, k - 1, 'WITHSCORES')[2]
       end
-      if rank > k then gap = json_number(math.abs(tonumber(at) - here)) end
+      if rank > k then gap = json_score(math.abs(tonumber(at) - here)) end
     end
-    out[#out + 1] = '{"rank":' .. ARGV[i] .. ',"score":' .. at .. ',"gap":' .. gap .. '}'
+    local there = at == 'null' and ',"score":null' or score_field(at)
+    out[#out + 1] = '{"rank":' .. ARGV[i] .. there .. ',"gap":' .. gap .. '}'
   end
-  return '{"board":' .. json_string(ARGV[4]) .. ',"window":' .. json_string(ARGV[5])
-    .. ',"period":' .. json_string(ARGV[6]) .. ',"member":' .. json_string(m) .. ',"rank":'
-    .. rank .. ',"score":' .. score .. ',"targets":[' .. table.concat(out, ',') .. ']}'
+  return '{"board":' .. json_string(ARGV[5]) .. ',"window":' .. json_string(ARGV[6])
+    .. ',"period":' .. json_string(ARGV[7]) .. ',"member":' .. json_string(m) .. ',"rank":'
+    .. rank .. score_field(score) .. ',"targets":[' .. table.concat(out, ',') .. ']}'
 end
 
 -- history
-local m, out = ARGV[6], {}
-for i = 7, #ARGV do
-  local key, reach = board(i - 6)
+local m, out = ARGV[7], {}
+for i = 8, #ARGV do
+  local key, reach = board(i - 7)
   local rank, score = place(key, reach, m)
   if rank then
-    out[#out + 1] = '{"period":' .. json_string(ARGV[i]) .. ',"rank":' .. rank .. ',"score":'
-      .. score .. '}'
+    out[#out + 1] = '{"period":' .. json_string(ARGV[i]) .. ',"rank":' .. rank
+      .. score_field(score) .. '}'
   else
     out[#out + 1] = '{"period":' .. json_string(ARGV[i]) .. ',"rank":null,"score":null}'
   end
 end
-return '{"board":' .. json_string(ARGV[4]) .. ',"window":' .. json_string(ARGV[5])
+return '{"board":' .. json_string(ARGV[5]) .. ',"window":' .. json_string(ARGV[6])
   .. ',"member":' .. json_string(m) .. ',"history":[' .. table.concat(out, ',') .. ']}'

@@ -11,8 +11,10 @@
 -- ARGV[4] page: offset; rank: 1-based centre rank; member: the member
 -- ARGV[5] page: limit; rank and member: size
 -- ARGV[6] board  ARGV[7] window  ARGV[8] period id (copied into the reply)
--- Returns {"board","window","period","total","entries":[{"rank","member","score","metadata"}]};
--- in mode member, nil (a nil reply) when the member is not on the board.
+-- ARGV[9] the board's composite layout (lib/json.lua parts_layout), or '' for none
+-- Returns {"board","window","period","total","entries":[{"rank","member","score","parts"?,
+-- "metadata"}]} (scores as lib/json.lua json_score writes them; "parts" on a board with a
+-- composite layout); in mode member, nil (a nil reply) when the member is not on the board.
 
 --! include json
 --! include ranks
@@ -27,6 +29,8 @@ local shared = ARGV[2] == 'shared'
 local dense = ARGV[2] == 'dense'
 local earliest = ARGV[2] == 'earliest'
 local mode = ARGV[3]
+if #ARGV ~= 9 then error('read_range.lua: ARGV: must be 9 arguments, got ' .. #ARGV, 0) end
+local layout = parts_layout(ARGV[9], 'read_range.lua: ARGV[9]')
 local total = redis.call('ZCARD', key)
 
 local entries = {}
@@ -74,7 +78,7 @@ if earliest then
   members, scores = earliest_page(key, reach, desc, rows, start)
   local metas = redis.call('HMGET', KEYS[3], unpack(members))
   for i = 1, #members do
-    entries[i] = json_entry(start + i, members[i], scores[i], metas[i])
+    entries[i] = json_entry(start + i, members[i], scores[i], metas[i], layout)
   end
   return reply()
 end
@@ -107,6 +111,6 @@ for i = 1, #members do
       rank = start + i
     end
   end
-  entries[i] = json_entry(rank, member, score, metas[i])
+  entries[i] = json_entry(rank, member, score, metas[i], layout)
 end
 return reply()
