@@ -79,7 +79,7 @@ def test_five_minutes_block_has_what_it_promises() -> None:
     cli = [c for c in commands if c.startswith("seasons ")]
     curls = [c for c in commands if c.startswith("curl ")]
     assert len(cli) >= 3, cli
-    assert {shlex.split(c)[1] for c in cli} >= {"top", "rank"}, cli
+    assert {shlex.split(c, comments=True)[1] for c in cli} >= {"top", "rank"}, cli
     assert len(curls) == 3, curls
     assert any("-X POST" in c and "/v1/scores" in c for c in curls), curls
     assert all("$SEASONS_URL" in c for c in curls), "curls must use the demo's $SEASONS_URL"
@@ -232,7 +232,7 @@ def test_first_five_minutes(demo: dict[str, str]) -> None:
             )
             out = done.stdout.strip()
             assert out, f"{command}: no output"
-            argv = shlex.split(command)
+            argv = shlex.split(command, comments=True)
             if argv[0] == "seasons":
                 # Every board and member named on the line appears in what it prints.
                 for name in positional_names(argv[2:]):
