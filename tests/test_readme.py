@@ -65,7 +65,9 @@ def five_minutes() -> tuple[list[str], str]:
     assert len(shells) == 1, f"'First five minutes' needs one sh block, has {len(shells)}"
     assert len(pythons) == 1, f"'First five minutes' needs one python block, has {len(pythons)}"
     lines = [line.strip() for line in shells[0].splitlines()]
-    assert "source var/demo/env" in lines, "the sh block must start with `source var/demo/env`"
+    assert shlex.split(lines[0], comments=True) == ["source", "var/demo/env"], (
+        "the sh block must start with `source var/demo/env`"
+    )
     commands = [
         line for line in lines
         if line and not line.startswith("#") and not line.startswith(SETUP_PREFIXES)
