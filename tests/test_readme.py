@@ -321,6 +321,22 @@ def test_relative_links_lead_somewhere(doc: Path) -> None:
     assert not broken, f"{doc.name}: " + "; ".join(broken)
 
 
+def test_code_cites_sections_that_exist() -> None:
+    """Every ``docs/x.md#anchor`` or ``README.md#anchor`` a comment or docstring cites is there."""
+    cited = re.compile(r"\b((?:docs/[\w-]+|README)\.md)(?:#([\w-]+))?")
+    broken = []
+    for folder in ("seasons", "jobs", "config", "tests", "bench"):
+        for path in sorted((ROOT / folder).rglob("*")):
+            skip = path.suffix not in {".py", ".lua", ".toml", ".js"} or path == Path(__file__)
+            if skip or not path.is_file():
+                continue
+            for file, anchor in cited.findall(path.read_text(encoding="utf-8")):
+                dest = ROOT / file
+                if not dest.is_file() or (anchor and anchor not in anchors(dest)):
+                    broken.append(f"{path.relative_to(ROOT)}: {file}#{anchor}")
+    assert not broken, broken
+
+
 @pytest.mark.parametrize("doc", [README, *DOCS], ids=lambda p: p.name)
 def test_no_documents_outside_the_repository(doc: Path) -> None:
     """The docs cite their own sections, never a specification or seed kept elsewhere."""
