@@ -1,4 +1,5 @@
-"""Closing days and seasons, and snapshots (SPEC sections 7 and 8).
+"""Closing days and seasons, and snapshots (docs/operations.md#the-worker; the archives they
+write: docs/contract.md#archives).
 
 - **close day** ``d`` (due at the end of ``d`` + ``late_grace``): mark ``closed:<d>`` in each
   board's state hash (the write script rejects later events for it); on a board keeping

@@ -1,5 +1,5 @@
 """Job locks: one Redis key per job run, so that every close and archive happens once even
-when two workers run at the same time (SPEC section 7).
+when two workers run at the same time (docs/operations.md#the-worker).
 
 A lock is redis-py's :class:`redis.lock.Lock` on the key ``keys.lock(name)``: ``SET key token
 NX PX ttl`` with a random token, and Lua scripts of redis-py's own (registered by it on the

@@ -1,8 +1,8 @@
 """Recompute a week or season board from its day keys without stalling Redis.
 
-The formula (SPEC section 4) is ZUNIONSTORE of the day keys with WEIGHTS and AGGREGATE; for a
-``set`` board, each member's weighted score of the latest day that has it. Run as one command,
-a union of 7 x 200 000 entries blocks Redis for over a second. So:
+The formula (docs/contract.md#boards-and-scores) is ZUNIONSTORE of the day keys with WEIGHTS
+and AGGREGATE; for a ``set`` board, each member's weighted score of the latest day that has
+it. Run as one command, a union of 7 x 200 000 entries blocks Redis for over a second. So:
 
 - small inputs (at most ``atomic_limit`` entries in all) are recomputed in one Lua call:
   the union (for ``set``: the days laid over each other in order, through ``Plan.scratch``)

@@ -1,4 +1,4 @@
-"""The sweep job, and erasure of a member (SPEC sections 5, 7 and 10).
+"""The sweep job, and erasure of a member (docs/contract.md#keys, docs/operations.md#the-worker).
 
 Sweep: SCAN the namespace; every key that should expire but has no TTL gets the EXPIREAT
 its name implies (a key of a window: its period's end + ``retention``, as the write

@@ -1,4 +1,5 @@
-"""Redis clients for one Seasons process: a single server or a cluster (SPEC section 12).
+"""Redis clients for one Seasons process: a single server or a cluster
+(docs/operations.md#running-on-redis-cluster).
 
 This module is Seasons' one error boundary with Redis. The clients it makes
 (:func:`make_client`, :func:`make_async_client`: :class:`SeasonsRedis`,

@@ -22,7 +22,8 @@ class Keys:
     def _board(self, board: str) -> str:
         return f"{self.ns}:{{{board}}}"
 
-    # Public: one sorted set per board per period, scores as SPEC section 4 defines them.
+    # Public: one sorted set per board per period, scores as docs/contract.md#boards-and-scores
+    # defines them.
     def day(self, board: str, day: date | str) -> str:
         return f"{self._board(board)}:day:{_iso(day)}"
 

@@ -1,4 +1,4 @@
-"""The calendar of the time model (SPEC section 3), as pure functions of settings and an
+"""The calendar of the time model (docs/contract.md#time), as pure functions of settings and an
 instant: local days, weeks, months and seasons, and whether an event's time is acceptable.
 
 Nothing here reads the wall clock: callers pass ``now``. Days are local calendar dates in

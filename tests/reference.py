@@ -1,10 +1,11 @@
-"""A plain-Python reference model of SPEC sections 3, 4 and 6, for the core's correctness tests.
+"""A plain-Python reference model of docs/contract.md (time, boards and scores, writes), for
+the core's correctness tests.
 
 Windows: day, week, month (calendar months, weighted by day of month) and season.
 
 It shares no code with ``seasons/``: the calendar is re-derived from ``zoneinfo`` (a day's first
 instant by bisecting UTC seconds, a week's first day by walking back, seasons by counting from
-the anchor), boards are dicts recomputed from every accepted event with the formulas of section 4,
+the anchor), boards are dicts recomputed from every accepted event with the contract's formulas,
 and ranks come from sorting by Redis's own order (score, then member bytes). Only the settings
 objects of ``config`` are read.
 """
@@ -255,7 +256,7 @@ def best(scores: Mapping[str, float], order: str, n: int) -> Scores:
 
 
 def around_start(position: int, size: int, total: int) -> int:
-    """First 0-based position of an ``around`` window (seed 000 ``getAroundRank``)."""
+    """First 0-based position of an ``around`` window (docs/contract.md#reads)."""
     if total <= size:
         return 0
     start = max(0, position - size // 2)
@@ -331,7 +332,7 @@ class Rejected(Exception):
 
 @dataclass
 class Model:
-    """Every accepted event's effect, and boards computed from the formulas of section 4."""
+    """Every accepted event's effect, and boards computed from the formulas of the contract."""
 
     settings: Settings
     cal: Calendar = field(init=False)
@@ -483,7 +484,7 @@ class Model:
 
     # boards
     def formula(self, board: str, window: str, pid: str) -> Scores:
-        """The board of section 4, untrimmed. A ``set`` board's member: the weighted score of
+        """The board of the contract, untrimmed. A ``set`` board's member: the weighted score of
         the latest day that has it (the days are walked in order)."""
         cfg = self.cfg(board)
         out: Scores = {}
@@ -541,7 +542,7 @@ class Model:
 
 
 def key(namespace: str, board: str, window: str, pid: str) -> str:
-    """A public key name, spelled from SPEC section 5."""
+    """A public key name, spelled from docs/contract.md#keys."""
     return f"{namespace}:{{{board}}}:{window}:{pid}"
 
 

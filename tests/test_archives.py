@@ -1,5 +1,5 @@
-"""Archives (SPEC section 8): manifest, verify, restore (refusing tampered files), export,
-snapshots of running and ended seasons, and erasure of a member."""
+"""Archives (docs/contract.md#archives): manifest, verify, restore (refusing tampered files),
+export, snapshots of running and ended seasons, and erasure of a member."""
 
 from __future__ import annotations
 

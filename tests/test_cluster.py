@@ -1,7 +1,7 @@
-"""What only a Redis Cluster shows (SPEC section 12), on the session's local cluster: the
-cluster itself, boards spread over the masters with every key of a board in its board's slot,
-and WAIT sent to the master that holds the board. Everything else runs on both backends in
-the modules marked ``both_backends``.
+"""What only a Redis Cluster shows (docs/operations.md#running-on-redis-cluster), on the
+session's local cluster: the cluster itself, boards spread over the masters with every key of
+a board in its board's slot, and WAIT sent to the master that holds the board. Everything else
+runs on both backends in the modules marked ``both_backends``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The test infrastructure (a real redis-server) and configuration loading (SPEC section 2)."""
+"""The test infrastructure (a real redis-server) and configuration loading
+(README.md#configuration)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,8 @@
 
 Every write (write-through into week and season) and every rollup step (one Lua call for a
 small board, one per slice for a large one) is atomic, so whichever ran last the boards
-equal the formula of SPEC section 4, computed by the reference model from what was accepted.
+equal the formula of docs/contract.md#boards-and-scores, computed by the reference model from
+what was accepted.
 """
 
 from __future__ import annotations

@@ -14,12 +14,12 @@ from worker_support import Sim, local, season_settings, today
 # Every test here runs on one redis-server and again on a Redis Cluster (tests/conftest.py).
 pytestmark = pytest.mark.both_backends
 
-# SPEC section 5: archives, metadata, job state; and the namespace marker and safe mode.
+# docs/contract.md#keys: archives, metadata, job state; and the namespace marker and safe mode.
 NO_TTL = {"archive", "meta", "state", "job", "marker", "safe_mode"}
 
 
 def kind_of(key: str) -> tuple[str, str, str]:
-    """(kind, board, id) from a key name, spelled from SPEC section 5 (not seasons.keys)."""
+    """(kind, board, id) from a key name, spelled from docs/contract.md#keys (not seasons.keys)."""
     rest = key.split(":", 1)[1]
     if rest.startswith("{"):
         board, tail = rest[1:].split("}:", 1)

@@ -1,4 +1,4 @@
-"""The time model (SPEC section 3) checked against independent references.
+"""The time model (docs/contract.md#time) checked against independent references.
 
 Every expectation here comes either from a hand-written table (facts about the calendar and the
 IANA zones: when DST switches, which weekday a date is) or from a brute-force reference written in

@@ -1,4 +1,5 @@
-"""The write path (SPEC sections 4, 5 and 6) against Redis itself and hand-computed expectations.
+"""The write path (docs/contract.md: boards and scores, keys, writes) against Redis itself and
+hand-computed expectations.
 
 - week and season boards equal ZUNIONSTORE of their day keys with WEIGHTS and AGGREGATE, run
   by the test into a scratch key of the same hash tag (and trimmed like Redis would);

@@ -1,4 +1,4 @@
-"""The HTTP API and the web page (SPEC section 9): ``create_app(settings)`` builds the app."""
+"""The HTTP API and the web page (docs/http-api.md): ``create_app(settings)`` builds the app."""
 
 from seasons.http.app import create_app
 

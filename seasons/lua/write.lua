@@ -1,4 +1,4 @@
--- Apply one validated batch of events to ONE board, atomically (SPEC sections 4 and 6).
+-- Apply one validated batch of events to ONE board, atomically (docs/contract.md#writes).
 --
 -- KEYS: every key the script touches, in any order: the board's keys below, each group's
 --       day key and rollup keys, the day keys of the rollups' `days` and their bases. On a
