@@ -228,7 +228,7 @@ def run(url: str, sizes: Sizes, calendar: Calendar | None = None) -> Section:
     section.notes.append(
         "pages and around run on the event loop down one pipelined connection (seasons.executor) "
         "and answer the script's JSON as is; the server freezes its startup objects out of "
-        "the garbage collector (gc.freeze) -- see README 'HTTP performance'"
+        "the garbage collector (gc.freeze) -- see docs/http-api.md#http-performance"
     )
     return section
 

@@ -1,7 +1,7 @@
 """``python -m bench.http_peers [--quick]``: ``seasons serve`` against a Fastify + ioredis peer.
 
 Both servers run side by side on one machine, one process each, on the same Redis keys:
-``seasons serve --port P`` started as the README documents it (settings from the TOML file
+``seasons serve --port P`` started as docs/http-api.md documents it (settings from the TOML file
 named by ``SEASONS_CONFIG``), and ``node bench/peers/fastify_peer.mjs`` (Fastify 5 + ioredis 5,
 installed by npm into the git-ignored ``bench/peers/scratch/fastify``, never vendored), which
 reads what Seasons wrote and answers the same JSON. Per size, the day board of the ``sum``
@@ -794,7 +794,7 @@ def run_size(size: int, tmp: Path, tools: Tools, result: Result) -> None:
         json.dumps(peer_config(plan, settings, tools.redis_url, ports["peer"], period))
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("SEASONS_")}
-    # As the README documents it: the console script, a port, settings from SEASONS_CONFIG.
+    # As docs/http-api.md documents it: the console script, a port, settings from SEASONS_CONFIG.
     seasons_argv = [str(ROOT / ".venv" / "bin" / "seasons"), "serve", "--port",
                     str(ports["Seasons"]), *opts.serve_args]  # fmt: skip
     scripts = write_scripts(tmp, targets, values)

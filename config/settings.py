@@ -1,4 +1,4 @@
-"""Seasons settings: environment over a TOML file over defaults (SPEC section 2).
+"""Seasons settings: environment over a TOML file over defaults (README.md#configuration).
 
 Settings are built once at the edge of a process (CLI, HTTP server, worker) with
 :func:`seasons.config.load_settings` and passed down; nothing here reads the environment at

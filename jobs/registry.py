@@ -1,6 +1,7 @@
-"""The worker's jobs, declared once (SPEC section 7): each one's name, what it does, the
-setting that spaces its runs (:meth:`Job.trigger`, the one schedule: the worker's scheduler
-fires it, and the worker records its next fire time as the job's ``next_run``), and its pass.
+"""The worker's jobs, declared once (docs/operations.md#the-worker): each one's name, what it
+does, the setting that spaces its runs (:meth:`Job.trigger`, the one schedule: the worker's
+scheduler fires it, and the worker records its next fire time as the job's ``next_run``), and
+its pass.
 The worker schedules them from :data:`JOBS`; ``seasons status``, ``GET /v1/jobs``
 (:mod:`seasons.jobs.report`) and ``/metrics`` report them by :data:`NAMES`;
 ``seasons worker --help`` lists them.

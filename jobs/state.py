@@ -1,6 +1,7 @@
-"""Job state: what each job last did, and the completed steps of each close (SPEC section 7).
+"""Job state: what each job last did, and the completed steps of each close
+(docs/operations.md#the-worker).
 
-Two kinds of hashes, both without TTL (job state is exempt from expiry, SPEC section 5):
+Two kinds of hashes, both without TTL (job state is exempt from expiry, docs/contract.md#keys):
 
 - ``<ns>:job:<job>``: the job's summary (``last_start``, ``last_end``, ``last_status``,
   ``last_error``, ``next_run``, ``runs``, ``failures``, ``total_duration``; every instant in

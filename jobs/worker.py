@@ -1,4 +1,4 @@
-"""``seasons worker``: the long-lived worker (SPEC section 7).
+"""``seasons worker``: the long-lived worker (docs/operations.md#the-worker).
 
 It reads top to bottom: the jobs are the table of :mod:`seasons.jobs.registry`, each one pass
 at an instant ``now`` (:meth:`Worker.tick` runs every due one, for tests and for operators);

@@ -1,4 +1,4 @@
-"""Archives of seasons (SPEC section 8): the archive key, the files, verify, export
+"""Archives of seasons (docs/contract.md#archives): the archive key, the files, verify, export
 (restore: :mod:`seasons.restore`).
 
 A season ``S`` of board ``B`` is archived as:

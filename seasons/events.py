@@ -1,4 +1,5 @@
-"""Validation of write batches (SPEC section 6): every problem of every event, before any write."""
+"""Validation of write batches (docs/contract.md#writes): every problem of every event, before
+any write."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The write path: one Lua call per board per batch (SPEC sections 4 and 6).
+"""The write path: one Lua call per board per batch (docs/contract.md#writes).
 
 Every batch carries a batch id. The script records each board's result under it for 48
 hours, so that sending the same batch again (after a timeout: it may or may not have run)

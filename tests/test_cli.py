@@ -1,4 +1,4 @@
-"""The ``seasons`` CLI (SPEC section 10) against a real Redis, through click's CliRunner.
+"""The ``seasons`` CLI (docs/cli.md) against a real Redis, through click's CliRunner.
 
 The CLI is given a manual clock (``obj=CliState(clock=...)``), so every test reads the same
 "now" as the Python API it is compared with.

@@ -166,7 +166,7 @@ def test_forget_prints_a_line_per_board(app: Seasons, model: Model, settings: Se
     kills = len(expected_keys(model, "p1")["kills"])
     laps = len(expected_keys(model, "p1")["laps"])
     assert text == [
-        f"kills: removed from {kills} keys, metadata, rewrote 1 archive files",
+        f"kills: removed from {kills} keys, metadata, rewrote 1 archive file",
         f"laps: removed from {laps} keys, metadata",
     ]
 

@@ -1,4 +1,4 @@
-"""The read path (SPEC sections 3, 4, 9 and 11) against the reference model.
+"""The read path (docs/contract.md: time, boards and scores, reads) against the reference model.
 
 One small world (five boards, days in three seasons, many equal scores) is written through the
 API and mirrored in tests/reference.py; every read (top/page, rank, around a member or a rank,

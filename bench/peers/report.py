@@ -1,7 +1,7 @@
 """The results table: rows operation x size, rates per contender, ratios Seasons / contender.
 
-Printed as a Markdown table (it reads as well in a terminal), so that README's copy is the
-printed text itself. A ratio below 1.00 (Seasons not ahead) is marked ``✗``.
+Printed as a Markdown table (it reads as well in a terminal), so that docs/benchmarks.md's copy
+is the printed text itself. A ratio below 1.00 (Seasons not ahead) is marked ``✗``.
 """
 
 from __future__ import annotations

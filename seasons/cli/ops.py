@@ -1,6 +1,6 @@
 """Operator commands: ``worker``, ``rollup``, ``snapshot``, ``rebuild``, ``restore``,
-``acknowledge-loss``, ``export``, ``status``, ``forget``, ``clear`` (SPEC sections 7, 8 and
-10).
+``acknowledge-loss``, ``export``, ``status``, ``forget``, ``clear`` (docs/operations.md,
+docs/cli.md).
 
 Each runs one job's operation now on the command's app (the job object built by
 ``seasons.jobs.registry``, no worker or scheduler); long ones (rebuild, restore, export) show

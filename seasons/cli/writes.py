@@ -1,7 +1,8 @@
-"""Write commands: ``submit`` one event, ``import`` a file of them (SPEC sections 6 and 10).
+"""Write commands: ``submit`` one event, ``import`` a file of them (docs/contract.md#writes,
+docs/cli.md).
 
 ``import`` reads the file twice: first it checks every line (parsing, the batch validation of
-SPEC section 6, and the closed-day / archived-season checks of the write script, without
+docs/contract.md#writes, and the closed-day / archived-season checks of the write script, without
 writing), then, only if nothing is wrong anywhere, it writes in batches of
 :data:`IMPORT_BATCH` events. A problem on any line is exit status 2 with nothing written.
 """

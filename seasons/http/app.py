@@ -1,4 +1,4 @@
-"""The HTTP application (SPEC section 9): ``create_app(settings)`` builds it, ready to serve.
+"""The HTTP application (docs/http-api.md): ``create_app(settings)`` builds it, ready to serve.
 
 One FastAPI app per process, built from settings at the edge. The board reads (pages, around,
 a member's entry, lookup, history) are the facade's prepared reads, awaited on the event loop
