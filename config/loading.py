@@ -41,7 +41,7 @@ __all__ = ["ConfigError", "config_path", "load_settings"]
 NOT_SETTINGS = {
     "SEASONS_CONFIG", "SEASONS_FAULT_AT", "SEASONS_FAULT", "SEASONS_FAULT_TRACE", "SEASONS_URL",
     "SEASONS_TEST_REDIS_SERVER", "SEASONS_TEST_REDIS_CLI", "SEASONS_TEST_CLUSTER",
-    "SEASONS_SETUP_BROWSER", "SEASONS_SETUP_WRK",
+    "SEASONS_SETUP_BROWSER", "SEASONS_SETUP_WRK", "SEASONS_DEMO_DIR",
 }  # fmt: skip
 # Settings whose values are never repeated in a message (a URL may hold a password).
 SECRETS = {"redis.url", "redis.password", "api.write_token", "api.admin_token"}

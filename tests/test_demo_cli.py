@@ -30,8 +30,6 @@ from seasons.demo import demo_events
 
 ROOT = Path(__file__).resolve().parent.parent
 SEASONS = ROOT / ".venv" / "bin" / "seasons"
-ENV_FILE = ROOT / "var" / "demo" / "env"
-WORKER_LOG = ROOT / "var" / "demo" / "worker.log"
 DEMO_START_TIMEOUT = 90.0
 
 TOML = """
@@ -73,23 +71,26 @@ def test_the_demo_writes_an_env_file_that_points_the_cli_at_it(tmp_path: Path) -
     makes ``seasons top kills`` answer from the demo's Redis with the data it seeded; when the
     demo stops, the file and every process it started are gone; the worker logs no WARNING."""
     http_port = free_port()
-    ENV_FILE.unlink(missing_ok=True)
+    # The demo's folder (var/demo unless SEASONS_DEMO_DIR) of this test's own, so that a demo
+    # running in the checkout is left alone.
+    demo_dir = tmp_path / "demo"
+    env_file, worker_log = demo_dir / "env", demo_dir / "worker.log"
     out = (tmp_path / "demo.out").open("w+")
     demo = subprocess.Popen(
         [str(ROOT / "scripts" / "demo")],
         cwd=tmp_path,  # scripts/demo moves to the checkout itself
-        env=clean_env(SEASONS_API__PORT=str(http_port)),
+        env=clean_env(SEASONS_API__PORT=str(http_port), SEASONS_DEMO_DIR=str(demo_dir)),
         stdout=out,
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
     try:
         deadline = time.monotonic() + DEMO_START_TIMEOUT
-        while not ENV_FILE.exists():
+        while not env_file.exists():
             assert demo.poll() is None, Path(out.name).read_text()
             assert time.monotonic() < deadline, Path(out.name).read_text()
             time.sleep(0.2)
-        lines = ENV_FILE.read_text().splitlines()
+        lines = env_file.read_text().splitlines()
         exports = dict(
             line.removeprefix("export ").split("=", 1)
             for line in lines
@@ -101,11 +102,11 @@ def test_the_demo_writes_an_env_file_that_points_the_cli_at_it(tmp_path: Path) -
         assert exports["SEASONS_URL"] == f"http://127.0.0.1:{http_port}"
         redis_url = exports["SEASONS_REDIS__URL"]
         printed = Path(out.name).read_text()
-        assert "source var/demo/env" in printed and f"127.0.0.1:{http_port}" in printed
+        assert f"source {env_file}" in printed and f"127.0.0.1:{http_port}" in printed
 
         # In a fresh bash, from another directory, with no SEASONS_* of its own.
         answer = subprocess.run(
-            ["bash", "-c", f"source {ENV_FILE} && cd / && seasons top kills -n 20 --json"],
+            ["bash", "-c", f"source {env_file} && cd / && seasons top kills -n 20 --json"],
             env=clean_env(PATH="/usr/bin:/bin"),
             capture_output=True,
             text=True,
@@ -117,7 +118,7 @@ def test_the_demo_writes_an_env_file_that_points_the_cli_at_it(tmp_path: Path) -
 
         # curl's variable answers too: the same board over HTTP.
         over_http = subprocess.run(
-            ["bash", "-c", f'source {ENV_FILE} && curl -sf "$SEASONS_URL/v1/boards/kills/season"'],
+            ["bash", "-c", f'source {env_file} && curl -sf "$SEASONS_URL/v1/boards/kills/season"'],
             env=clean_env(PATH="/usr/bin:/bin"),
             capture_output=True,
             text=True,
@@ -137,11 +138,11 @@ def test_the_demo_writes_an_env_file_that_points_the_cli_at_it(tmp_path: Path) -
                 demo.wait()
     out.close()
     assert demo.returncode == 0
-    assert not ENV_FILE.exists()  # it would point at a Redis that is gone
+    assert not env_file.exists()  # it would point at a Redis that is gone
     assert session_members(demo.pid) == []  # Redis, the worker and the server ended with it
     with pytest.raises(redis.ConnectionError):
         redis.Redis.from_url(redis_url, socket_connect_timeout=1).ping()
-    log = WORKER_LOG.read_text()
+    log = worker_log.read_text()
     assert "worker" in log and "started" in log
     assert " WARNING " not in log and " ERROR " not in log, log
 
@@ -155,7 +156,7 @@ def check_against_the_seeded_events(
         environ={},
         path=exports["SEASONS_CONFIG"],
         redis={"url": redis_url},
-        archive={"dir": exports.get("SEASONS_ARCHIVE__DIR", "var/demo/archive")},
+        archive={"dir": exports["SEASONS_ARCHIVE__DIR"]},
     )
     # The events are what `seasons demo` generated a moment ago: the same days and values
     # (only today's timestamps depend on the instant, within today).
@@ -191,11 +192,15 @@ def test_a_demo_that_cannot_start_exits_with_the_failing_step_s_status(tmp_path:
     var/demo/env and exits 2 with the message naming the key. The config is named relative
     to the caller's directory."""
     (tmp_path / "bad.toml").write_text('namespace = "demo"\nretention = "soon"\n')
-    ENV_FILE.unlink(missing_ok=True)
+    env_file = tmp_path / "demo" / "env"
     demo = subprocess.Popen(
         [str(ROOT / "scripts" / "demo")],
         cwd=tmp_path,
-        env=clean_env(SEASONS_CONFIG="bad.toml", SEASONS_API__PORT=str(free_port())),
+        env=clean_env(
+            SEASONS_CONFIG="bad.toml",
+            SEASONS_API__PORT=str(free_port()),
+            SEASONS_DEMO_DIR=str(tmp_path / "demo"),
+        ),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -204,7 +209,7 @@ def test_a_demo_that_cannot_start_exits_with_the_failing_step_s_status(tmp_path:
     stdout, stderr = demo.communicate(timeout=120)
     assert demo.returncode == 2, stdout + stderr
     assert "retention" in stderr and "not a duration" in stderr
-    assert not ENV_FILE.exists()
+    assert not env_file.exists()
     assert session_members(demo.pid) == []  # its redis-server is gone too
 
 

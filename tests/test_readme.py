@@ -20,6 +20,7 @@ import sys
 import time
 import tomllib
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,6 @@ from redis_server import free_port
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 DOCS = sorted((ROOT / "docs").glob("*.md"))
-ENV_FILE = ROOT / "var" / "demo" / "env"
 DEMO_CONFIG = ROOT / "config" / "demo.toml"
 MAX_README_LINES = 250
 # scripts/demo runs scripts/setup first (quick once installed), then seeds 35 days.
@@ -97,12 +97,12 @@ def _clean_environ() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith("SEASONS_")}
 
 
-def _env_names(port: int) -> dict[str, str] | None:
+def _env_names(env_file: Path, port: int) -> dict[str, str] | None:
     """The variables ``var/demo/env`` exports, once it is the one of the demo on ``port``."""
-    if not ENV_FILE.is_file():
+    if not env_file.is_file():
         return None
     done = subprocess.run(
-        ["bash", "-c", f"source {shlex.quote(str(ENV_FILE))} && env -0"],
+        ["bash", "-c", f"source {shlex.quote(str(env_file))} && env -0"],
         cwd=ROOT, env=_clean_environ(), capture_output=True, timeout=30,
     )  # fmt: skip
     if done.returncode != 0:
@@ -118,16 +118,30 @@ def _default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+@dataclass(frozen=True)
+class Demo:
+    """A running demo: the reader's shell starts in ``cwd``, where ``var/demo/env`` is this
+    demo's; ``names`` is the environment that file sets."""
+
+    cwd: Path
+    names: dict[str, str]
+
+
 @pytest.fixture(scope="module")
-def demo() -> Iterator[dict[str, str]]:
-    """``scripts/demo`` running on a free HTTP port; the environment its env file sets."""
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Demo]:
+    """``scripts/demo`` running on a free HTTP port, its folder (SEASONS_DEMO_DIR) in a
+    directory of the test's own, so that a demo running in the checkout is left alone."""
     if sys.platform != "linux":
         pytest.skip("scripts/demo is a bash script for Linux")
     port = free_port()
-    environ = _clean_environ() | {"SEASONS_API__PORT": str(port)}
-    (ROOT / "var").mkdir(exist_ok=True)
+    cwd = tmp_path_factory.mktemp("reader")
+    env_file = cwd / "var" / "demo" / "env"
+    environ = _clean_environ() | {
+        "SEASONS_API__PORT": str(port),
+        "SEASONS_DEMO_DIR": str(env_file.parent),
+    }
     # The demo's own output, to read when it fails.
-    with open(ROOT / "var" / "test_readme_demo.log", "w") as log:
+    with open(cwd / "demo.log", "w") as log:
         proc = subprocess.Popen(
             ["scripts/demo"], cwd=ROOT, env=environ, start_new_session=True,
             stdout=log, stderr=subprocess.STDOUT, preexec_fn=_default_sigint,
@@ -139,8 +153,8 @@ def demo() -> Iterator[dict[str, str]]:
                 assert proc.poll() is None, f"scripts/demo exited with {proc.returncode}"
                 assert time.monotonic() < deadline, "var/demo/env did not appear for this demo"
                 time.sleep(0.5)
-                names = _env_names(port)
-            yield names
+                names = _env_names(env_file, port)
+            yield Demo(cwd, names)
         finally:
             # Ctrl-C, as the README says; the demo stops Redis, the worker and the server.
             proc.send_signal(signal.SIGINT)
@@ -152,11 +166,11 @@ def demo() -> Iterator[dict[str, str]]:
     assert proc.returncode == 0, f"scripts/demo exited with {proc.returncode} on SIGINT"
 
 
-def run_line(command: str) -> subprocess.CompletedProcess[str]:
+def run_line(demo: Demo, command: str) -> subprocess.CompletedProcess[str]:
     """One README command, as a reader pastes it into a shell that sourced var/demo/env."""
     return subprocess.run(
         ["bash", "-c", f"source var/demo/env && {command}"],
-        cwd=ROOT, env=_clean_environ(), capture_output=True, text=True, timeout=COMMAND_SECONDS,
+        cwd=demo.cwd, env=_clean_environ(), capture_output=True, text=True, timeout=COMMAND_SECONDS,
     )  # fmt: skip
 
 
@@ -220,15 +234,15 @@ def check_entry(r: redis.Redis, url: str, entry: dict[str, Any], board: str, win
         assert better < entry["rank"] <= r.zcard(key), (entry, better)
 
 
-def test_first_five_minutes(demo: dict[str, str]) -> None:
+def test_first_five_minutes(demo: Demo) -> None:
     """Each command of the README's sh block answers with data, against the demo."""
     commands, _ = five_minutes()
-    assert demo["SEASONS_REDIS__URL"].startswith("redis://127.0.0.1:")
-    assert (ROOT / demo["SEASONS_CONFIG"]).resolve() == DEMO_CONFIG.resolve()
-    r = redis.Redis.from_url(demo["SEASONS_REDIS__URL"])
+    assert demo.names["SEASONS_REDIS__URL"].startswith("redis://127.0.0.1:")
+    assert (ROOT / demo.names["SEASONS_CONFIG"]).resolve() == DEMO_CONFIG.resolve()
+    r = redis.Redis.from_url(demo.names["SEASONS_REDIS__URL"])
     try:
         for command in commands:
-            done = run_line(command)
+            done = run_line(demo, command)
             assert done.returncode == 0, (
                 f"{command}\nstdout:\n{done.stdout}\nstderr:\n{done.stderr}"
             )
@@ -247,7 +261,7 @@ def test_first_five_minutes(demo: dict[str, str]) -> None:
                 elif "member" in answer and "rank" in answer:
                     url = next(a for a in argv if "/v1/boards/" in a)
                     board, window = url.split("/v1/boards/", 1)[1].split("/")[:2]
-                    check_entry(r, demo["SEASONS_URL"], answer, board, window)
+                    check_entry(r, demo.names["SEASONS_URL"], answer, board, window)
                 elif "applied" in answer:
                     body = json.loads(argv[argv.index("-d") + 1])
                     assert answer["applied"] + answer["duplicates"] == len(body["events"])
@@ -257,11 +271,11 @@ def test_first_five_minutes(demo: dict[str, str]) -> None:
         r.close()
 
 
-def test_first_five_minutes_python(demo: dict[str, str]) -> None:
+def test_first_five_minutes_python(demo: Demo) -> None:
     """The README's Python block runs with the demo's environment and prints data."""
     _, python = five_minutes()
     done = subprocess.run(
-        ["bash", "-c", "source var/demo/env && python -"], input=python, cwd=ROOT,
+        ["bash", "-c", "source var/demo/env && python -"], input=python, cwd=demo.cwd,
         env=_clean_environ(), capture_output=True, text=True, timeout=COMMAND_SECONDS,
     )  # fmt: skip
     assert done.returncode == 0, f"stdout:\n{done.stdout}\nstderr:\n{done.stderr}"
