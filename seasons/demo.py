@@ -181,6 +181,9 @@ def demo_events(
             day = today - timedelta(days=days - 1 - index)
             if not _writable(app, board, day, now):
                 continue
+            # A random stream of each board's day: a day left out (archived since, say) does
+            # not change the events of the others.
+            rng = random.Random(f"{rng_seed}:{board}:{day.isoformat()}")
             start = tw.day_start(day, zone)
             seconds = (min(tw.day_end(day, zone), now) - start).total_seconds()
             for p in roster:

@@ -730,13 +730,17 @@ def test_seed_demo_leaves_out_days_it_cannot_write(
     archived_start = demo_season_start(demo_season_start(today) - timedelta(days=1))
     archived = f"S{(archived_start - date(2026, 1, 5)).days // 28 + 1}"
     r.hset(Keys("demo").state("kills"), f"season:{archived}", "archived")
-    days = [today - timedelta(days=i) for i in range(40)]
-    # A day's key lives until local midnight after it + 35 days; the seeding keeps an hour
+    # More days than the retention keeps, so that the rule has days to leave out.
+    retention = demo_settings.retention
+    span = retention.days + 10
+    days = [today - timedelta(days=i) for i in range(span)]
+    # A day's key lives until local midnight after it + retention; the seeding keeps an hour
     # of margin for the worker that starts after it.
     oldest = min(
         d
         for d in days
-        if datetime.combine(d + timedelta(days=36), time(0), DEMO_ZONE) > now + timedelta(hours=1)
+        if datetime.combine(d + timedelta(days=1), time(0), DEMO_ZONE) + retention
+        > now + timedelta(hours=1)
     )
 
     def recomputable(day: date, board: str) -> bool:
@@ -746,7 +750,7 @@ def test_seed_demo_leaves_out_days_it_cannot_write(
         return all(start >= oldest for start in [day, *starts])
 
     with Seasons(demo_settings, clock=ManualClock(now)) as app:
-        seed_demo(app, days=40, players=30)
+        seed_demo(app, days=span, players=30)
     keys = Keys("demo")
     for board in ("best_lap", "power", "rating"):
         expected = {d for d in days if recomputable(d, board)}

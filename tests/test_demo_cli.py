@@ -126,6 +126,21 @@ def test_the_demo_writes_an_env_file_that_points_the_cli_at_it(tmp_path: Path) -
         )
         assert over_http.returncode == 0, over_http.stderr
         assert json.loads(over_http.stdout)["total"] == page["total"]
+
+        # A second demo on the same folder would share its env file and archives: refused,
+        # leaving the running one's env file as it was.
+        before = env_file.read_bytes()
+        second = subprocess.run(
+            [str(ROOT / "scripts" / "demo")],
+            cwd=tmp_path,
+            env=clean_env(SEASONS_API__PORT=str(free_port()), SEASONS_DEMO_DIR=str(demo_dir)),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert second.returncode == 1, second.stdout + second.stderr
+        assert f"a demo is already running at http://127.0.0.1:{http_port}" in second.stderr
+        assert env_file.read_bytes() == before
         assert session_members(demo.pid)  # the demo's processes are running
     finally:
         if demo.poll() is None:
