@@ -91,6 +91,35 @@ class Keys:
     def state(self, board: str) -> str:
         return f"{self._board(board)}:state"
 
+    # A season's results (rewards), no TTL, computed by the season close from the archive
+    # (or by a snapshot, for ``S@<ts>``): member -> JSON {"rank", "score", "reward"} of each
+    # ranked member (reward null below every tier), and "" -> JSON of the results' summary.
+    def results(self, board: str, season_id: str) -> str:
+        return f"{self._board(board)}:results:{season_id}"
+
+    # Claims of a season's rewards, no TTL: member -> JSON {"claimed_at", ...} of the first
+    # claim; written once per member (HSETNX), never by the close.
+    def claims(self, board: str, season_id: str) -> str:
+        return f"{self._board(board)}:claims:{season_id}"
+
+    # Public: the lifecycle stream (XADD, bounded MAXLEN): each event once, its stable id in
+    # its fields; apps read it with consumer groups.
+    def lifecycle(self) -> str:
+        return f"{self.ns}:lifecycle"
+
+    # The stable ids already in the lifecycle stream (sorted set: id -> epoch ms), trimmed
+    # with it. Its hash tag is the stream's whole key name, so both are in one cluster slot
+    # and one script can check and append; it does not start with "<ns>:", so parse() and
+    # the sweep leave it alone.
+    def lifecycle_ids(self) -> str:
+        return f"{{{self.lifecycle()}}}:ids"
+
+    # Webhook delivery state of one configured hook (hash, no TTL): attempts and the next
+    # try of each pending stream entry, the last failure; the stream's consumer group
+    # "hook:<name>" holds what is delivered (XACK) and what is pending.
+    def hook(self, name: str) -> str:
+        return f"{self.ns}:hook:{name}"
+
     # Worker keys (no board, so no hash tag): job locks, job state, heartbeat.
     def lock(self, name: str) -> str:
         return f"{self.ns}:lock:{name}"
