@@ -25,8 +25,11 @@ def events(state: CliState, limit: int, after: str | None, as_json: bool) -> Non
         print_json(found)
         return
     table = Table(title="lifecycle events, newest first")
-    for column in ("stream id", "at", "type", "id", "data"):
-        table.add_column(column)
+    table.add_column("stream id", overflow="fold")
+    table.add_column("at", overflow="fold")
+    table.add_column("type", overflow="fold")
+    table.add_column("id", no_wrap=True)  # what a consumer matches on: never cut
+    table.add_column("data", overflow="fold")
     for ev in found.events:
         data = json.dumps(ev.data, separators=(",", ":"), ensure_ascii=False)
         table.add_row(ev.stream_id, ev.at, ev.type, ev.id, data)
