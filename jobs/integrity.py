@@ -258,6 +258,7 @@ class Integrity:
     def _enter(self, reason: str, message: str, now: datetime) -> None:
         if self.safe is not None and self.safe.get("reason") == reason:
             self._rewrite()  # the same finding again: keep when it was first detected
+            self._emit_loss()  # a no-op, unless the first emit failed (Redis refused it)
             return
         log.error("SAFE MODE (%s): %s; %s", reason, message, WHAT_TO_DO)
         self.safe = {
