@@ -33,6 +33,7 @@ from seasons.scripts import script
 
 MAX_LIMIT = 1000  # events one read returns at most
 STREAM_ID = re.compile(r"\d{1,20}(-\d{1,20})?")
+MAX_ID_PART = 2**64 - 1
 
 
 class EventType(StrEnum):
@@ -145,11 +146,14 @@ class Lifecycle:
             )
         top = "+"
         if after is not None:
-            if not STREAM_ID.fullmatch(after):
+            parts = [int(p) for p in after.split("-")] if STREAM_ID.fullmatch(after) else []
+            if not parts or max(parts) > MAX_ID_PART:
                 raise InvalidInput(
                     f"after must be a stream id (<ms>-<seq>, e.g. 1764621420000-0), got {after!r}",
                     {"after": after},
                 )
+            if parts == [0, 0]:
+                return LifecycleEvents(events=[])  # nothing is older (Redis refuses "(0-0")
             top = "(" + after
         found = self.client.xrevrange(self.keys.lifecycle(), top, "-", count=limit) or []
         return LifecycleEvents(

@@ -272,7 +272,9 @@ def test_http_python_and_cli_return_the_same_events(settings_factory, tmp_path) 
                     base_url="http://localhost") as http:  # fmt: skip
         assert http.get("/v1/lifecycle").json() == python
         assert http.get("/v1/lifecycle", params={"after": last, "limit": 20}).json() == rest
-        for bad in ({"limit": 0}, {"limit": 1001}, {"after": "yesterday"}):
+        assert http.get("/v1/lifecycle", params={"after": "0-0"}).json() == {"events": []}
+        too_big = "18446744073709551616-0"  # past a stream id's 64 bits
+        for bad in ({"limit": 0}, {"limit": 1001}, {"after": "yesterday"}, {"after": too_big}):
             answer = http.get("/v1/lifecycle", params=bad)
             assert answer.status_code == 422, bad
             assert answer.json()["error"] == "invalid_input"
