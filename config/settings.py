@@ -331,6 +331,12 @@ class WorkerSettings(_Section):
     full_reconcile_interval: Duration = timedelta(hours=1)
 
 
+class LifecycleSettings(_Section):
+    # The lifecycle stream keeps about this many events (XADD MAXLEN ~): older ones are
+    # trimmed, with their ids (docs/contract.md#lifecycle-events).
+    max_len: int = Field(default=100_000, ge=1, le=100_000_000)
+
+
 class Settings(BaseSettings):
     """All of Seasons' configuration. Build it with :func:`load_settings`."""
 
@@ -356,6 +362,7 @@ class Settings(BaseSettings):
     archive: ArchiveSettings = ArchiveSettings()
     api: ApiSettings = ApiSettings()
     worker: WorkerSettings = WorkerSettings()
+    lifecycle: LifecycleSettings = LifecycleSettings()
 
     @field_validator("timezone")
     @classmethod
