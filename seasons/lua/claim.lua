@@ -1,0 +1,36 @@
+-- Claim one member's reward of a season, at most once: the result is checked and the claim
+-- written (HSETNX) in one atomic step, so of any number of concurrent claims exactly one
+-- writes and every one answers the stored claim.
+--
+-- KEYS[1] results hash of the season (member -> JSON {"rank", "score", "reward"}; "" -> the
+--         summary JSON, whose "provisional" is true for a snapshot S@<ts>)
+-- KEYS[2] claims hash of the season (member -> JSON {"claimed_at", "reward", "rank"})
+-- ARGV[1] the member   ARGV[2] now, ISO 8601 UTC (the claim's time if this one writes it)
+-- Returns {status, the member's result JSON, the stored claim JSON}; status is "claimed"
+-- (this call wrote the claim), "already" (an earlier one did), or, with nothing written and
+-- nothing more returned: "not_ready" (no results yet), "provisional", "no_result",
+-- "no_reward" (the member's reward is null).
+
+local summary = redis.call('HGET', KEYS[1], '')
+if not summary then
+  return {'not_ready'}
+end
+if cjson.decode(summary)['provisional'] == true then
+  return {'provisional'}
+end
+local member = ARGV[1]
+local result = redis.call('HGET', KEYS[1], member)
+if not result then
+  return {'no_result'}
+end
+local decoded = cjson.decode(result)
+local reward = decoded['reward']
+if type(reward) ~= 'string' then
+  return {'no_reward'}
+end
+local claim = '{"claimed_at":' .. cjson.encode(ARGV[2]) .. ',"reward":' .. cjson.encode(reward)
+  .. ',"rank":' .. string.format('%d', decoded['rank']) .. '}'
+if redis.call('HSETNX', KEYS[2], member, claim) == 1 then
+  return {'claimed', result, claim}
+end
+return {'already', result, redis.call('HGET', KEYS[2], member)}
