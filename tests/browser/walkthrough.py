@@ -317,7 +317,7 @@ SAMPLE_EVENTS = {
     "events": [
         {"id": f"{kind}:kills:S2", "type": kind, "at": f"2035-06-11T04:0{n}:00+00:00",
          "data": json.dumps({"board": "kills", "season": "S2"})}
-        for n, kind in enumerate(("rewards_ready", "season_archived", "season_closing"))
+        for n, kind in enumerate(("season_closing", "season_archived", "rewards_ready"))
     ][::-1]
 }  # fmt: skip
 
