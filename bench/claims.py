@@ -105,21 +105,23 @@ def claim_path(m: str) -> str:
 
 # --- the load: wrk where installed, else httpx ------------------------------------------------
 
-# Members one a line; `first` walks them in order from the line given as wrk's argument (each
-# request a member not yet claimed), `again` picks random ones among the first lines.
+# Members one a line; `first` walks them in order from the line after the claimed ones (each
+# request a member not yet claimed), `again` picks random ones among the claimed. wrk calls
+# request() once on its first thread before sending anything (to check the request), so the
+# walk starts one line back.
 LUA_CLAIM = """
 local members = {}
 for line in io.lines(%(file)s) do members[#members + 1] = line end
 local mode, next_one, claimed = "again", 0, 1
 local headers = {["Authorization"] = "Bearer %(token)s"}
 init = function(args)
-  mode, next_one, claimed = args[1], tonumber(args[2]), tonumber(args[3])
+  mode, next_one, claimed = args[1], tonumber(args[2]) - 1, tonumber(args[3])
 end
 request = function()
   local m
   if mode == "first" then
     next_one = next_one + 1
-    m = members[next_one]
+    m = members[math.max(next_one, 1)]
   else
     m = members[math.random(claimed)]
   end
@@ -250,6 +252,13 @@ def run(url: str, sizes: Sizes) -> tuple[str, bool]:
                         if not got.requests <= stored - claimed <= got.requests + slack:
                             problems.append(f"{got.requests} first claims, {stored - claimed} "
                                             "claims stored")  # fmt: skip
+                        # The claimed ones are the first `stored` members, in order.
+                        edge = s.client.hmget(
+                            s.keys.claims(BOARD, SEASON),
+                            [member(0), member(stored - 1), member(stored)],
+                        )
+                        if None in edge[:2] or edge[2] is not None:
+                            problems.append(f"the first {stored} members are not the claimed")
                         claimed = stored
                         if claimed + CONNECTIONS >= sizes.members:
                             problems.append("ran out of members: use more, or fewer seconds")
