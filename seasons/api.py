@@ -254,16 +254,27 @@ class Seasons:
             return Rewards(self).member(board, season, member)
         return Rewards(self).page(board, season, offset=offset, limit=limit)
 
-    def claim(self, board: str, season: str, member: str) -> Claim:
+    def claim(self, board: str, season: str, member: str, *, claim_id: str | None = None) -> Claim:
         """Claim ``member``'s reward of ``season`` on ``board``, exactly once: the first
         claim records it (``already_claimed`` false); every other, concurrent or later,
         answers the same reward and ``claimed_at`` with ``already_claimed`` true.
+
+        ``claim_id`` (1-128 bytes; generated when None) names this claim: sent again with
+        the same id, a claim that was recorded answers ``already_claimed`` false again, so a
+        caller that lost the answer (a timeout) can ask again and know the claim is its
+        own. A connection error or timeout is retried here with the same id.
 
         Raises :class:`seasons.errors.NoReward` (no result, or no reward),
         :class:`seasons.errors.RewardsNotReady` (results not computed yet) and
         :class:`seasons.errors.ProvisionalRewards` (a snapshot's results); nothing is written
         then."""
-        return Rewards(self).claim(board, season, member)
+        claim_id = new_batch_id() if claim_id is None else claim_id
+        for attempt in range(WRITE_ATTEMPTS - 1):
+            try:
+                return Rewards(self).claim(board, season, member, claim_id)
+            except BackendUnreachable:
+                time.sleep(WRITE_BACKOFF * 2**attempt)
+        return Rewards(self).claim(board, season, member, claim_id)
 
     # --- erasure --------------------------------------------------------------------------
 

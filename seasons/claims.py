@@ -16,16 +16,21 @@ from collections import Counter
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from redis.exceptions import NoScriptError
+
 from seasons import timewindows as tw
+from seasons.connection import on_one_connection
 from seasons.errors import (
     BadPeriod,
     NoResult,
     NoReward,
+    NotReplicated,
     ProvisionalRewards,
     RewardsNotReady,
 )
 from seasons.events import member_problem
 from seasons.models import Claim, MemberReward, RewardsPage, RewardsSummary, RewardTier
+from seasons.writes import check_batch_id, new_batch_id
 
 if TYPE_CHECKING:
     from seasons.api import Seasons
@@ -141,12 +146,14 @@ class Rewards:
             granted=sum(t.count for t in tiers), claimed=by_reward.total(), tiers=tiers,
         )  # fmt: skip
 
-    def claim(self, board: str, season: str, member: str) -> Claim:
+    def claim(self, board: str, season: str, member: str, claim_id: str | None = None) -> Claim:
         """Claim ``member``'s reward: the first claim records it (``already_claimed``
-        false), every later one answers the same reward and time (true)."""
+        false), every later one answers the same reward and time (true), but one with the
+        first one's ``claim_id`` (a resend), which answers false again."""
         self._check(board, season, member)
+        claim_id = new_batch_id() if claim_id is None else check_batch_id(claim_id, "claim_id")
         keys = [self.s.keys.results(board, season), self.s.keys.claims(board, season)]
-        status, *rest = self.s.scripts.claim(keys=keys, args=[member, instant(self.s.clock())])
+        status, *rest = self._run(keys, [member, instant(self.s.clock()), claim_id])
         where = {"board": board, "season": season}
         if status == "not_ready":
             self._summary(board, season, None)
@@ -168,6 +175,35 @@ class Rewards:
             score=result["score"], reward=stored["reward"], claimed_at=stored["claimed_at"],
             already_claimed=status == "already",
         )  # fmt: skip
+
+    def _run(self, keys: list[str], args: list[str]) -> list[Any]:
+        """The claim script's reply. With ``redis.wait_replicas`` > 0 it is followed by WAIT
+        on its connection, as writes are: a claim no replica holds yet could be lost to a
+        failover and granted again, so it raises :class:`NotReplicated` (claim again with the
+        same claim id: the answer is the same)."""
+        replicas = self.s.settings.redis.wait_replicas
+        if replicas <= 0:
+            reply: list[Any] = self.s.scripts.claim(keys=keys, args=args)
+            return reply
+        timeout = self.s.settings.redis.wait_timeout_ms
+
+        def fill(pipe: Any) -> None:
+            self.s.scripts.claim(keys=keys, args=args, client=pipe)
+            pipe.wait(replicas, timeout)
+
+        try:
+            reply, acked = on_one_connection(self.s.client, keys[0], fill)
+        except NoScriptError:  # Redis lost its scripts: the claim did not run
+            self.s.client.script_load(self.s.scripts.claim.script)
+            reply, acked = on_one_connection(self.s.client, keys[0], fill)
+        if int(acked) < replicas:
+            raise NotReplicated(
+                f"the claim was recorded on the master, but only {acked} of {replicas} "
+                f"replicas acknowledged it within {timeout} ms (redis.wait_replicas): claim "
+                f"again with the same claim id {args[2]!r}",
+                {"replicas": replicas, "acknowledged": int(acked), "claim_id": args[2]},
+            )
+        return reply
 
 
 def _member_reward(

@@ -28,7 +28,14 @@ from seasons import Seasons
 from seasons.cli import CliState, cli
 from seasons.clock import ManualClock
 from seasons.config import Settings
-from seasons.errors import NoResult, NoReward, ProvisionalRewards, RewardsNotReady, UnknownBoard
+from seasons.errors import (
+    NoResult,
+    NoReward,
+    NotReplicated,
+    ProvisionalRewards,
+    RewardsNotReady,
+    UnknownBoard,
+)
 from seasons.http.app import create_app
 from seasons.keys import Keys
 from seasons.models import Claim, MemberReward, RewardsPage
@@ -349,3 +356,41 @@ def test_claims_survive_a_redis_restart_from_aof(
             again = s.claim("kills", SEASON, "p00")
         assert again.already_claimed is True
         assert (again.claimed_at, again.reward) == (first.claimed_at, first.reward)
+
+
+# --- resends and replicas ---------------------------------------------------------------------
+
+
+def test_a_resent_claim_is_told_it_is_its_own(
+    app: Seasons, http: TestClient, ref: dict[str, dict[str, Any]], clock: ManualClock
+) -> None:
+    first = app.claim("kills", SEASON, "p03", claim_id="pay-7")
+    clock.advance(timedelta(seconds=5))
+    resent = app.claim("kills", SEASON, "p03", claim_id="pay-7")
+    other = app.claim("kills", SEASON, "p03", claim_id="pay-8")
+    assert (first.already_claimed, resent.already_claimed, other.already_claimed) == (
+        False, False, True,
+    )  # fmt: skip
+    assert first.claimed_at == resent.claimed_at == other.claimed_at
+    # Over HTTP the claim's id is the Idempotency-Key header.
+    for key, already in (("pay-7", False), ("pay-9", True)):
+        got = http.post(claim_path("p03"), headers={**WRITES, "Idempotency-Key": key})
+        assert got.status_code == 200 and got.json()["already_claimed"] is already
+    bad = http.post(claim_path("p04"), headers={**WRITES, "Idempotency-Key": "x" * 129})
+    assert (bad.status_code, bad.json()["error"]) == (422, "invalid_batch_id")
+    assert app.client.hexists(app.keys.claims("kills", SEASON), "p04") == 0
+
+
+def test_claims_wait_for_replicas_like_writes(
+    settings_factory: Callable[..., Settings], clock: ManualClock, app: Seasons,
+    ref: dict[str, dict[str, Any]],
+) -> None:  # fmt: skip
+    # The test server has no replica: WAIT for one times out, the claim is not acknowledged.
+    waiting = settings_factory(**SETTINGS, redis={"wait_replicas": 1, "wait_timeout_ms": 20})
+    with Seasons(waiting, clock=clock) as s, pytest.raises(NotReplicated) as caught:
+        s.claim("kills", SEASON, "p00", claim_id="pay-1")
+    assert caught.value.details["claim_id"] == "pay-1"
+    # It was recorded on the master: claimed again with its id, it is this claim's.
+    again = app.claim("kills", SEASON, "p00", claim_id="pay-1")
+    assert again.already_claimed is False
+    assert app.claim("kills", SEASON, "p00").already_claimed is True

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Query, Request
+from fastapi import APIRouter, Header, Path, Query, Request
 from pydantic import BaseModel
 
 from seasons.http.boards import JsonBody, path_member
 from seasons.http.deps import SeasonsDep, WriteAccess
 from seasons.http.errors import AUTH_RESPONSES, ERROR_RESPONSES, ErrorBody
+from seasons.http.scores import IDEMPOTENCY_KEY, batch_id_of
 from seasons.models import Claim, MemberReward, RewardsPage
 from seasons.reads import MAX_LIMIT
 
@@ -74,12 +75,26 @@ def get_rewards(
     description=(
         "Records the claim atomically and answers the reward. Every later (or concurrent) "
         "claim of the same reward answers the same reward and the first claim's "
-        "`claimed_at`, with `already_claimed` true. 404 `no_reward` for a member without "
+        "`claimed_at`, with `already_claimed` true, except a resend with the recording "
+        "claim's `Idempotency-Key`. 404 `no_reward` for a member without "
         "reward; 409 `rewards_not_ready` before the results exist, `provisional` for a "
         "snapshot's."
     ),
 )  # fmt: skip
 def claim_reward(
-    request: Request, s: SeasonsDep, season: Season, member: Member, board: BoardQ
-) -> JsonBody:
-    return _body(s.claim(board, season, path_member(request, member)))
+    request: Request, s: SeasonsDep, season: Season, member: Member, board: BoardQ,
+    idempotency_key: Annotated[
+        str | None,
+        Header(
+            alias=IDEMPOTENCY_KEY,
+            description=(
+                "The claim's id (1-128 bytes of UTF-8, no control characters; generated when "
+                "absent). A claim sent again with the id of the claim that recorded the reward "
+                "answers already_claimed false again: a client that lost an answer can resend."
+            ),
+        ),
+    ] = None,
+) -> JsonBody:  # fmt: skip
+    claim_id = None if idempotency_key is None else batch_id_of(idempotency_key)
+    found = s.claim(board, season, path_member(request, member), claim_id=claim_id)
+    return _body(found)
