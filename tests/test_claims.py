@@ -309,8 +309,10 @@ def test_cli_exit_statuses_and_json(
     def run(*args: str) -> Any:
         return CliRunner().invoke(cli, list(args), obj=CliState(clock=clock, settings=settings))
 
-    first = run("claim", "kills", "p05", "--season", SEASON)
+    first = run("claim", "kills", "p05", "--season", SEASON, "--id", "cli-1")
     assert first.exit_code == 0 and "claimed now" in first.output
+    resent = run("claim", "kills", "p05", "--season", SEASON, "--id", "cli-1")
+    assert resent.exit_code == 0 and "claimed now" in resent.output
     again = run("claim", "kills", "p05", "--season", SEASON)
     assert again.exit_code == 0 and "already claimed" in again.output
     as_json = run("claim", "kills", "p05", "--season", SEASON, "--json")

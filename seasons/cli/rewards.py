@@ -86,13 +86,20 @@ def rewards(
 @click.argument("board")
 @click.argument("member")
 @season_option
+@click.option(
+    "--id", "claim_id", default=None,
+    help="The claim's id (default: a new one). Sent again with the id of the claim that "
+    "recorded the reward, the answer is 'claimed now' again.",
+)  # fmt: skip
 @json_option
 @pass_state
-def claim(state: CliState, board: str, member: str, season: str, as_json: bool) -> None:
+def claim(
+    state: CliState, board: str, member: str, season: str, claim_id: str | None, as_json: bool
+) -> None:
     """Claim MEMBER's reward of a season on BOARD, exactly once (exit status 0 on the first
     claim and on one already made, 3 without reward, 1 before the results exist or on a
     snapshot's provisional results)."""
-    done = state.app.claim(board, season, member)
+    done = state.app.claim(board, season, member, claim_id=claim_id)
     if as_json:
         print_json(done)
         return
