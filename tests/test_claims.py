@@ -396,3 +396,24 @@ def test_claims_wait_for_replicas_like_writes(
     again = app.claim("kills", SEASON, "p00", claim_id="pay-1")
     assert again.already_claimed is False
     assert app.claim("kills", SEASON, "p00").already_claimed is True
+
+
+def test_the_sweep_keeps_claims_without_ttl(app: Seasons, ref: dict[str, dict[str, Any]]) -> None:
+    from seasons.jobs import registry
+
+    app.claim("kills", SEASON, "p00")
+    claims = app.keys.claims("kills", SEASON)
+    swept = registry.sweeper_of(app).run(START)
+    assert claims not in swept.unknown
+    assert app.client.ttl(claims) == -1
+
+
+def test_a_member_with_a_slash_claims_over_http(
+    http: TestClient, app: Seasons, ref: dict[str, dict[str, Any]]
+) -> None:
+    key = app.keys.results("kills", SEASON)
+    app.client.hset(key, "team/ann", json.dumps({"rank": 1, "score": 100, "reward": "gold"}))
+    got = http.post(claim_path("team%2Fann"), headers=WRITES)
+    assert got.status_code == 200, got.text
+    assert (got.json()["member"], got.json()["reward"]) == ("team/ann", "gold")
+    assert app.claim("kills", SEASON, "team/ann").already_claimed is True
