@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
+from seasons.claims import Rewards
 from seasons.clock import Clock, system_clock
 from seasons.config.loading import load_settings
 from seasons.config.settings import Settings
@@ -16,7 +17,18 @@ from seasons.errors import BackendUnreachable
 from seasons.executor import sync_executor
 from seasons.keys import Keys
 from seasons.lifecycle import Lifecycle, LifecycleEvents
-from seasons.models import Climb, Entry, EntryDetail, Event, HistoryPoint, Page, WriteResult
+from seasons.models import (
+    Claim,
+    Climb,
+    Entry,
+    EntryDetail,
+    Event,
+    HistoryPoint,
+    MemberReward,
+    Page,
+    RewardsPage,
+    WriteResult,
+)
 from seasons.reads import DEFAULT_TO, Read, Reads, T
 from seasons.scripts import Scripts
 from seasons.writes import (
@@ -225,6 +237,45 @@ class Seasons:
     ) -> list[HistoryPoint]:
         """Rank and score of the member in each of the last ``last`` periods, oldest first."""
         return self.run(self.reads.history(board, member, window, last=last)).history
+
+    # --- rewards of a season -------------------------------------------------------------
+
+    def rewards(
+        self, board: str, season: str, member: str | None = None, *, offset: int = 0,
+        limit: int = 100,
+    ) -> MemberReward | RewardsPage:  # fmt: skip
+        """A season's results on ``board`` as its close computed them (``season``: an id,
+        or a snapshot ``S@<ts>``, whose results are provisional).
+
+        With ``member``: that member's rank, score, reward and claim
+        (:class:`seasons.errors.NoResult` if it has none). Without: a page of the results in
+        rank order (``limit`` 1-1000) with the summary (each tier's reward, members granted
+        and claims). :class:`seasons.errors.RewardsNotReady` before the results exist."""
+        if member is not None:
+            return Rewards(self).member(board, season, member)
+        return Rewards(self).page(board, season, offset=offset, limit=limit)
+
+    def claim(self, board: str, season: str, member: str, *, claim_id: str | None = None) -> Claim:
+        """Claim ``member``'s reward of ``season`` on ``board``, exactly once: the first
+        claim records it (``already_claimed`` false); every other, concurrent or later,
+        answers the same reward and ``claimed_at`` with ``already_claimed`` true.
+
+        ``claim_id`` (1-128 bytes; generated when None) names this claim: sent again with
+        the same id, a claim that was recorded answers ``already_claimed`` false again, so a
+        caller that lost the answer (a timeout) can ask again and know the claim is its
+        own. A connection error or timeout is retried here with the same id.
+
+        Raises :class:`seasons.errors.NoReward` (no result, or no reward),
+        :class:`seasons.errors.RewardsNotReady` (results not computed yet) and
+        :class:`seasons.errors.ProvisionalRewards` (a snapshot's results); nothing is written
+        then."""
+        claim_id = new_batch_id() if claim_id is None else claim_id
+        for attempt in range(WRITE_ATTEMPTS - 1):
+            try:
+                return Rewards(self).claim(board, season, member, claim_id)
+            except BackendUnreachable:
+                time.sleep(WRITE_BACKOFF * 2**attempt)
+        return Rewards(self).claim(board, season, member, claim_id)
 
     # --- erasure --------------------------------------------------------------------------
 

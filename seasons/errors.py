@@ -186,3 +186,31 @@ class UnsupportedRedis(SeasonsError):
     scripts would fail on it. ``details`` is ``{"redis_version", "minimum"}``."""
 
     code = "unsupported_redis"
+
+
+class NoResult(NotFound):
+    """The member has no result in the season's results (it was not ranked on the board's
+    archive). ``details`` is ``{"board", "season", "member"}``."""
+
+    code = "no_result"
+
+
+class NoReward(NotFound):
+    """A claim of a member who gets no reward: no result, or a result whose reward is null.
+    ``details`` is ``{"board", "season", "member"}``."""
+
+    code = "no_reward"
+
+
+class RewardsNotReady(Conflict):
+    """The season's results are not computed (yet) on this board: the season is not closed,
+    or its close has not reached its results step. ``details`` is ``{"board", "season"}``."""
+
+    code = "rewards_not_ready"
+
+
+class ProvisionalRewards(Conflict):
+    """A claim on the provisional results of a snapshot (``S@<ts>``): they show what the
+    rewards would be now and are never claimable. ``details`` is ``{"board", "season"}``."""
+
+    code = "provisional"

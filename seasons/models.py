@@ -146,3 +146,71 @@ class Climb(BaseModel):
     score: Score
     parts: Parts = None
     targets: list[ClimbTarget]
+
+
+# --- rewards of a season (results computed by the close, claims) ------------------------------
+
+
+class RewardTier(BaseModel):
+    """One reward tier of a season's results, with how many members it granted and claimed."""
+
+    tier: str = Field(description="The tier as configured: its ranks or top percent")
+    reward: str
+    count: int = Field(description="Members of the results in this tier (granted)")
+    claimed: int = Field(
+        description="Claims of this tier's reward (tiers giving the same reward show the "
+        "claims of that reward each)"
+    )
+
+
+class RewardsSummary(BaseModel):
+    """A season's results on one board: when computed, its tiers and their claims."""
+
+    season: str
+    board: str
+    provisional: bool = Field(description="Results of a snapshot S@<ts>: never claimable")
+    computed_at: str = Field(description="When the results were computed, ISO 8601 UTC")
+    total: int = Field(description="Members with a result (ranked on the archive)")
+    granted: int = Field(description="Members with a reward (the sum of the tiers' counts)")
+    claimed: int = Field(description="Rewards claimed")
+    tiers: list[RewardTier]
+
+
+class MemberReward(BaseModel):
+    """One member's result in a season and the state of its claim."""
+
+    season: str
+    board: str
+    member: str
+    rank: int
+    score: Score
+    reward: str | None = Field(description="null below every tier")
+    claimed: bool
+    claimed_at: str | None = Field(description="The first claim's time, ISO 8601 UTC")
+    provisional: bool
+
+
+class RewardsPage(BaseModel):
+    """A page of a season's results in rank order, with their summary."""
+
+    season: str
+    board: str
+    offset: int
+    limit: int
+    total: int = Field(description="Members with a result")
+    summary: RewardsSummary
+    entries: list[MemberReward]
+
+
+class Claim(BaseModel):
+    """A claimed reward. Every claim of the same reward answers the same reward and time;
+    ``already_claimed`` is false for the one claim that recorded it."""
+
+    season: str
+    board: str
+    member: str
+    rank: int
+    score: Score
+    reward: str
+    claimed_at: str = Field(description="The first claim's time, ISO 8601 UTC")
+    already_claimed: bool

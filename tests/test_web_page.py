@@ -6,6 +6,7 @@ and dark, go to screenshots/web/ (git-ignored) for a person to look at."""
 from __future__ import annotations
 
 import importlib.util
+import json
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
@@ -47,6 +48,31 @@ def default_by_rule(boards: dict[str, dict[str, Any]]) -> str:
     return next((n for n in names if boards[n].get("order", "desc") == "desc"), names[0])
 
 
+def publish_results(app: Seasons) -> list[tuple[str, str, int, int]]:
+    """Results of the ended season S2 on kills, in the close's format (docs/contract.md), ranked
+    from its season board, with two claims; (season, board, granted, claimed) of each."""
+    season, board = "S2", "kills"
+    page = app.top(board, "season", period=season, limit=1000)
+    tiers = [("1", 1, 1, "gold"), ("2-5", 2, 5, "silver")]
+    results = {}
+    for e in page.entries:
+        reward = next((w for _, lo, hi, w in tiers if lo <= e.rank <= hi), None)
+        results[e.member] = {"rank": e.rank, "score": e.score, "reward": reward}
+    counts = [sum(1 for r in results.values() if r["reward"] == w) for *_, w in tiers]
+    summary = {
+        "season": season, "board": board, "provisional": False,
+        "computed_at": START.isoformat(), "total": len(results),
+        "tiers": [{"tier": t, "reward": w, "count": c}
+                  for (t, _, _, w), c in zip(tiers, counts, strict=True)],
+    }  # fmt: skip
+    key = app.keys.results(board, season)
+    app.client.hset(key, mapping={m: json.dumps(r) for m, r in results.items()})
+    app.client.hset(key, "", json.dumps(summary))
+    for e in page.entries[:2]:
+        app.claim(board, season, e.member)
+    return [(season, board, sum(counts), 2)]
+
+
 def test_every_page_feature_in_chromium(
     settings_factory: Callable[..., Settings], tmp_path: Path
 ) -> None:
@@ -73,8 +99,10 @@ def test_every_page_feature_in_chromium(
                 jobs.started(job, START - timedelta(minutes=10 * run + 5))
                 jobs.ended(job, START - timedelta(minutes=10 * run), status,
                            next_run=START + timedelta(minutes=n + 1), duration=0.25)  # fmt: skip
+        summaries = publish_results(app)
         with serving(create_app(settings, app=app)) as url:
             seen = walk(url + "/", SCREENSHOTS, write_token=WRITE_TOKEN, admin_token=ADMIN_TOKEN)
+    assert seen.rewards == summaries
     assert seen.page_errors == []
     assert seen.failed_requests == []
     assert seen.offsite_requests == []  # /docs and the page load nothing from elsewhere

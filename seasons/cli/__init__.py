@@ -11,6 +11,7 @@ from seasons.cli import (  # command modules: importing one registers its comman
     info,  # noqa: F401
     ops,  # noqa: F401
     reads,  # noqa: F401
+    rewards,  # noqa: F401
     serve,  # noqa: F401
     writes,  # noqa: F401
 )

@@ -8,6 +8,8 @@ error class (code)                     status  why
 =====================================  ======  =============================================
 UnknownBoard (unknown_board)           404     the board in the path names no resource
 NotFound, NotRanked (not_ranked)       404     the member is not on the board
+NoResult (no_result), NoReward         404     the member has no result / no reward in the
+  (no_reward)                                   season's results (claims, docs/http-api.md)
 InvalidInput and subclasses            422     well-formed JSON/query that the domain refuses
   (bad_window, bad_period, limit_exceeded,      (a window or period is a value, not a resource)
   invalid_events, invalid_input)
@@ -22,6 +24,8 @@ UnsupportedMediaType                   415     a JSON route's body is not JSON (
   (unsupported_media_type)
 UnknownParameter (unknown_parameter)   422     a query parameter the route does not take
 Conflict, ArchiveError                 409     the request conflicts with stored state
+RewardsNotReady (rewards_not_ready)    409     the season's results are not computed yet
+ProvisionalRewards (provisional)       409     a snapshot's results are never claimable
 BackendUnavailable                     503     Redis unreachable; retry later
   (backend_unavailable)
 BackendFull (backend_full)             503     Redis at maxmemory (noeviction) refuses writes

@@ -484,6 +484,73 @@ async function refreshOps() {
     if (stale("ops", n)) return;
     say("ops-worker", errorText(err), true);
   }
+  await Promise.all([refreshRewards(n), refreshLifecycle(n)]);
+  if (!stale("ops", n)) $("ops-section").dataset.loaded = String(n);  // the browser test waits for it
+}
+
+// --- operator view: rewards of the ended seasons, and the lifecycle events -----------------------
+
+const REWARD_SEASONS = 6;  // the newest ended seasons whose rewards are shown
+const ENDED = new Set(["ended", "closing", "archived"]);
+
+// A season's results summary on a board (GET /v1/seasons/{s}/rewards), or null before its
+// close has computed them.
+async function rewardsOf(season, board) {
+  try {
+    const page = await api("GET", `/v1/seasons/${enc(season)}/rewards?board=${enc(board)}&limit=1`);
+    return page.summary;
+  } catch (err) {
+    if (err.code === "rewards_not_ready") return null;
+    throw err;
+  }
+}
+
+function rewardsRow(s) {
+  const tiers = s.tiers.map((t) => el("span", { class: "chip tier", "data-tier": t.tier },
+    `${t.tier}: ${t.reward} · ${fmtScore(t.count)} granted · ${fmtScore(t.claimed)} claimed`));
+  return el("tr", { "data-season": s.season, "data-board": s.board, title: `computed ${s.computed_at}` },
+    el("td", {}, s.season), el("td", {}, s.board),
+    el("td", { class: "rewards-state" }, s.provisional ? "provisional" : "final"),
+    el("td", { class: "num granted" }, fmtScore(s.granted)),
+    el("td", { class: "num claimed" }, fmtScore(s.claimed)),
+    el("td", {}, el("div", { class: "chips" }, ...tiers)));
+}
+
+async function refreshRewards(n) {
+  const seasons = state.seasons ? [...state.seasons.seasons].reverse() : [];
+  const ended = seasons.filter((s) => ENDED.has(s.status)).slice(0, REWARD_SEASONS);
+  try {
+    const found = (await Promise.all(ended.flatMap((s) => Object.keys(s.boards).map((b) => rewardsOf(s.season, b)))))
+      .filter(Boolean);
+    if (stale("ops", n)) return;
+    $("rewards").tBodies[0].replaceChildren(...found.map(rewardsRow));
+    say("rewards-none", found.length ? "" : "No season's results yet: a season's close computes them.");
+  } catch (err) {
+    if (!stale("ops", n)) say("rewards-none", errorText(err), true);
+  }
+}
+
+function eventRow(e) {
+  const data = typeof e.data === "string" ? e.data : JSON.stringify(e.data);
+  return el("tr", { "data-event": e.id },
+    el("td", { class: "when", title: e.at }, fmtTime(e.at, SHORT)),
+    el("td", { class: "event-type" }, e.type), el("td", { class: "event-id" }, e.id),
+    el("td", { class: "event-data" }, data));
+}
+
+// The panel is shown only where the server has GET /v1/lifecycle.
+async function refreshLifecycle(n) {
+  try {
+    const got = await api("GET", "/v1/lifecycle?limit=20");
+    if (stale("ops", n)) return;
+    $("lifecycle").tBodies[0].replaceChildren(...(got.events || []).map(eventRow));
+    say("lifecycle-note", (got.events || []).length ? "" : "no lifecycle event yet");
+    $("lifecycle-panel").hidden = false;
+  } catch (err) {
+    if (stale("ops", n)) return;
+    if (err.status === 404) { $("lifecycle-panel").hidden = true; return; }
+    say("lifecycle-note", errorText(err), true);
+  }
 }
 
 // --- status and start-up ---------------------------------------------------------------------------

@@ -59,6 +59,8 @@ class Walk:
     opened_on: str = ""  # the board the page opened on
     offsite_requests: list[str] = field(default_factory=list)  # requests to another host
     contrast: dict[str, float] = field(default_factory=dict)  # "dark: Find" -> ratio
+    # The rewards rows the operator view showed: (season, board, granted, claimed).
+    rewards: list[tuple[str, str, int, int]] = field(default_factory=list)
 
 
 def _js_score(x: float) -> str:
@@ -151,7 +153,8 @@ def walk(
                 seen.screenshots.append(path)
 
             _docs(page, api, shot)
-            _operator_view(page, api, shot)  # before the demo reset, which clears job runs
+            # Before the demo reset, which clears job runs.
+            seen.rewards = _operator_view(page, api, shot)
             seen.opened_on = _steps(page, api, shot, write_token, admin_token, reset)
             _chart_of_a_low_is_best_board(page, api, shot)
             _composite_parts(page, api, shot)
@@ -195,9 +198,9 @@ def _docs(page: Any, api: httpx.Client, shot: Any) -> None:
     shot("docs")
 
 
-def _operator_view(page: Any, api: httpx.Client, shot: Any) -> None:
+def _operator_view(page: Any, api: httpx.Client, shot: Any) -> list[tuple[str, str, int, int]]:
     """The operator view lists the seasons and the job runs as /v1/seasons and /v1/jobs
-    give them, times in the boards' zone."""
+    give them, times in the boards' zone, and the seasons' rewards; the rewards rows shown."""
     _open(page, str(api.base_url))
     zone = api.get("/v1/boards").json()["timezone"]
     jobs = api.get("/v1/jobs").json()["jobs"]
@@ -238,8 +241,100 @@ def _operator_view(page: Any, api: httpx.Client, shot: Any) -> None:
                 assert f"{_js_score(info['archive']['count'])} archived" in chip, (chip, info)
             if info["snapshots"]:
                 assert f"{len(info['snapshots'])} snapshot" in chip, (chip, info)
+    shown = _rewards_and_lifecycle(page, api)
     page.locator("#ops-section").scroll_into_view_if_needed()
     shot("operator", page.locator("#ops-section"))
+    return shown
+
+
+# Season statuses whose rewards the page shows, and how many seasons (newest first) at most.
+ENDED = ("ended", "closing", "archived")
+REWARD_SEASONS = 6
+
+
+def _rewards_and_lifecycle(page: Any, api: httpx.Client) -> list[tuple[str, str, int, int]]:
+    """The rewards panel shows each ended season's results summary per board as
+    GET /v1/seasons/{season}/rewards gives it (tiers, granted, claimed); the lifecycle panel
+    shows GET /v1/lifecycle's events, newest first, and is hidden where that route is absent."""
+    page.wait_for_selector("#ops-section[data-loaded]", state="attached")
+    zone = api.get("/v1/boards").json()["timezone"]
+    seasons = api.get("/v1/seasons").json()["seasons"]
+    ended = [s for s in reversed(seasons) if s["status"] in ENDED][:REWARD_SEASONS]
+    want = []
+    for season in ended:
+        for board in season["boards"]:
+            got = api.get(
+                f"/v1/seasons/{season['season']}/rewards", params={"board": board, "limit": 1}
+            )
+            if got.status_code == 409:
+                assert got.json()["error"] == "rewards_not_ready", got.text
+                continue
+            assert got.status_code == 200, got.text
+            want.append(got.json()["summary"])
+    rows = page.locator("#rewards tbody tr")
+    assert rows.evaluate_all("rs => rs.map(r => [r.dataset.season, r.dataset.board])") == [
+        [s["season"], s["board"]] for s in want
+    ]
+    for summary in want:
+        row = page.locator(
+            f"#rewards tr[data-season='{summary['season']}'][data-board='{summary['board']}']"
+        )
+        assert row.locator("td.granted").inner_text() == _js_score(summary["granted"])
+        assert row.locator("td.claimed").inner_text() == _js_score(summary["claimed"])
+        state = "provisional" if summary["provisional"] else "final"
+        assert row.locator("td.rewards-state").inner_text() == state
+        assert row.locator(".chip.tier").all_inner_texts() == [
+            f"{t['tier']}: {t['reward']} · {_js_score(t['count'])} granted · "
+            f"{_js_score(t['claimed'])} claimed"
+            for t in summary["tiers"]
+        ]
+    assert page.locator("#rewards-none").inner_text() == (
+        "" if want else "No season's results yet: a season's close computes them."
+    )
+    shown = [(s["season"], s["board"], s["granted"], s["claimed"]) for s in want]
+    lifecycle = api.get("/v1/lifecycle", params={"limit": 20})
+    if lifecycle.status_code == 404:
+        assert page.locator("#lifecycle-panel").is_hidden()
+        # A server with the route: its answer stood in for, in the close's order of events.
+        body = json.dumps(SAMPLE_EVENTS)
+        page.route(
+            "**/v1/lifecycle?*",
+            lambda route: route.fulfill(status=200, content_type="application/json", body=body),
+        )
+        try:
+            _open(page, str(api.base_url))
+            page.wait_for_selector("#ops-section[data-loaded]", state="attached")
+            _lifecycle_rows(page, SAMPLE_EVENTS["events"], zone)
+        finally:
+            page.unroute("**/v1/lifecycle?*")
+        return shown
+    _lifecycle_rows(page, lifecycle.json()["events"], zone)
+    return shown
+
+
+# What GET /v1/lifecycle answers (docs/contract.md: the lifecycle stream), newest first.
+SAMPLE_EVENTS = {
+    "events": [
+        {"id": f"{kind}:kills:S2", "type": kind, "at": f"2035-06-11T04:0{n}:00+00:00",
+         "data": json.dumps({"board": "kills", "season": "S2"})}
+        for n, kind in enumerate(("season_closing", "season_archived", "rewards_ready"))
+    ][::-1]
+}  # fmt: skip
+
+
+def _lifecycle_rows(page: Any, events: list[dict[str, Any]], zone: str) -> None:
+    assert page.locator("#lifecycle-panel").is_visible()
+    found = page.locator("#lifecycle tbody tr")
+    assert found.evaluate_all("rs => rs.map(r => r.dataset.event)") == [e["id"] for e in events]
+    for event in events:
+        row = page.locator(f"#lifecycle tr[data-event='{event['id']}']")
+        assert row.locator("td.event-type").inner_text() == event["type"]
+        assert row.locator("td.when").inner_text() == _zoned(
+            event["at"], zone, seconds=True, year=False
+        )
+        data = event["data"]
+        shown = json.loads(row.locator("td.event-data").inner_text())
+        assert shown == (json.loads(data) if isinstance(data, str) else data), event
 
 
 def _steps(

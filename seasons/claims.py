@@ -1,0 +1,218 @@
+"""Rewards of a season and their claims, exactly once.
+
+The season close computes each board's results (``keys.results``: member -> JSON
+``{"rank", "score", "reward"}``, "" -> the summary JSON); a snapshot ``S@<ts>`` computes them
+too, marked provisional. Here they are read, and claimed: one script
+(``seasons/lua/claim.lua``) checks the member's result and reward and writes the claim with
+HSETNX into ``keys.claims``, so that of any number of claims of one reward, concurrent or
+not, exactly one records it and every one answers the same reward and time.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from redis.exceptions import NoScriptError
+
+from seasons import timewindows as tw
+from seasons.connection import on_one_connection
+from seasons.errors import (
+    BadPeriod,
+    NoResult,
+    NoReward,
+    NotReplicated,
+    ProvisionalRewards,
+    RewardsNotReady,
+)
+from seasons.events import member_problem
+from seasons.models import Claim, MemberReward, RewardsPage, RewardsSummary, RewardTier
+from seasons.writes import check_batch_id, new_batch_id
+
+if TYPE_CHECKING:
+    from seasons.api import Seasons
+
+SUMMARY = ""  # the results hash's field of the summary (no member is empty)
+# The snapshot part of a season id S@<ts> (seasons.archives.snapshot_id).
+_SNAPSHOT = re.compile(r"[0-9]{8}T[0-9]{6}Z")
+# Claims are counted for a summary with HSCAN, this many fields a call.
+_SCAN_COUNT = 1000
+
+
+def check_season(season: str, s: Seasons) -> str:
+    """``season`` if it names a configured season, or a snapshot ``S@<ts>`` of one;
+    :class:`BadPeriod` otherwise."""
+    base, at, stamp = season.partition("@")
+    tw.season_by_id(base, s.settings)
+    if at and not _SNAPSHOT.fullmatch(stamp):
+        raise BadPeriod(
+            f"bad snapshot id {season!r}: a snapshot is <season>@YYYYMMDDTHHMMSSZ",
+            {"season": season},
+        )
+    return season
+
+
+def instant(now: datetime) -> str:
+    """A claim's time as it is stored and answered: ISO 8601 in UTC, to the microsecond."""
+    return now.astimezone(UTC).isoformat(timespec="microseconds")
+
+
+class Rewards:
+    """The rewards of the seasons of one facade (its client, keys, settings and clock)."""
+
+    def __init__(self, s: Seasons):
+        self.s = s
+
+    def _check(self, board: str, season: str, member: str | None = None) -> None:
+        self.s.reads.board(board)  # UnknownBoard, naming the configured boards
+        check_season(season, self.s)
+        if member is not None and (problem := member_problem(member)) is not None:
+            raise problem
+
+    def _summary(self, board: str, season: str, text: str | bytes | None) -> dict[str, Any]:
+        if text is None:
+            raise RewardsNotReady(
+                f"the results of season {season!r} on board {board!r} are not computed "
+                "(the season is not closed yet, or its close has not reached its results step)",
+                {"board": board, "season": season},
+            )
+        summary: dict[str, Any] = json.loads(text)
+        return summary
+
+    def member(self, board: str, season: str, member: str) -> MemberReward:
+        """``member``'s result and claim; :class:`NoResult` when it has none."""
+        self._check(board, season, member)
+        results, claims = self.s.keys.results(board, season), self.s.keys.claims(board, season)
+        pipe = self.s.client.pipeline(transaction=False)
+        pipe.hmget(results, [SUMMARY, member])
+        pipe.hget(claims, member)
+        (summary_text, result), claim = pipe.execute()
+        summary = self._summary(board, season, summary_text)
+        if result is None:
+            raise NoResult(
+                f"member {member!r} has no result in season {season!r} on board {board!r}",
+                {"board": board, "season": season, "member": member},
+            )
+        return _member_reward(board, season, member, result, claim, summary["provisional"])
+
+    def page(self, board: str, season: str, *, offset: int, limit: int) -> RewardsPage:
+        """A page of the results in the order of the season's archive (best first, ties as
+        the board ranks them), with the summary."""
+        self._check(board, season)
+        results, claims = self.s.keys.results(board, season), self.s.keys.claims(board, season)
+        summary = self._summary(board, season, self.s.client.hget(results, SUMMARY))
+        # The archive's page gives the order (and checks offset and limit): one page's reads,
+        # where sorting the results hash would read all of it.
+        members = [e.member for e in self.s.top(board, "season", period=season,
+                                                 limit=limit, offset=offset).entries]  # fmt: skip
+        entries = []
+        if members:
+            pipe = self.s.client.pipeline(transaction=False)
+            pipe.hmget(results, members)
+            pipe.hmget(claims, members)
+            found, claimed = pipe.execute()
+            entries = [
+                _member_reward(board, season, m, r, c, summary["provisional"])
+                for m, r, c in zip(members, found, claimed, strict=True)
+                if r is not None
+            ]
+        return RewardsPage(
+            season=season, board=board, offset=offset, limit=limit, total=summary["total"],
+            summary=self._summarised(board, season, summary), entries=entries,
+        )  # fmt: skip
+
+    def summary(self, board: str, season: str) -> RewardsSummary:
+        """The results' summary: tiers, how many each granted and how many were claimed."""
+        self._check(board, season)
+        text = self.s.client.hget(self.s.keys.results(board, season), SUMMARY)
+        return self._summarised(board, season, self._summary(board, season, text))
+
+    def _summarised(self, board: str, season: str, summary: dict[str, Any]) -> RewardsSummary:
+        by_reward: Counter[str] = Counter()
+        claims = self.s.keys.claims(board, season)
+        for _, value in self.s.client.hscan_iter(claims, count=_SCAN_COUNT):
+            by_reward[json.loads(value)["reward"]] += 1
+        tiers = [
+            RewardTier(tier=t["tier"], reward=t["reward"], count=t["count"],
+                       claimed=by_reward[t["reward"]])
+            for t in summary["tiers"]
+        ]  # fmt: skip
+        return RewardsSummary(
+            season=season, board=board, provisional=summary["provisional"],
+            computed_at=summary["computed_at"], total=summary["total"],
+            granted=sum(t.count for t in tiers), claimed=by_reward.total(), tiers=tiers,
+        )  # fmt: skip
+
+    def claim(self, board: str, season: str, member: str, claim_id: str | None = None) -> Claim:
+        """Claim ``member``'s reward: the first claim records it (``already_claimed``
+        false), every later one answers the same reward and time (true), but one with the
+        first one's ``claim_id`` (a resend), which answers false again."""
+        self._check(board, season, member)
+        claim_id = new_batch_id() if claim_id is None else check_batch_id(claim_id, "claim_id")
+        keys = [self.s.keys.results(board, season), self.s.keys.claims(board, season)]
+        status, *rest = self._run(keys, [member, instant(self.s.clock()), claim_id])
+        where = {"board": board, "season": season}
+        if status == "not_ready":
+            self._summary(board, season, None)
+        if status == "provisional":
+            raise ProvisionalRewards(
+                f"season {season!r} on board {board!r} has provisional results (a snapshot): "
+                "they are never claimable",
+                where,
+            )
+        if status in ("no_result", "no_reward"):
+            why = "no result" if status == "no_result" else "a result without reward"
+            raise NoReward(
+                f"member {member!r} has no reward in season {season!r} on board {board!r} ({why})",
+                {**where, "member": member},
+            )
+        result, stored = json.loads(rest[0]), json.loads(rest[1])
+        return Claim(
+            season=season, board=board, member=member, rank=stored["rank"],
+            score=result["score"], reward=stored["reward"], claimed_at=stored["claimed_at"],
+            already_claimed=status == "already",
+        )  # fmt: skip
+
+    def _run(self, keys: list[str], args: list[str]) -> list[Any]:
+        """The claim script's reply. With ``redis.wait_replicas`` > 0 it is followed by WAIT
+        on its connection, as writes are: a claim no replica holds yet could be lost to a
+        failover and granted again, so it raises :class:`NotReplicated` (claim again with the
+        same claim id: the answer is the same)."""
+        replicas = self.s.settings.redis.wait_replicas
+        if replicas <= 0:
+            reply: list[Any] = self.s.scripts.claim(keys=keys, args=args)
+            return reply
+        timeout = self.s.settings.redis.wait_timeout_ms
+
+        def fill(pipe: Any) -> None:
+            self.s.scripts.claim(keys=keys, args=args, client=pipe)
+            pipe.wait(replicas, timeout)
+
+        try:
+            reply, acked = on_one_connection(self.s.client, keys[0], fill)
+        except NoScriptError:  # Redis lost its scripts: the claim did not run
+            self.s.client.script_load(self.s.scripts.claim.script)
+            reply, acked = on_one_connection(self.s.client, keys[0], fill)
+        if int(acked) < replicas:
+            raise NotReplicated(
+                f"the claim was recorded on the master, but only {acked} of {replicas} "
+                f"replicas acknowledged it within {timeout} ms (redis.wait_replicas): claim "
+                f"again with the same claim id {args[2]!r}",
+                {"replicas": replicas, "acknowledged": int(acked), "claim_id": args[2]},
+            )
+        return reply
+
+
+def _member_reward(
+    board: str, season: str, member: str, result: str, claim: str | None, provisional: bool
+) -> MemberReward:
+    r = json.loads(result)
+    claimed_at = None if claim is None else json.loads(claim)["claimed_at"]
+    return MemberReward(
+        season=season, board=board, member=member, rank=r["rank"], score=r["score"],
+        reward=r["reward"], claimed=claim is not None, claimed_at=claimed_at,
+        provisional=provisional,
+    )  # fmt: skip
