@@ -57,6 +57,7 @@ Progress = Callable[[int, int], None]  # (rows done, rows in all)
 Action = Literal["restored", "replaced", "unchanged"]
 
 FIELDS = ("rank", "member", "score", "metadata")
+OPTIONAL = ("reward",)  # on boards with reward tiers (seasons.rewards): a text or null
 SHOWN_PROBLEMS = 5  # in the message; details list up to KEPT_PROBLEMS
 KEPT_PROBLEMS = 100
 _SNAPSHOT_STAMP = re.compile(r"\d{8}T\d{6}Z")
@@ -460,12 +461,16 @@ def _parse(raw: bytes) -> tuple[Row | None, list[str]]:
         return None, [f"is not JSON ({exc})"]
     if not isinstance(d, dict):
         return None, [f"is a JSON {type(d).__name__}, not an object"]
-    if set(d) != set(FIELDS):
+    if not set(FIELDS) <= set(d) <= set(FIELDS + OPTIONAL):
         missing = ", ".join(k for k in FIELDS if k not in d) or "none"
-        extra = ", ".join(sorted(k for k in d if k not in FIELDS)) or "none"
+        extra = ", ".join(sorted(k for k in d if k not in FIELDS + OPTIONAL)) or "none"
         return None, [
-            f"needs exactly the fields {', '.join(FIELDS)} (missing: {missing}; unknown: {extra})"
+            f"needs exactly the fields {', '.join(FIELDS)}, and may have {', '.join(OPTIONAL)} "
+            f"(missing: {missing}; unknown: {extra})"
         ]
+    reward = d.get("reward")
+    if reward is not None and (not isinstance(reward, str) or not reward):
+        return None, [f"reward {reward!r} is not a non-empty text or null"]
     rank, member, score, meta = (d[k] for k in FIELDS)
     if why := check_stored_member(member):  # archives written before the format rule too
         return None, [why]
