@@ -15,7 +15,7 @@ from worker_support import Sim, local, season_settings, today
 pytestmark = pytest.mark.both_backends
 
 # docs/contract.md#keys: archives, metadata, job state; and the namespace marker and safe mode.
-NO_TTL = {"archive", "meta", "state", "job", "marker", "safe_mode"}
+NO_TTL = {"archive", "results", "meta", "state", "job", "marker", "safe_mode"}
 
 
 def kind_of(key: str) -> tuple[str, str, str]:
