@@ -218,6 +218,8 @@ class Sweeper:
                 parsed = self.keys.parse(key)
                 if parsed is None or parsed.kind != "archive":
                     continue
+                # Its results go too (seasons.rewards); the others' ranks and rewards stand.
+                self.client.hdel(self.keys.results(board, parsed.ident), member)
                 data, _ = self.archives.paths(board, parsed.ident)
                 if data.exists():
                     self.archives.write_files(board, parsed.ident, now, replace=True)

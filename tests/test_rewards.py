@@ -262,3 +262,15 @@ def test_the_cli_exits_2_naming_the_key(tmp_path: Path, monkeypatch: pytest.Monk
     result = CliRunner().invoke(cli, ["--config", str(path), "config"], obj=CliState())
     assert result.exit_code == 2, result.output
     assert "boards.kills.rewards[0].ranks" in result.stderr and "Traceback" not in result.output
+
+
+def test_forgetting_a_member_removes_its_results_only(season: Sim, r, tmp_path: Path) -> None:
+    sim = season
+    before, summary = stored(r, "coins", "S1")
+    sim.app.forget("p03")
+    after, summary_after = stored(r, "coins", "S1")
+    assert after == {m: x for m, x in before.items() if m != "p03"}
+    assert summary_after == summary  # granted at the close
+    lines = file_lines(tmp_path / "archive" / NS / "coins" / "S1.jsonl.gz")
+    assert {x["member"]: x["reward"] for x in lines} == {m: x["reward"] for m, x in after.items()}
+    Archives(sim.app.client, sim.app.scripts, sim.app.settings, sim.app.keys).verify("coins", "S1")
