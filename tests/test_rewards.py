@@ -24,6 +24,9 @@ from seasons.errors import ArchiveError
 from seasons.jobs import registry
 from seasons.restore import Restorer
 
+# The season tests run on one redis-server and again on a Redis Cluster (tests/conftest.py).
+pytestmark = pytest.mark.both_backends
+
 NS = "seasons"
 TIERS: dict[str, list[dict[str, Any]]] = {
     # member ties: ranks are positions
