@@ -38,7 +38,16 @@ from pathlib import Path
 from typing import Any, Literal, cast
 
 from seasons import timewindows as tw
-from seasons.archives import CHUNK, DATA_SUFFIX, MANIFEST_SUFFIX, TMP_TTL, Manifest, Row, sha256_of
+from seasons.archives import (
+    CHUNK,
+    DATA_SUFFIX,
+    MANIFEST_SUFFIX,
+    TMP_TTL,
+    Archives,
+    Manifest,
+    Row,
+    sha256_of,
+)
 from seasons.catalog import archive_dir
 from seasons.config.settings import BoardSettings, Settings
 from seasons.connection import RedisClient, text
@@ -51,6 +60,7 @@ from seasons.errors import (
 )
 from seasons.events import check_metadata, check_stored_member, check_value
 from seasons.keys import SEASON_ARCHIVED, STATE_SEASON, Keys
+from seasons.rewards import Results
 from seasons.scripts import Scripts
 
 Progress = Callable[[int, int], None]  # (rows done, rows in all)
@@ -301,10 +311,25 @@ class Restorer:
             Scripts(self.client).archive_copy(
                 keys=[archive, archive, distinct, distinct], args=["distinct"]
             )
+        self._results(checked)
         if progress:
             progress(done + len(rows), total)
         return Restored(
             board, season, len(rows), checked.action, str(checked.file), checked.manifest
+        )
+
+    def _results(self, checked: Checked) -> None:
+        """The results of the standings loaded (:mod:`seasons.rewards`), computed from the
+        archive key as the close computes them, dated with the archive's manifest; complete
+        results of the same standings are kept. ``seasons verify`` then checks the file's
+        rewards against them."""
+        board, season = checked.manifest.board, checked.manifest.season
+        if checked.action == "replaced":  # of other standings
+            self.client.unlink(self.keys.results(board, season))
+        archives = Archives(self.client, Scripts(self.client), self.settings, self.keys)
+        created = datetime.fromisoformat(checked.manifest.created_at.replace("Z", "+00:00"))
+        Results(self.client, archives, self.keys).write(
+            board, season, created, provisional="@" in season
         )
 
     # --- every file of the namespace ------------------------------------------------------
