@@ -42,7 +42,7 @@ FULL = 500_000
 QUICK = 50_000
 TINY = 2_000
 SAMPLE = 300  # members per board whose results are checked against ranks Redis gives
-TIERS = [
+TIERS: list[dict[str, Any]] = [
     {"ranks": "1", "reward": "gold"},
     {"ranks": "2-10", "reward": "silver"},
     {"top_percent": 1, "reward": "bronze"},
