@@ -278,9 +278,11 @@ class Closes:
             board, span.id, now, lambda name: run.checkpoint(f"{run.name}/files:{board}:{name}")
         ))  # fmt: skip
         run.step(f"verify:{board}", lambda: self.archives.verify(board, span.id, live))
+        # rewards_ready: the results are final and the archive verified. The lifecycle event
+        # (seasons.lifecycle, id rewards_ready:<board>:<season>) goes here, as a step of its
+        # own before archived: (a rerun returns early once archived: is recorded, so an emit
+        # after it would be lost to a crash in between; emit is idempotent per id).
         run.step(f"archived:{board}", lambda: self.client.hset(state_key, field, SEASON_ARCHIVED))
-        # rewards_ready: the results are final and the archive verified; the lifecycle event
-        # (seasons.lifecycle, id rewards_ready:<board>:<season>) is emitted here.
 
     def _results(
         self, board: str, archive_id: str, now: datetime, run: Run | None = None
