@@ -1,6 +1,7 @@
 """``python -m bench [--quick] [--only SECTION]``: Seasons against plain Redis, side by side.
 
-Sections: ingest, reads, HTTP, memory, and the rollup of week and season boards at scale.
+Sections: ingest, reads, HTTP, memory, the rollup of week and season boards at scale, and
+the results step of a season close at scale (``bench/rewards.py``).
 ``--only cluster`` (never part of the default run: it starts a local Redis Cluster of its own)
 measures one board's write rate against boards spread over the cluster's masters.
 ``--only soak`` (never part of the default run either; ``--seconds N``, default 180) runs
@@ -27,7 +28,7 @@ import time
 import hiredis
 import redis
 
-from bench import cluster, http, http_peers, ingest, memory, reads, rollup, soak
+from bench import cluster, http, http_peers, ingest, memory, reads, rewards, rollup, soak
 from bench.common import FULL, QUICK, Calendar, Section, own_redis
 
 
@@ -36,7 +37,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="smaller sizes: well under 30 s")
     parser.add_argument(
         "--only",
-        choices=["ingest", "reads", "http", "memory", "rollup", "cluster", "soak", "http-peers"],
+        choices=[
+            "ingest",
+            "reads",
+            "http",
+            "memory",
+            "rollup",
+            "rewards",
+            "cluster",
+            "soak",
+            "http-peers",
+        ],  # fmt: skip
         action="append",
         help="run only these sections (repeatable)",
     )
@@ -66,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"sizes {sizes.describe()}")
         print(f"load average at start {_load()} ({os.cpu_count()} CPUs)", flush=True)
         sections: list[Section] = []
-        wanted = set(opts.only or ["ingest", "reads", "http", "memory", "rollup"])
+        wanted = set(opts.only or ["ingest", "reads", "http", "memory", "rollup", "rewards"])
         for name, run in (("ingest", ingest.run), ("reads", reads.run), ("http", http.run)):
             if name in wanted:
                 sections.append(run(server.url, sizes, calendar))
@@ -78,6 +89,11 @@ def main(argv: list[str] | None = None) -> int:
         if "rollup" in wanted:
             server.client().flushall()
             sections.append(rollup.run(server.url, rollup.QUICK if opts.quick else rollup.FULL))
+            print("\n" + sections[-1].render(), flush=True)
+        if "rewards" in wanted:
+            server.client().flushall()
+            members = rewards.QUICK if opts.quick else rewards.FULL
+            sections.append(rewards.run(server.url, members))
             print("\n" + sections[-1].render(), flush=True)
         if "cluster" in wanted:
             sections.append(cluster.run(cluster.QUICK if opts.quick else cluster.FULL))

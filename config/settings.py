@@ -133,6 +133,54 @@ class CompositePart(_Section):
         return value
 
 
+class RewardTier(_Section):
+    """One reward tier of a board (seasons.rewards): ``ranks`` (a rank or an inclusive range,
+    ``"1"``, ``"2-10"``) or ``top_percent`` (0 < p <= 100), and the ``reward`` it grants."""
+
+    ranks: str | None = None
+    top_percent: float | None = None
+    reward: str
+
+    @field_validator("ranks", mode="before")
+    @classmethod
+    def _ranks_text(cls, value: Any) -> Any:
+        # ranks = 1 in TOML is a number; it means the same as "1".
+        return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+    @field_validator("ranks")
+    @classmethod
+    def _ranks(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        from seasons.rewards import parse_ranks  # the tier logic lives there
+
+        lo, hi = parse_ranks(value)
+        return str(lo) if lo == hi else f"{lo}-{hi}"
+
+    @field_validator("top_percent")
+    @classmethod
+    def _percent(cls, value: float | None) -> float | None:
+        if value is not None and not (math.isfinite(value) and 0 < value <= 100):
+            raise ValueError(f"{value:g} is not a percent; use a number above 0, at most 100")
+        return value
+
+    @field_validator("reward")
+    @classmethod
+    def _reward(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError('is empty; name the reward the tier grants, e.g. "gold"')
+        return value
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> RewardTier:
+        if (self.ranks is None) == (self.top_percent is None):
+            raise ValueError(
+                'a tier takes exactly one of ranks (e.g. "2-10") and top_percent (e.g. 10)'
+                + ("; it has both" if self.ranks is not None else "; it has neither")
+            )
+        return self
+
+
 class BoardSettings(_Section):
     # sum, max, min: of the member's scores; set: its latest score replaces the one before.
     aggregate: Literal["sum", "max", "min", "set"] = "sum"
@@ -153,6 +201,9 @@ class BoardSettings(_Section):
     # The parts packed into each score, most significant first (seasons.composite): reads
     # answer them beside each score. Empty: a plain score.
     composite: tuple[CompositePart, ...] = ()
+    # Reward tiers, first match wins ([[boards.<b>.rewards]], seasons.rewards): the season
+    # close grants them from the final standings.
+    rewards: tuple[RewardTier, ...] = ()
 
     @field_validator("windows")
     @classmethod
@@ -209,6 +260,34 @@ class BoardSettings(_Section):
 
             CompositeScore([(p.name, p.digits) for p in parts])  # ValueError names the part
         return parts
+
+    @field_validator("rewards")
+    @classmethod
+    def _tiers_disjoint(cls, tiers: tuple[RewardTier, ...]) -> tuple[RewardTier, ...]:
+        """Rank ranges may not share a rank; a top_percent tier after a larger one would
+        never match."""
+        from seasons.rewards import overlap, parse_ranks
+
+        ranged = [(i, parse_ranks(t.ranks)) for i, t in enumerate(tiers) if t.ranks is not None]
+        found = overlap([r for _, r in ranged])
+        if found is not None:
+            (i, _), (j, _) = ranged[found[0]], ranged[found[1]]
+            raise ValueError(
+                f"rewards[{j}].ranks {tiers[j].ranks!r} overlaps rewards[{i}].ranks "
+                f"{tiers[i].ranks!r}: a rank gets one tier; make the ranges disjoint"
+            )
+        widest: tuple[int, float] | None = None
+        for i, t in enumerate(tiers):
+            if t.top_percent is None:
+                continue
+            if widest is not None and t.top_percent <= widest[1]:
+                raise ValueError(
+                    f"rewards[{i}].top_percent {t.top_percent:g} never matches: "
+                    f"rewards[{widest[0]}].top_percent {widest[1]:g} comes first and holds "
+                    "every member it would; list the smaller percent first"
+                )
+            widest = (i, t.top_percent)
+        return tiers
 
     def composite_score(self) -> CompositeScore | None:
         """The board's composite layout, or None for plain scores."""

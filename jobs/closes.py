@@ -8,7 +8,9 @@ write: docs/contract.md#archives).
   month, season and alltime, as the board keeps them).
 - **close season** ``S`` (due once its last day is closed), per board: mark it ``closing``
   (writes for it are rejected from then on) → final rollup of the season board → copy it to
-  the archive key → write the archive files → verify → mark it ``archived``; then rebuild
+  the archive key → its results (each member's rank, score and reward:
+  :mod:`seasons.rewards`) → write the archive files (their lines carry the rewards) →
+  verify → mark it ``archived``; then rebuild
   the boards of the current periods. The live keys already carry EXPIREAT; they simply run
   out after the archive exists.
 
@@ -47,6 +49,7 @@ from seasons.keys import (
     Keys,
 )
 from seasons.lifecycle import EventType, Lifecycle, event_id
+from seasons.rewards import Results
 from seasons.scripts import Scripts
 
 log = logging.getLogger(__name__)
@@ -93,6 +96,7 @@ class Closes:
         self.checkpoint = checkpoint
         self.clock = clock
         self.lifecycle = Lifecycle(client, keys, settings)
+        self.results = Results(client, archives, keys)
 
     # --- what is due --------------------------------------------------------------------
 
@@ -280,11 +284,27 @@ class Closes:
         period = win.Period("season", span.id, span.start, span.end)
         run.step(f"rollup:{board}", lambda: self._final(board, period, now, force=True))
         run.step(f"archive:{board}", lambda: self._copy(board, span, live, now))
+        run.step(f"results:{board}", lambda: self._results(board, span.id, now, run))
         run.step(f"files:{board}", lambda: self.archives.write_files(
             board, span.id, now, lambda name: run.checkpoint(f"{run.name}/files:{board}:{name}")
         ))  # fmt: skip
         run.step(f"verify:{board}", lambda: self.archives.verify(board, span.id, live))
+        # rewards_ready: the results are final and the archive verified; a step of its own
+        # before archived: (a rerun returns early once archived: is recorded, so an emit after
+        # it would be lost to a crash in between; emit is idempotent per id).
+        run.step(f"rewards:{board}", lambda: self._rewards_ready(board, span.id))
         run.step(f"archived:{board}", lambda: self._archived(board, span.id, state_key, field))
+
+    def _rewards_ready(self, board: str, season: str) -> None:
+        summary = self.results.summary(board, season)
+        if summary is None:  # recorded by the results step a moment ago
+            raise ArchiveError(f"season {season} of board {board!r}: no results to announce")
+        kind = EventType.REWARDS_READY
+        data = {
+            "board": board, "season": season, "total": summary["total"],
+            "provisional": summary["provisional"], "tiers": summary["tiers"],
+        }  # fmt: skip
+        self.lifecycle.emit(kind, event_id(kind, board=board, season=season), data, self.clock())
 
     def _closing(self, board: str, season: str, state_key: str, field: str) -> None:
         self.client.hset(state_key, field, SEASON_CLOSING)
@@ -305,6 +325,21 @@ class Closes:
         }  # fmt: skip
         self.lifecycle.emit(kind, event_id(kind, board=board, season=season), data, self.clock())
         self.client.hset(state_key, field, SEASON_ARCHIVED)
+
+    def _results(
+        self, board: str, archive_id: str, now: datetime, run: Run | None = None
+    ) -> dict[str, Any]:
+        """The results of ``archive:<archive_id>`` (a snapshot's: provisional)."""
+        checkpoint = None
+        if run is not None:
+            name = run.name
+
+            def checkpoint(point: str) -> None:
+                run.checkpoint(f"{name}/results:{board}:{point}")
+
+        return self.results.write(
+            board, archive_id, now, provisional="@" in archive_id, checkpoint=checkpoint
+        )
 
     def _copy(self, board: str, span: SeasonSpan, live: str, now: datetime) -> None:
         size = self.archives.copy(board, live, span.id)
@@ -340,6 +375,7 @@ class Closes:
             out = []
             for board in boards:
                 self.archives.copy(board, self.keys.season(board, span.id), sid)
+                self._results(board, sid, now)  # provisional: never claimable
                 self.archives.write_files(board, sid, now)
                 out.append(SnapshotResult(board, sid, "snapshot", self.archives.verify(board, sid)))
             return out

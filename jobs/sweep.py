@@ -44,7 +44,10 @@ log = logging.getLogger(__name__)
 SCAN_COUNT = 1000
 META_SLICE = 200
 # Kinds that never expire (besides the keys of a window that never ends: alltime).
-NO_TTL = {"archive", "base", "meta", "state", "job", "marker", "safe_mode", "lifecycle", "claims"}
+NO_TTL = {
+    "archive", "results", "claims", "base", "meta", "state", "job", "marker", "safe_mode",
+    "lifecycle",
+}  # fmt: skip
 TMP_TTL = timedelta(hours=1)
 # The sorted sets of a board: a member on one of them keeps its metadata, and erasure
 # removes it from each.
@@ -218,6 +221,8 @@ class Sweeper:
                 parsed = self.keys.parse(key)
                 if parsed is None or parsed.kind != "archive":
                     continue
+                # Its results go too (seasons.rewards); the others' ranks and rewards stand.
+                self.client.hdel(self.keys.results(board, parsed.ident), member)
                 data, _ = self.archives.paths(board, parsed.ident)
                 if data.exists():
                     self.archives.write_files(board, parsed.ident, now, replace=True)

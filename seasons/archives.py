@@ -7,7 +7,9 @@ A season ``S`` of board ``B`` is archived as:
   season use it once it exists. Member metadata stays in the board's ``meta`` hash, which the
   sweep keeps for every member on an archive.
 - ``<archive.dir>/<ns>/<B>/S.jsonl.gz``: one ``{"rank","member","score","metadata"}`` line per
-  member in rank order (rank per the board's ``ties``), gzip without a time stamp so the same
+  member in rank order (rank per the board's ``ties``; on a board with reward tiers a
+  ``"reward"`` too, from the season's results: :mod:`seasons.rewards`), gzip without a time
+  stamp so the same
   standings give the same bytes; written to a temporary file, fsynced, renamed, and the
   directory fsynced.
 - ``<archive.dir>/<ns>/<B>/S.manifest.json``: ``{"board","season","count","score_sum",
@@ -37,9 +39,11 @@ from seasons.config.settings import Settings
 from seasons.errors import ArchiveError, ArchiveExists
 from seasons.keys import Keys
 from seasons.reads import Reads
+from seasons.rewards import CHUNK as RESULTS_CHUNK
+from seasons.rewards import Results, batched
 from seasons.scripts import Scripts
 
-CHUNK = 1000
+CHUNK = RESULTS_CHUNK  # rows per ZRANGE / HMGET
 TMP_TTL = timedelta(hours=1)
 DATA_SUFFIX = ".jsonl.gz"
 MANIFEST_SUFFIX = ".manifest.json"
@@ -82,9 +86,14 @@ class Manifest:
             ) from None
 
 
-def line(rank: int, member: str, score: float, metadata: dict[str, Any]) -> str:
-    """One archive line, exactly as written to files."""
-    row = {"rank": rank, "member": member, "score": score, "metadata": metadata}
+def line(
+    rank: int, member: str, score: float, metadata: dict[str, Any], *reward: str | None
+) -> str:
+    """One archive line, exactly as written to files; with a ``reward`` (a text or None) on
+    a board with reward tiers."""
+    row: dict[str, Any] = {"rank": rank, "member": member, "score": score, "metadata": metadata}
+    if reward:
+        row["reward"] = reward[0]
     return json.dumps(row, ensure_ascii=False, separators=(",", ":"), allow_nan=False) + "\n"
 
 
@@ -162,9 +171,11 @@ def _figures(m: Manifest) -> tuple[str, str, int, float, str]:
     return m.board, m.season, m.count, m.score_sum, m.sha256
 
 
-def read_rows(path: Path, *, gz: bool | None = None) -> list[Row]:
+def read_rows(
+    path: Path, *, gz: bool | None = None, rewards: dict[str, str | None] | None = None
+) -> list[Row]:
     """The lines of an archive or export file (.jsonl.gz or .jsonl; ``gz`` overrides what the
-    name says)."""
+    name says). ``rewards``, if given, receives the ``reward`` of each line that has one."""
     opener: Any = gzip.open if (path.name.endswith(".gz") if gz is None else gz) else open
     rows: list[Row] = []
     try:
@@ -178,6 +189,12 @@ def read_rows(path: Path, *, gz: bool | None = None) -> list[Row]:
                     or not math.isfinite(score) or not isinstance(meta, dict)
                 ):  # fmt: skip
                     raise ValueError(f"line {n} is not a rank/member/score/metadata row")
+                if "reward" in d:
+                    reward = d["reward"]
+                    if reward is not None and not isinstance(reward, str):
+                        raise ValueError(f"line {n}: reward {reward!r} is not text or null")
+                    if rewards is not None:
+                        rewards[member] = reward
                 rows.append((rank, member, float(score), meta))
     except (OSError, EOFError, ValueError, KeyError, TypeError) as exc:
         raise ArchiveError(
@@ -202,8 +219,11 @@ class Archives:
 
     # --- reading a board in rank order ------------------------------------------------------
 
-    def rows(self, board: str, key: str, reached: str | None = None) -> Iterator[Row]:
-        """(rank, member, score, metadata) of every member of ``key``, best first.
+    def rows(
+        self, board: str, key: str, reached: str | None = None, *, with_metadata: bool = True
+    ) -> Iterator[Row]:
+        """(rank, member, score, metadata) of every member of ``key``, best first (metadata
+        ``{}`` without reading it when not ``with_metadata``).
 
         Read in chunks: only for keys that do not change meanwhile (archives, scratch copies).
         A board with earliest ties is read in its order, with ``reached``, the key's reach
@@ -211,7 +231,7 @@ class Archives:
         """
         cfg = self.settings.boards[board]
         if cfg.ties == "earliest":
-            yield from self._earliest_rows(board, key, reached)
+            yield from self._earliest_rows(board, key, reached, with_metadata)
             return
         desc = cfg.order == "desc"
         start = 0
@@ -224,7 +244,11 @@ class Archives:
             if not chunk:
                 return
             members = [m for m, _ in chunk]
-            metas = self.client.hmget(self.keys.meta(board), members)
+            metas = (
+                self.client.hmget(self.keys.meta(board), members)
+                if with_metadata
+                else [None] * len(members)
+            )
             for i, ((member, score), raw) in enumerate(zip(chunk, metas, strict=True)):
                 position = start + i + 1
                 if score == prev_score and cfg.ties != "member":
@@ -235,7 +259,9 @@ class Archives:
                 yield rank, member, float(score), json.loads(raw) if raw else {}
             start += len(chunk)
 
-    def _earliest_rows(self, board: str, key: str, reached: str | None) -> Iterator[Row]:
+    def _earliest_rows(
+        self, board: str, key: str, reached: str | None, with_metadata: bool = True
+    ) -> Iterator[Row]:
         """The rows of an earliest board: by score, then reach time ascending (a member
         without one last), then member bytes ascending; ranks are positions. A run of equal
         scores is held back until the score changes (it may go on in the next chunk), so the
@@ -255,7 +281,11 @@ class Archives:
             run.sort(key=lambda x: (x[2], _utf8(x[0])))
             for i in range(0, len(run), CHUNK):
                 part = run[i : i + CHUNK]
-                metas = self.client.hmget(meta_key, [m for m, _, _ in part])
+                metas = (
+                    self.client.hmget(meta_key, [m for m, _, _ in part])
+                    if with_metadata
+                    else [None] * len(part)
+                )
                 for (member, score, _), raw in zip(part, metas, strict=True):
                     position += 1
                     yield position, member, float(score), json.loads(raw) if raw else {}
@@ -325,12 +355,21 @@ class Archives:
             stale.unlink(missing_ok=True)
         key = self.keys.archive(board, archive_id)
         scores: list[float] = []
+        # Rewards go into the lines when the board has tiers and the results exist (the
+        # close computes them first); older archives are written again as they were.
+        results = Results(self.client, self, self.keys)
+        rewarded = bool(self.settings.boards[board].rewards) and (
+            results.summary(board, archive_id) is not None
+        )
 
         def write(f: IO[bytes]) -> None:
             with gzip.GzipFile(filename="", mode="wb", fileobj=f, mtime=0) as gz:
-                for rank, member, score, meta in self.rows(board, key):
-                    gz.write(line(rank, member, score, meta).encode())
-                    scores.append(score)
+                for part in batched(self.rows(board, key), CHUNK):
+                    given = self._rewards(results, board, archive_id, part) if rewarded else None
+                    for i, (rank, member, score, meta) in enumerate(part):
+                        extra = () if given is None else (given[i],)
+                        gz.write(line(rank, member, score, meta, *extra).encode())
+                        scores.append(score)
 
         if replace:
             atomic_write(data, write)
@@ -354,6 +393,19 @@ class Archives:
             return Manifest.load(manifest_path)  # checked by _kept: it describes the data
         _place_bytes(manifest_path, fresh.to_json().encode())
         return fresh
+
+    @staticmethod
+    def _rewards(
+        results: Results, board: str, archive_id: str, part: list[Row]
+    ) -> list[str | None]:
+        try:
+            return results.rewards(board, archive_id, [m for _, m, _, _ in part])
+        except KeyError as exc:
+            raise ArchiveError(
+                f"the results of {board} {archive_id} lack member {exc.args[0]!r} of its "
+                "archive: results and archive disagree",
+                {"board": board, "season": archive_id},
+            ) from None
 
     @staticmethod
     def _manifest(
@@ -415,7 +467,10 @@ class Archives:
         still exists, the live board too. Raises :class:`ArchiveError` naming the mismatch."""
         data, manifest_path = self.paths(board, archive_id)
         manifest = Manifest.load(manifest_path)
-        rows = self._checked_rows(data, manifest)
+        rewards: dict[str, str | None] = {}
+        rows = self._checked_rows(data, manifest, rewards)
+        if rewards:
+            self._verify_rewards(board, archive_id, data, rows, rewards)
         in_file = {m: s for _, m, s, _ in rows}
         key = self.keys.archive(board, archive_id)
         archived = dict(self.client.zrange(key, 0, -1, withscores=True))
@@ -434,7 +489,33 @@ class Archives:
                 )
         return manifest
 
-    def _checked_rows(self, data: Path, manifest: Manifest) -> list[Row]:
+    def _verify_rewards(
+        self, board: str, archive_id: str, data: Path, rows: list[Row],
+        rewards: dict[str, str | None],
+    ) -> None:  # fmt: skip
+        """The rewards in a file are the results': every line has one, equal to the results
+        hash's (when the results exist: after a restore they may not, yet)."""
+        results = Results(self.client, self, self.keys)
+        if results.summary(board, archive_id) is None:
+            return
+        if len(rewards) != len(rows):
+            raise ArchiveError(
+                f"{data}: {len(rows) - len(rewards)} lines lack a reward", {"file": str(data)}
+            )
+        for part in batched(rows, CHUNK):
+            members = [m for _, m, _, _ in part]
+            stored = self._rewards(results, board, archive_id, part)
+            for member, reward in zip(members, stored, strict=True):
+                if rewards[member] != reward:
+                    raise ArchiveError(
+                        f"{data}: member {member!r} has reward {rewards[member]!r} in the "
+                        f"file but {reward!r} in the results of {board} {archive_id}",
+                        {"file": str(data), "member": member},
+                    )
+
+    def _checked_rows(
+        self, data: Path, manifest: Manifest, rewards: dict[str, str | None] | None = None
+    ) -> list[Row]:
         if not data.is_file():
             raise ArchiveError(f"archive file {data} does not exist", {"file": str(data)})
         digest = sha256_of(data)
@@ -444,7 +525,7 @@ class Archives:
                 f"{manifest.sha256}): the file was changed after it was written",
                 {"file": str(data)},
             )
-        rows = read_rows(data)
+        rows = read_rows(data, rewards=rewards)
         total = math.fsum(s for _, _, s, _ in rows)
         if len(rows) != manifest.count or total != manifest.score_sum:
             raise ArchiveError(

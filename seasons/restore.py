@@ -38,7 +38,16 @@ from pathlib import Path
 from typing import Any, Literal, cast
 
 from seasons import timewindows as tw
-from seasons.archives import CHUNK, DATA_SUFFIX, MANIFEST_SUFFIX, TMP_TTL, Manifest, Row, sha256_of
+from seasons.archives import (
+    CHUNK,
+    DATA_SUFFIX,
+    MANIFEST_SUFFIX,
+    TMP_TTL,
+    Archives,
+    Manifest,
+    Row,
+    sha256_of,
+)
 from seasons.catalog import archive_dir
 from seasons.config.settings import BoardSettings, Settings
 from seasons.connection import RedisClient, text
@@ -52,12 +61,14 @@ from seasons.errors import (
 from seasons.events import check_metadata, check_stored_member, check_value
 from seasons.keys import SEASON_ARCHIVED, STATE_SEASON, Keys
 from seasons.lifecycle import EventType, Lifecycle, event_id, run_stamp
+from seasons.rewards import Results
 from seasons.scripts import Scripts
 
 Progress = Callable[[int, int], None]  # (rows done, rows in all)
 Action = Literal["restored", "replaced", "unchanged"]
 
 FIELDS = ("rank", "member", "score", "metadata")
+OPTIONAL = ("reward",)  # on boards with reward tiers (seasons.rewards): a text or null
 SHOWN_PROBLEMS = 5  # in the message; details list up to KEPT_PROBLEMS
 KEPT_PROBLEMS = 100
 _SNAPSHOT_STAMP = re.compile(r"\d{8}T\d{6}Z")
@@ -304,6 +315,7 @@ class Restorer:
             Scripts(self.client).archive_copy(
                 keys=[archive, archive, distinct, distinct], args=["distinct"]
             )
+        self._results(checked)
         mf = checked.manifest
         kind = EventType.RESTORE_DONE
         run = run_stamp(now)
@@ -317,6 +329,20 @@ class Restorer:
             progress(done + len(rows), total)
         return Restored(
             board, season, len(rows), checked.action, str(checked.file), checked.manifest
+        )
+
+    def _results(self, checked: Checked) -> None:
+        """The results of the standings loaded (:mod:`seasons.rewards`), computed from the
+        archive key as the close computes them, dated with the archive's manifest; complete
+        results of the same standings are kept. ``seasons verify`` then checks the file's
+        rewards against them."""
+        board, season = checked.manifest.board, checked.manifest.season
+        if checked.action == "replaced":  # of other standings
+            self.client.unlink(self.keys.results(board, season))
+        archives = Archives(self.client, Scripts(self.client), self.settings, self.keys)
+        created = datetime.fromisoformat(checked.manifest.created_at.replace("Z", "+00:00"))
+        Results(self.client, archives, self.keys).write(
+            board, season, created, provisional="@" in season
         )
 
     # --- every file of the namespace ------------------------------------------------------
@@ -473,12 +499,16 @@ def _parse(raw: bytes) -> tuple[Row | None, list[str]]:
         return None, [f"is not JSON ({exc})"]
     if not isinstance(d, dict):
         return None, [f"is a JSON {type(d).__name__}, not an object"]
-    if set(d) != set(FIELDS):
+    if not set(FIELDS) <= set(d) <= set(FIELDS + OPTIONAL):
         missing = ", ".join(k for k in FIELDS if k not in d) or "none"
-        extra = ", ".join(sorted(k for k in d if k not in FIELDS)) or "none"
+        extra = ", ".join(sorted(k for k in d if k not in FIELDS + OPTIONAL)) or "none"
         return None, [
-            f"needs exactly the fields {', '.join(FIELDS)} (missing: {missing}; unknown: {extra})"
+            f"needs exactly the fields {', '.join(FIELDS)}, and may have {', '.join(OPTIONAL)} "
+            f"(missing: {missing}; unknown: {extra})"
         ]
+    reward = d.get("reward")
+    if reward is not None and (not isinstance(reward, str) or not reward):
+        return None, [f"reward {reward!r} is not a non-empty text or null"]
     rank, member, score, meta = (d[k] for k in FIELDS)
     if why := check_stored_member(member):  # archives written before the format rule too
         return None, [why]

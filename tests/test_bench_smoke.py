@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # bench/ is not an installed package
     sys.path.insert(0, str(ROOT))
 
-from bench import ingest, memory, reads  # noqa: E402
+from bench import ingest, memory, reads, rewards  # noqa: E402
 from bench.common import BOARD, TINY, Calendar  # noqa: E402
 from seasons import Seasons  # noqa: E402
 
@@ -75,4 +75,9 @@ def test_reads_return_what_the_raw_commands_return(redis_url: str) -> None:
 
 def test_memory_compares_the_same_members_and_scores(redis_url: str) -> None:
     section = memory.run(redis_url, TINY, Calendar.for_today())
+    assert section.correct, section.render()
+
+
+def test_rewards_results_are_right(redis_url: str) -> None:
+    section = rewards.run(redis_url, rewards.TINY)
     assert section.correct, section.render()

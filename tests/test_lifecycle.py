@@ -92,6 +92,10 @@ def expected_events(sim: Sim, days: list[date], archive: Path) -> list[tuple[str
         assert file_rows(data) == rows
         out.append((f"season_closing:{board}:S1", "season_closing",
                     {"board": board, "season": "S1"}))  # fmt: skip
+        # No reward tiers here: every ranked member has a result, none a reward.
+        out.append((f"rewards_ready:{board}:S1", "rewards_ready", {
+            "board": board, "season": "S1", "total": len(rows), "provisional": False, "tiers": [],
+        }))  # fmt: skip
         out.append((f"season_archived:{board}:S1", "season_archived", {
             "board": board, "season": "S1", "count": len(rows),
             "score_sum": float(sum(score for _, _, score, _ in rows)), "sha256": sha256_of(data),

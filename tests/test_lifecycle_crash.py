@@ -14,7 +14,16 @@ from datetime import timedelta
 from typing import Any
 
 import redis
-from test_worker_crash import BOARD, S1, Setup, archive_dir, checkpoints, setup, tick
+from test_worker_crash import (
+    BOARD,
+    S1,
+    Setup,
+    archive_dir,
+    checkpoints,
+    expected_reward,
+    setup,
+    tick,
+)
 from worker_support import dump_db, file_rows, load_db, today
 
 from seasons.archives import sha256_of
@@ -39,9 +48,17 @@ def expected_of_the_close(setup: Setup) -> list[tuple[str, str, dict[str, Any]]]
     data = archive_dir(setup) / "S1.jsonl.gz"
     rows = file_rows(data)
     assert rows == setup.expected
+    rewards = [expected_reward(rank, len(rows)) for rank, _, _, _ in rows]
     return [
         (f"day_closed:{last}", "day_closed", {"day": last.isoformat(), "boards": [BOARD]}),
         (f"season_closing:{BOARD}:{S1}", "season_closing", {"board": BOARD, "season": S1}),
+        (f"rewards_ready:{BOARD}:{S1}", "rewards_ready", {
+            "board": BOARD, "season": S1, "total": len(rows), "provisional": False,
+            "tiers": [  # the crash setup's TIERS: rank 1 gold, then the top 50% silver
+                {"tier": "1", "reward": "gold", "count": rewards.count("gold")},
+                {"tier": "top 50%", "reward": "silver", "count": rewards.count("silver")},
+            ],
+        }),
         (f"season_archived:{BOARD}:{S1}", "season_archived", {
             "board": BOARD, "season": S1, "count": len(rows),
             "score_sum": float(sum(s for _, _, s, _ in rows)), "sha256": sha256_of(data),

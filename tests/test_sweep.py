@@ -15,7 +15,17 @@ from worker_support import Sim, local, season_settings, today
 pytestmark = pytest.mark.both_backends
 
 # docs/contract.md#keys: archives, metadata, job state; and the namespace marker and safe mode.
-NO_TTL = {"archive", "meta", "state", "job", "marker", "safe_mode", "lifecycle"}
+NO_TTL = {
+    "archive",
+    "results",
+    "claims",
+    "meta",
+    "state",
+    "job",
+    "marker",
+    "safe_mode",
+    "lifecycle",
+}
 LIFECYCLE_IDS = "{seasons:lifecycle}:ids"  # no TTL, trimmed with the stream; outside <ns>:*
 
 

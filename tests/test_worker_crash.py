@@ -7,6 +7,8 @@ The close runs in a subprocess (one worker tick at a fixed instant of a ManualCl
 
 from __future__ import annotations
 
+import gzip
+import json
 import os
 import signal
 import subprocess
@@ -43,6 +45,8 @@ worker.shutdown()
 print("TICKED", flush=True)
 """
 BOARD = "laps"  # trimmed, shared ranks: the board with the most to get wrong
+# Reward tiers on it, so that the close has a results step (results:laps).
+TIERS = [{"ranks": "1", "reward": "gold"}, {"top_percent": 50, "reward": "silver"}]
 S1 = "S1"
 
 
@@ -56,7 +60,7 @@ class Setup:
 def setup(settings_factory, r, tmp_path: Path) -> Setup:
     """S1 played to its end with a worker; its last day and the season not yet closed."""
     settings = season_settings(
-        settings_factory, tmp_path / "archive", boards={BOARD: BOARDS[BOARD]},
+        settings_factory, tmp_path / "archive", boards={BOARD: {**BOARDS[BOARD], "rewards": TIERS}},
         worker={"lock_ttl": 1.0},
     )  # fmt: skip
     sim = Sim(settings, seed=11)
@@ -119,12 +123,37 @@ def assert_archived_once(setup: Setup, r: redis.Redis) -> None:
         archives = Archives(app.client, app.scripts, app.settings, app.keys)
         manifest = archives.verify(BOARD, S1, app.keys.season(BOARD, S1))
     assert manifest.count == len(setup.expected)
+    # One set of results: the expected standings, each with its tier (shared ranks: by rank).
+    assert sorted(r.scan_iter(match=f"seasons:{{{BOARD}}}:results:*")) == [
+        f"seasons:{{{BOARD}}}:results:S1".encode()
+    ]
+    results = {
+        k.decode(): json.loads(v) for k, v in r.hgetall(f"seasons:{{{BOARD}}}:results:S1").items()
+    }
+    summary = results.pop("")
+    total = len(setup.expected)
+    assert summary["total"] == total and summary["provisional"] is False
+    assert results == {
+        m: {"rank": rank, "score": score, "reward": expected_reward(rank, total)}
+        for rank, m, score, _ in setup.expected
+    }
+    with gzip.open(archive_dir(setup) / "S1.jsonl.gz", "rt") as f:
+        lines = [json.loads(x) for x in f]
+    assert {x["member"]: x["reward"] for x in lines} == {m: x["reward"] for m, x in results.items()}
+    assert not list(r.scan_iter(match=f"seasons:{{{BOARD}}}:claims:*"))
     model = setup.sim.model
     assert zset(r, ref_key("seasons", BOARD, "season", S1)) == model.board(BOARD, "season", S1)
     assert zset(r, ref_key("seasons", BOARD, "season", "S2")) == model.board(BOARD, "season", "S2")
     last = today() + timedelta(days=6)
     assert r.hexists(f"seasons:{{{BOARD}}}:state", f"closed:{last}")
     assert not list(r.scan_iter(match="seasons:lock:close_*"))
+
+
+def expected_reward(rank: int, total: int) -> str | None:
+    """TIERS by hand: rank 1 gold, then rank <= ceil(total / 2) silver."""
+    if rank == 1:
+        return "gold"
+    return "silver" if rank <= -(-total // 2) else None
 
 
 def test_killed_at_every_step_boundary_then_run_again(setup: Setup, r: redis.Redis) -> None:
@@ -134,6 +163,9 @@ def test_killed_at_every_step_boundary_then_run_again(setup: Setup, r: redis.Red
     assert clean.returncode == 0, clean.stderr
     points = checkpoints(clean.stdout)
     assert f"close_season:S1/files:{BOARD}:archive:data-written" in points
+    assert f"close_season:S1/results:{BOARD}:rows-written" in points
+    results_key = f"seasons:{{{BOARD}}}:results:S1"
+    clean_results = r.hgetall(results_key)
     assert any(p.startswith("close_day:") for p in points)
     assert len(points) == len(set(points))
     assert_archived_once(setup, r)
@@ -167,6 +199,7 @@ def test_killed_at_every_step_boundary_then_run_again(setup: Setup, r: redis.Red
     final = tick(setup)
     assert final.returncode == 0, final.stderr
     assert_archived_once(setup, r)
+    assert r.hgetall(results_key) == clean_results  # the fault-free run's, field for field
 
 
 def test_two_workers_started_together_archive_once(setup: Setup, r: redis.Redis) -> None:

@@ -126,12 +126,15 @@ class Sim:
         ]
 
 
+FIELDS = ["rank", "member", "score", "metadata"]
+
+
 def file_rows(path: Path) -> list[Row]:
     opener: Any = gzip.open if path.name.endswith(".gz") else open
     with opener(path, "rt", encoding="utf-8") as f:
         rows = [json.loads(line) for line in f]
-    for row in rows:
-        assert list(row) == ["rank", "member", "score", "metadata"]
+    for row in rows:  # a "reward" on boards with reward tiers (seasons.rewards)
+        assert list(row) in (FIELDS, [*FIELDS, "reward"])
     return [(r["rank"], r["member"], r["score"], r["metadata"]) for r in rows]
 
 
@@ -164,6 +167,8 @@ def toml_text(settings: Settings) -> str:
             return repr(v)
         if isinstance(v, list | tuple):
             return "[" + ", ".join(value(x) for x in v) + "]"
+        if isinstance(v, dict):  # an inline table; None leaves the key out
+            return "{" + ", ".join(f"{k} = {value(x)}" for k, x in v.items() if x is not None) + "}"
         return json.dumps(str(v))
 
     lines = [
