@@ -24,6 +24,7 @@ from pydantic_settings.exceptions import SettingsError
 from seasons.config.settings import (
     ENV_NESTED_DELIMITER,
     ENV_PREFIX,
+    EVENT_TYPE_RE,
     NAME_RE,
     NAMESPACE_RE,
     EnvironmentSource,
@@ -44,10 +45,15 @@ NOT_SETTINGS = {
     "SEASONS_SETUP_BROWSER", "SEASONS_SETUP_WRK", "SEASONS_DEMO_DIR",
 }  # fmt: skip
 # Settings whose values are never repeated in a message (a URL may hold a password).
-SECRETS = {"redis.url", "redis.password", "api.write_token", "api.admin_token"}
+# Keys whose values error messages never repeat (a list's index is left out: hooks.secret).
+SECRETS = {
+    "redis.url", "redis.password", "api.write_token", "api.admin_token", "hooks.url",
+    "hooks.secret",
+}  # fmt: skip
 PATTERNS = {
     NAMESPACE_RE: "1 to 32 characters of a-z, 0-9, _ and -",
     NAME_RE: "1 to 64 characters of A-Z, a-z, 0-9, _ and -",
+    EVENT_TYPE_RE: "an event type: 1 to 64 characters of a-z and _",
 }
 DURATION_FORMS = "ISO 8601 such as PT1H, PT30M or P30D, or a number of seconds such as 90"
 
