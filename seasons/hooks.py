@@ -238,7 +238,11 @@ class Hooks:
             if not fields:  # trimmed from the stream: nothing left to deliver
                 self._give_up(hook, Event(entry, entry, "", "", "{}"), "trimmed from the stream")
                 continue
-            out.append((Event.of(entry, fields), state))
+            event = Event.of(entry, fields)
+            if not hook.wants(event.type):  # its events changed since it was read
+                self._delivered(hook, event, count=False)
+                continue
+            out.append((event, state))
         return out
 
     def deliver(self, hook: HookSettings, event: Event, state: Try) -> tuple[bool, bool]:
@@ -261,11 +265,12 @@ class Hooks:
         self._failed(hook, event, state, error, started)
         return False, away
 
-    def _delivered(self, hook: HookSettings, event: Event) -> None:
+    def _delivered(self, hook: HookSettings, event: Event, *, count: bool = True) -> None:
         pipe = self.client.pipeline(transaction=False)
         pipe.xack(self.stream, group_of(hook.name), event.entry)
         pipe.hdel(self.keys.hook(hook.name), f"try:{event.entry}")
-        pipe.hincrby(self.keys.hook(hook.name), "delivered", 1)
+        if count:
+            pipe.hincrby(self.keys.hook(hook.name), "delivered", 1)
         pipe.execute()
 
     def _failed(
