@@ -184,6 +184,7 @@ def test_backoff_is_full_jitter_of_attempts_and_seed(attempts: int) -> None:
 # --- delivery through failures, on a test clock ---------------------------------------------
 
 
+@pytest.mark.both_backends
 def test_every_event_reaches_a_failing_receiver_signed_with_its_id(
     settings_factory, r, receivers
 ) -> None:
@@ -230,6 +231,7 @@ def test_every_event_reaches_a_failing_receiver_signed_with_its_id(
     app.close()
 
 
+@pytest.mark.both_backends
 def test_a_pass_is_bounded_and_resumes(settings_factory, r, receivers) -> None:
     ok = receivers()
     settings = settings_factory(hooks=[hook(ok.url)])
