@@ -174,7 +174,11 @@ def deliver(ctx: JobContext, now: datetime) -> Any:
     if not ctx.settings.hooks:
         return None
     app = ctx.app
-    with locked(app.client, app.keys, "hooks", ctx.settings.worker.lock_ttl) as lock:
+    # Extended before each request, so held through the longest one (a worker killed
+    # meanwhile holds it up that long: its deliveries resume after).
+    longest = max(h.timeout for h in ctx.settings.hooks) + timedelta(seconds=1)
+    ttl = max(ctx.settings.worker.lock_ttl, longest)
+    with locked(app.client, app.keys, "hooks", ttl) as lock:
         if lock is None:
             return None
 

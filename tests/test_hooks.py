@@ -266,7 +266,7 @@ def test_a_worker_killed_mid_delivery_delivers_again_after_restart(
     config.write_text(
         f'[redis]\nurl = "{redis_url}"\n[archive]\ndir = "{tmp_path / "archive"}"\n'
         "[worker]\nhooks_interval = 0.1\nheartbeat_interval = 1\nlock_ttl = 1\n"
-        f'[[hooks]]\nname = "a"\nurl = "{held.url}"\nsecret = "{SECRET}"\ntimeout = 15\n'
+        f'[[hooks]]\nname = "a"\nurl = "{held.url}"\nsecret = "{SECRET}"\ntimeout = 1\n'
     )
     settings = settings_factory(hooks=[hook(held.url)])
     app = Seasons(settings)
