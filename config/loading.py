@@ -24,7 +24,6 @@ from pydantic_settings.exceptions import SettingsError
 from seasons.config.settings import (
     ENV_NESTED_DELIMITER,
     ENV_PREFIX,
-    EVENT_TYPE_RE,
     NAME_RE,
     NAMESPACE_RE,
     EnvironmentSource,
@@ -53,7 +52,6 @@ SECRETS = {
 PATTERNS = {
     NAMESPACE_RE: "1 to 32 characters of a-z, 0-9, _ and -",
     NAME_RE: "1 to 64 characters of A-Z, a-z, 0-9, _ and -",
-    EVENT_TYPE_RE: "an event type: 1 to 64 characters of a-z and _",
 }
 DURATION_FORMS = "ISO 8601 such as PT1H, PT30M or P30D, or a number of seconds such as 90"
 

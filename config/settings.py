@@ -40,9 +40,6 @@ WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", 
 NAME_RE = r"^[A-Za-z0-9_-]{1,64}$"
 NAMESPACE_RE = r"^[a-z0-9_-]{1,32}$"
 HOOK_NAME_RE = r"^[a-z0-9_-]{1,32}$"
-# A lifecycle event type as a hook's ``events`` names it. Any such name is accepted here; one
-# that no event has never matches (docs/operations.md#webhooks).
-EVENT_TYPE_RE = r"^[a-z_]{1,64}$"
 ENV_PREFIX = "SEASONS_"
 ENV_NESTED_DELIMITER = "__"
 # The longest calendar month; month_weights has one weight per day of the month at most.
@@ -353,7 +350,7 @@ class HookSettings(_Section):
     url: str
     secret: str
     # The event types delivered; empty: every type.
-    events: tuple[Annotated[str, Field(pattern=EVENT_TYPE_RE)], ...] = ()
+    events: tuple[str, ...] = ()
     # How long after its first attempt an event is retried before it counts as failed.
     max_age: Duration = timedelta(days=1)
     # Each request's timeout (connect, read, write).
@@ -367,6 +364,17 @@ class HookSettings(_Section):
             # The URL is not repeated: it may hold a token.
             raise ValueError("must be an http:// or https:// URL with a host")
         return url
+
+    @field_validator("events")
+    @classmethod
+    def _known_types(cls, found: tuple[str, ...]) -> tuple[str, ...]:
+        from seasons.lifecycle import EventType  # the table imports these settings
+
+        types = [t.value for t in EventType]
+        unknown = [t for t in found if t not in types]
+        if unknown:
+            raise ValueError(f"unknown event type {unknown[0]!r}: the types are {', '.join(types)}")
+        return found
 
     @field_validator("secret")
     @classmethod
@@ -385,6 +393,12 @@ class HookSettings(_Section):
     def wants(self, event_type: str) -> bool:
         """Whether this hook delivers events of ``event_type``."""
         return not self.events or event_type in self.events
+
+
+class LifecycleSettings(_Section):
+    # The lifecycle stream keeps about this many events (XADD MAXLEN ~): older ones are
+    # trimmed, with their ids (docs/contract.md#lifecycle-events).
+    max_len: int = Field(default=100_000, ge=1, le=100_000_000)
 
 
 class Settings(BaseSettings):
@@ -413,6 +427,7 @@ class Settings(BaseSettings):
     api: ApiSettings = ApiSettings()
     worker: WorkerSettings = WorkerSettings()
     hooks: tuple[HookSettings, ...] = ()
+    lifecycle: LifecycleSettings = LifecycleSettings()
 
     @field_validator("hooks")
     @classmethod

@@ -46,6 +46,7 @@ from seasons.keys import (
     STATE_SEASON,
     Keys,
 )
+from seasons.lifecycle import EventType, Lifecycle, event_id
 from seasons.scripts import Scripts
 
 log = logging.getLogger(__name__)
@@ -91,6 +92,7 @@ class Closes:
         self.archives = archives
         self.checkpoint = checkpoint
         self.clock = clock
+        self.lifecycle = Lifecycle(client, keys, settings)
 
     # --- what is due --------------------------------------------------------------------
 
@@ -174,6 +176,13 @@ class Closes:
                 p = window.period_of_day(day, self.settings)
                 if p is not None:
                     run.step(f"{p.window}:{board}", partial(self._final, board, p, now, quiet=True))
+        # Its own step, the last: a crash before the step is recorded redoes the emit, which
+        # the event's stable id makes a no-op if it was appended (see seasons.lifecycle).
+        kind, boards = EventType.DAY_CLOSED, sorted(self.settings.boards)
+        run.step("event:day_closed", lambda: self.lifecycle.emit(
+            kind, event_id(kind, day=day), {"day": day.isoformat(), "boards": boards},
+            self.clock(),
+        ))  # fmt: skip
 
     def _fold(self, run: Run, board: str, window: str, day: date, now: datetime) -> None:
         """Fold every closed day up to ``day`` that is not folded yet into the base of
@@ -265,7 +274,9 @@ class Closes:
             return
         if self.client.hget(state_key, field) == SEASON_ARCHIVED:
             return  # by an earlier run that died before recording it, or by `seasons restore`
-        run.step(f"closing:{board}", lambda: self.client.hset(state_key, field, SEASON_CLOSING))
+        # Each event is emitted inside the step that makes it true, before the step is
+        # recorded: a crash anywhere redoes the step and so the emit, a no-op once appended.
+        run.step(f"closing:{board}", lambda: self._closing(board, span.id, state_key, field))
         period = win.Period("season", span.id, span.start, span.end)
         run.step(f"rollup:{board}", lambda: self._final(board, period, now, force=True))
         run.step(f"archive:{board}", lambda: self._copy(board, span, live, now))
@@ -273,7 +284,27 @@ class Closes:
             board, span.id, now, lambda name: run.checkpoint(f"{run.name}/files:{board}:{name}")
         ))  # fmt: skip
         run.step(f"verify:{board}", lambda: self.archives.verify(board, span.id, live))
-        run.step(f"archived:{board}", lambda: self.client.hset(state_key, field, SEASON_ARCHIVED))
+        run.step(f"archived:{board}", lambda: self._archived(board, span.id, state_key, field))
+
+    def _closing(self, board: str, season: str, state_key: str, field: str) -> None:
+        self.client.hset(state_key, field, SEASON_CLOSING)
+        kind = EventType.SEASON_CLOSING
+        self.lifecycle.emit(
+            kind, event_id(kind, board=board, season=season), {"board": board, "season": season},
+            self.clock(),
+        )  # fmt: skip
+
+    def _archived(self, board: str, season: str, state_key: str, field: str) -> None:
+        # The event before the state: a run resumed after the state says archived returns
+        # early (see _close_board), so the event must already be in the stream by then.
+        manifest = Manifest.load(self.archives.paths(board, season)[1])  # verified: a step ago
+        kind = EventType.SEASON_ARCHIVED
+        data = {
+            "board": board, "season": season, "count": manifest.count,
+            "score_sum": manifest.score_sum, "sha256": manifest.sha256,
+        }  # fmt: skip
+        self.lifecycle.emit(kind, event_id(kind, board=board, season=season), data, self.clock())
+        self.client.hset(state_key, field, SEASON_ARCHIVED)
 
     def _copy(self, board: str, span: SeasonSpan, live: str, now: datetime) -> None:
         size = self.archives.copy(board, live, span.id)

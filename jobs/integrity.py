@@ -39,6 +39,7 @@ from seasons.config.settings import Settings
 from seasons.connection import RedisClient, text
 from seasons.errors import ArchiveError
 from seasons.keys import Keys
+from seasons.lifecycle import EventType, Lifecycle, event_id
 
 log = logging.getLogger(__name__)
 
@@ -142,6 +143,7 @@ class Integrity:
         self.settings = settings
         self.keys = keys
         self.worker = worker
+        self.lifecycle = Lifecycle(client, keys, settings)
         self.seen_marker = False  # this process saw the Redis marker at least once
         # The safe-mode record while in safe mode (read by the heartbeat thread too), and the
         # marker id at the time: recovery writes a new one.
@@ -256,6 +258,7 @@ class Integrity:
     def _enter(self, reason: str, message: str, now: datetime) -> None:
         if self.safe is not None and self.safe.get("reason") == reason:
             self._rewrite()  # the same finding again: keep when it was first detected
+            self._emit_loss()  # a no-op, unless the first emit failed (Redis refused it)
             return
         log.error("SAFE MODE (%s): %s; %s", reason, message, WHAT_TO_DO)
         self.safe = {
@@ -264,6 +267,7 @@ class Integrity:
         }  # fmt: skip
         self._marker_at_entry = marker_id(self.client.get(self.keys.marker()))
         self._rewrite()
+        self._emit_loss()
 
     def _leave(self) -> None:
         log.warning("safe mode (%s) ended: the marker was renewed; closes resume",
@@ -276,6 +280,24 @@ class Integrity:
         self._marker_at_entry = marker_id(self.client.get(self.keys.marker()))
         log.error("SAFE MODE (%s): %s; %s", record.get("reason"), record.get("message"),
                   WHAT_TO_DO)  # fmt: skip
+        self._emit_loss()
+
+    def _emit_loss(self) -> None:
+        """The ``data_loss`` event of the safe-mode record, after the record is written.
+        Also when a worker adopts a record (at its start): one that died between writing
+        the record and emitting has its event appended then; its id (the record's
+        ``detected_at``) makes every other emit of it a no-op."""
+        safe = self.safe
+        if safe is None or safe.get("reason") != DATA_LOSS:
+            return
+        detected = str(safe.get("detected_at", ""))
+        try:
+            at = datetime.fromisoformat(detected)
+        except ValueError:  # a record not of our writing: still reported
+            at = datetime.now(UTC)
+        data = {k: safe.get(k) for k in ("reason", "message", "detected_at", "worker")}
+        kind = EventType.DATA_LOSS
+        self.lifecycle.emit(kind, event_id(kind, detected_at=detected), data, at)
 
     def _rewrite(self) -> None:
         self.client.set(self.keys.safe_mode(), json.dumps(self.safe, separators=(",", ":")))

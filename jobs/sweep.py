@@ -44,7 +44,7 @@ log = logging.getLogger(__name__)
 SCAN_COUNT = 1000
 META_SLICE = 200
 # Kinds that never expire (besides the keys of a window that never ends: alltime).
-NO_TTL = {"archive", "base", "meta", "state", "job", "marker", "safe_mode"}
+NO_TTL = {"archive", "base", "meta", "state", "job", "marker", "safe_mode", "lifecycle"}
 TMP_TTL = timedelta(hours=1)
 # The sorted sets of a board: a member on one of them keeps its metadata, and erasure
 # removes it from each.

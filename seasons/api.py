@@ -15,6 +15,7 @@ from seasons.erasure import Cleared, Forgotten
 from seasons.errors import BackendUnreachable
 from seasons.executor import sync_executor
 from seasons.keys import Keys
+from seasons.lifecycle import Lifecycle, LifecycleEvents
 from seasons.models import Climb, Entry, EntryDetail, Event, HistoryPoint, Page, WriteResult
 from seasons.reads import DEFAULT_TO, Read, Reads, T
 from seasons.scripts import Scripts
@@ -260,6 +261,14 @@ class Seasons:
         return registry.clear_of(self).run(
             board, window, period, self.clock(), with_days=with_days, run_id=run_id
         )
+
+    # --- lifecycle events -------------------------------------------------------------------
+
+    def lifecycle(self, limit: int = 20, after: str | None = None) -> LifecycleEvents:
+        """The last ``limit`` (1-1000) events of the lifecycle stream, newest first; with
+        ``after`` (a ``stream_id`` from a page), those older than it. The events and their
+        ids: docs/contract.md#lifecycle-events."""
+        return Lifecycle(self.client, self.keys, self.settings).read(limit, after)
 
 
 def _ts(event: object) -> Any:

@@ -51,6 +51,7 @@ from seasons.errors import (
 )
 from seasons.events import check_metadata, check_stored_member, check_value
 from seasons.keys import SEASON_ARCHIVED, STATE_SEASON, Keys
+from seasons.lifecycle import EventType, Lifecycle, event_id, run_stamp
 from seasons.scripts import Scripts
 
 Progress = Callable[[int, int], None]  # (rows done, rows in all)
@@ -118,6 +119,7 @@ class Restorer:
         self.client = client
         self.settings = settings
         self.keys = keys
+        self.lifecycle = Lifecycle(client, keys, settings)
 
     # --- one file -------------------------------------------------------------------------
 
@@ -126,7 +128,7 @@ class Restorer:
     ) -> Restored:
         """Check ``file`` (``<season>.jsonl.gz`` next to its manifest), then load it."""
         checked = self.check(file, now, force=force)
-        return self.load(checked, progress=progress, total=len(checked.rows))
+        return self.load(checked, now, progress=progress, total=len(checked.rows))
 
     def check(self, file: Path, now: datetime, *, force: bool = False) -> Checked:
         """Every check of the module docstring; writes nothing."""
@@ -233,14 +235,16 @@ class Restorer:
         )
 
     def load(
-        self, checked: Checked, *, progress: Progress | None = None, done: int = 0,
-        total: int | None = None,
+        self, checked: Checked, now: datetime, *, progress: Progress | None = None,
+        done: int = 0, total: int | None = None,
     ) -> Restored:  # fmt: skip
         """Write a checked file: its standings into the archive key (through a scratch key
         renamed into place), missing metadata, and the season's archived state. With earliest
         ties, the reach set too (reach = line number), written with the archive key, or on
         its own when the archive key is unchanged but the reach set is missing. With dense
-        ties, the distinct set of the archive's scores, built again after it."""
+        ties, the distinct set of the archive's scores, built again after it. Then the
+        ``restore_done`` lifecycle event, its id naming the restore's start ``now`` (one
+        restore, or one ``restore --all``): a restore run again is another event."""
         board, season = checked.manifest.board, checked.manifest.season
         rows = checked.rows
         total = len(rows) if total is None else total
@@ -300,6 +304,15 @@ class Restorer:
             Scripts(self.client).archive_copy(
                 keys=[archive, archive, distinct, distinct], args=["distinct"]
             )
+        mf = checked.manifest
+        kind = EventType.RESTORE_DONE
+        run = run_stamp(now)
+        self.lifecycle.emit(
+            kind, event_id(kind, board=board, season=season, run=run),
+            {"board": board, "season": season, "count": mf.count, "score_sum": mf.score_sum,
+             "sha256": mf.sha256, "action": checked.action, "run": run},
+            now,
+        )  # fmt: skip
         if progress:
             progress(done + len(rows), total)
         return Restored(
@@ -349,7 +362,7 @@ class Restorer:
         total = sum(len(c.rows) for c in checked)
         done = 0
         for c in checked:
-            report.restored.append(self.load(c, progress=progress, done=done, total=total))
+            report.restored.append(self.load(c, now, progress=progress, done=done, total=total))
             done += len(c.rows)
         return report
 

@@ -303,7 +303,7 @@ def _groups(r: Any, app: Seasons) -> list[str]:
 
 
 def test_a_silent_receiver_fails_visibly_and_holds_nothing_back(
-    settings_factory, r, receivers
+    settings_factory, r, receivers, tmp_path
 ) -> None:
     """One request that waits its whole timeout (1.5 s) on a receiver that never answers;
     max_age (0.5 s) has passed when it fails, so the event is given up after that one try.
@@ -311,6 +311,7 @@ def test_a_silent_receiver_fails_visibly_and_holds_nothing_back(
     silent = receivers(Silent)
     settings = settings_factory(
         hooks=[hook(silent.url, timeout=1.5, max_age=0.5)],
+        archive={"dir": str(tmp_path / "archive")},
         worker={"hooks_interval": 0.05, "rollup_interval": 0.05, "heartbeat_interval": 0.5},
     )
     app = Seasons(settings)
@@ -361,7 +362,11 @@ def test_a_silent_receiver_fails_visibly_and_holds_nothing_back(
         ([hook("ftp://x")], "hooks[0].url", "http:// or https://"),
         ([hook("http://")], "hooks[0].url", "with a host"),
         ([hook("http://x", secret="")], "hooks[0].secret", "must not be empty"),
-        ([hook("http://x", events=["Day-Closed"])], "hooks[0].events[0]", "event type"),
+        (
+            [hook("http://x", events=["day_closed", "day_close"])],
+            "hooks[0].events",
+            "unknown event type 'day_close': the types are day_closed, season_closing",
+        ),
         ([hook("http://x", timeout=0)], "hooks[0].timeout", "positive"),
         ([hook("http://x", max_age="a day")], "hooks[0].max_age", "duration"),
         ([hook("http://x", bogus=1)], "hooks[0].bogus", ""),

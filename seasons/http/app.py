@@ -27,7 +27,7 @@ from seasons.api import Seasons
 from seasons.clock import Clock, system_clock
 from seasons.config.settings import Settings
 from seasons.executor import async_executor
-from seasons.http import admin, boards, errors, health, jobs, scores, seasons, web
+from seasons.http import admin, boards, errors, health, jobs, lifecycle, scores, seasons, web
 from seasons.http.deps import Services
 from seasons.http.fast import FastReads
 from seasons.http.guard import Guard, Rules, document
@@ -89,7 +89,7 @@ def create_app(
         settings=settings, seasons=facade, metrics=metrics, executor=executor
     )
     errors.install(api)
-    for module in (boards, scores, seasons, admin, jobs, health, web):
+    for module in (boards, scores, seasons, admin, jobs, lifecycle, health, web):
         api.include_router(module.router)
     # From the routes as included: each one's access level, query parameters and body.
     rules = Rules(api)

@@ -460,9 +460,14 @@ def _chart_of_a_low_is_best_board(page: Any, api: httpx.Client, shot: Any) -> No
     page.select_option("#h-window", "day")
     page.fill("#member", e["member"])
     page.click("#find button")
+    # This member's chart, not the one drawn before it (which may have as many points).
     page.wait_for_function(
-        "n => document.querySelectorAll('#chart figure.score circle').length === n",
-        arg=len(scores),
+        """([n, top]) => {
+            const svg = document.querySelector('#chart figure.score svg');
+            return svg !== null && svg.querySelectorAll('circle').length === n
+                && Number(svg.dataset.top) === top;
+        }""",
+        arg=[len(scores), min(scores)],
     )
     for kind, values in (("score", scores), ("rank", ranks)):
         chart = page.locator(f"#chart figure.{kind} svg")
