@@ -47,6 +47,7 @@ log = logging.getLogger(__name__)
 BACKOFF_BASE = 1.0  # seconds before the second try, at most (full jitter)
 BACKOFF_CAP = 600.0  # seconds between tries, at most
 PER_PASS = 20  # deliveries per hook per pass: a pass is bounded, whatever the backlog
+SKIP_PER_PASS = 10_000  # entries of types a hook does not take, acknowledged per pass at most
 PENDING_SCAN = 1000  # pending entries looked at per hook per pass for due retries
 IDLE_CONSUMER = 3600_000  # ms: a consumer of a group idle this long with nothing pending goes
 SIGNATURE_HEADER = "X-Seasons-Signature"
@@ -197,15 +198,24 @@ class Hooks:
             delivered += ok
             if away:
                 return delivered
-        if budget <= 0:
-            return delivered
-        found: Any = self.client.xreadgroup(group, self.consumer, {self.stream: ">"}, count=budget)
-        for _stream, entries in found or []:
-            for entry, fields in entries:
-                event = Event.of(entry, fields or {})
+        # New entries: those of types the hook does not take are acknowledged as read and
+        # count against SKIP_PER_PASS only, so they never hold the hook's own events back.
+        skipped = 0
+        while budget > 0 and skipped < SKIP_PER_PASS:
+            found: Any = self.client.xreadgroup(
+                group, self.consumer, {self.stream: ">"}, count=budget
+            )
+            entries = [Event.of(e, f or {}) for _stream, got in found or [] for e, f in got]
+            if not entries:
+                break
+            unwanted = [e.entry for e in entries if not hook.wants(e.type)]
+            if unwanted:
+                self.client.xack(self.stream, group, *unwanted)
+                skipped += len(unwanted)
+            for event in entries:
                 if not hook.wants(event.type):
-                    self.client.xack(self.stream, group, event.entry)
                     continue
+                budget -= 1
                 if between is not None:
                     between(f"hooks/{hook.name}")
                 ok, away = self.deliver(hook, event, Try())
@@ -313,7 +323,8 @@ class Hooks:
 
 def summaries(client: RedisClient, keys: Keys, settings: Settings) -> dict[str, HookSummary]:
     """Each configured hook's deliveries: counters and last error from its hash, pending
-    from its group (read but unacknowledged, plus the entries it has not read yet)."""
+    from its group (read but unacknowledged, plus the entries of its types it has not read
+    yet)."""
     if not settings.hooks:
         return {}
     pipe = client.pipeline(transaction=False)
@@ -329,7 +340,7 @@ def summaries(client: RedisClient, keys: Keys, settings: Settings) -> dict[str, 
         group = groups.get(group_of(hook.name))
         pending = 0
         if group is not None:
-            pending = int(group.get("pending") or 0) + _lag(client, keys, group)
+            pending = int(group.get("pending") or 0) + _lag(client, keys, hook, group)
         last = fields.get("last_error")
         out[hook.name] = HookSummary(
             delivered=int(fields.get("delivered", 0)), failed=int(fields.get("failed", 0)),
@@ -339,12 +350,13 @@ def summaries(client: RedisClient, keys: Keys, settings: Settings) -> dict[str, 
     return out
 
 
-def _lag(client: RedisClient, keys: Keys, group: Mapping[str, Any]) -> int:
-    """Entries after the group's last delivered one (Redis's lag, or counted when Redis
-    cannot tell, as after a trim or a deletion)."""
+def _lag(client: RedisClient, keys: Keys, hook: HookSettings, group: Mapping[str, Any]) -> int:
+    """Entries after the group's last delivered one that the hook takes: Redis's lag for a
+    hook of every type; else counted (up to 10 000), as when Redis cannot tell (after a
+    trim or a deletion)."""
     lag = group.get("lag")
-    if lag is not None:
+    if lag is not None and (not hook.events or not lag):
         return int(lag)
     after = f"({text(group['last-delivered-id'])}"
     found: Any = client.xrange(keys.lifecycle(), after, "+", count=10_000)
-    return len(found or [])
+    return sum(1 for entry, fields in found or [] if hook.wants(Event.of(entry, fields).type))
