@@ -354,7 +354,7 @@ def test_a_silent_receiver_fails_visibly_and_holds_nothing_back(
     assert 'seasons_hook_pending{hook="a"} 0.0' in text
     assert 'seasons_hook_last_error_timestamp_seconds{hook="a"}' in text
     status = CliRunner().invoke(cli, ["status"], obj=CliState(settings=settings))
-    assert "webhooks" in status.output and "gave up" in status.output, status.output
+    assert "webhooks" in status.output and "given up" in status.output, status.output
     client.close()
 
 

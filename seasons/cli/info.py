@@ -116,7 +116,7 @@ def print_hooks(out: Console, report: JobsReport, zone: ZoneInfo) -> None:
     out.print(table)
     for name, hook in report.hooks.items():
         if (last := hook.last_error) is not None:
-            what = "gave up" if last.final else "failed, retrying"
+            what = "given up" if last.final else "to retry"
             out.print(
                 f"hook {name}: last error at {local_time(last.at, zone)}: event {last.event} "
                 f"{what}: {last.error}", markup=False, overflow="fold",
