@@ -44,7 +44,11 @@ NOT_SETTINGS = {
     "SEASONS_SETUP_BROWSER", "SEASONS_SETUP_WRK", "SEASONS_DEMO_DIR",
 }  # fmt: skip
 # Settings whose values are never repeated in a message (a URL may hold a password).
-SECRETS = {"redis.url", "redis.password", "api.write_token", "api.admin_token"}
+# Keys whose values error messages never repeat (a list's index is left out: hooks.secret).
+SECRETS = {
+    "redis.url", "redis.password", "api.write_token", "api.admin_token", "hooks.url",
+    "hooks.secret",
+}  # fmt: skip
 PATTERNS = {
     NAMESPACE_RE: "1 to 32 characters of a-z, 0-9, _ and -",
     NAME_RE: "1 to 64 characters of A-Z, a-z, 0-9, _ and -",

@@ -17,6 +17,7 @@ from datetime import date, timedelta
 from ipaddress import ip_network
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
+from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
@@ -38,6 +39,7 @@ MAX_WEIGHT = 1_000_000.0
 WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 NAME_RE = r"^[A-Za-z0-9_-]{1,64}$"
 NAMESPACE_RE = r"^[a-z0-9_-]{1,32}$"
+HOOK_NAME_RE = r"^[a-z0-9_-]{1,32}$"
 ENV_PREFIX = "SEASONS_"
 ENV_NESTED_DELIMITER = "__"
 # The longest calendar month; month_weights has one weight per day of the month at most.
@@ -408,6 +410,68 @@ class WorkerSettings(_Section):
     # board, or at once when the board's weights, aggregate, trim or days changed.
     atomic_union_limit: int = Field(default=20_000, ge=0)
     full_reconcile_interval: Duration = timedelta(hours=1)
+    # How often the hooks job delivers the lifecycle events to the webhooks ([[hooks]]).
+    hooks_interval: Duration = timedelta(seconds=5)
+
+    @field_validator("hooks_interval")
+    @classmethod
+    def _positive(cls, value: timedelta) -> timedelta:
+        if value <= timedelta(0):
+            raise ValueError("must be a positive duration")
+        return value
+
+
+class HookSettings(_Section):
+    """One webhook (``[[hooks]]``): the lifecycle events POSTed to ``url``, signed with
+    ``secret`` (docs/operations.md#webhooks)."""
+
+    name: str = Field(pattern=HOOK_NAME_RE)
+    url: str
+    secret: str
+    # The event types delivered; empty: every type.
+    events: tuple[str, ...] = ()
+    # How long after its first attempt an event is retried before it counts as failed.
+    max_age: Duration = timedelta(days=1)
+    # Each request's timeout (connect, read, write).
+    timeout: Duration = timedelta(seconds=10)
+
+    @field_validator("url")
+    @classmethod
+    def _http(cls, url: str) -> str:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            # The URL is not repeated: it may hold a token.
+            raise ValueError("must be an http:// or https:// URL with a host")
+        return url
+
+    @field_validator("events")
+    @classmethod
+    def _known_types(cls, found: tuple[str, ...]) -> tuple[str, ...]:
+        from seasons.lifecycle import EventType  # the table imports these settings
+
+        types = [t.value for t in EventType]
+        unknown = [t for t in found if t not in types]
+        if unknown:
+            raise ValueError(f"unknown event type {unknown[0]!r}: the types are {', '.join(types)}")
+        return found
+
+    @field_validator("secret")
+    @classmethod
+    def _secret(cls, secret: str) -> str:
+        if not secret:
+            raise ValueError("must not be empty: it signs every delivery")
+        return secret
+
+    @field_validator("max_age", "timeout")
+    @classmethod
+    def _positive(cls, value: timedelta) -> timedelta:
+        if value <= timedelta(0):
+            raise ValueError("must be a positive duration")
+        return value
+
+    def wants(self, event_type: str) -> bool:
+        """Whether this hook delivers events of ``event_type``."""
+        return not self.events or event_type in self.events
 
 
 class LifecycleSettings(_Section):
@@ -441,7 +505,17 @@ class Settings(BaseSettings):
     archive: ArchiveSettings = ArchiveSettings()
     api: ApiSettings = ApiSettings()
     worker: WorkerSettings = WorkerSettings()
+    hooks: tuple[HookSettings, ...] = ()
     lifecycle: LifecycleSettings = LifecycleSettings()
+
+    @field_validator("hooks")
+    @classmethod
+    def _unique_hooks(cls, hooks: tuple[HookSettings, ...]) -> tuple[HookSettings, ...]:
+        names = [h.name for h in hooks]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"hook names must be unique; repeated: {', '.join(dupes)}")
+        return hooks
 
     @field_validator("timezone")
     @classmethod

@@ -28,6 +28,7 @@ from seasons.api import Seasons
 from seasons.archives import Archives
 from seasons.config.settings import Settings
 from seasons.errors import ArchiveExists
+from seasons.hooks import Hooks
 from seasons.jobs.clear import Clear
 from seasons.jobs.closes import Closes
 from seasons.jobs.heartbeat import Heartbeat
@@ -108,6 +109,9 @@ class JobContext:
         self.sweeper = sweeper_of(app, self.archives)
         self.heartbeat = Heartbeat(app.client, app.settings, app.keys)
         self.integrity = Integrity(app.client, app.settings, app.keys, self.heartbeat.worker)
+        self.hooks = Hooks(
+            app.client, app.keys, app.settings, consumer=self.heartbeat.worker, clock=app.clock
+        )
 
     def checkpoint(self, name: str) -> None:
         if self.fault is not None:
@@ -164,6 +168,27 @@ def sweep(ctx: JobContext, now: datetime) -> Any:
         return None if lock is None else ctx.sweeper.run(now)
 
 
+def deliver(ctx: JobContext, now: datetime) -> Any:
+    """Deliver the lifecycle events to the webhooks (seasons.hooks): one bounded pass, under
+    a lock so that two workers do not retry the same entry at once."""
+    if not ctx.settings.hooks:
+        return None
+    app = ctx.app
+    # Extended before each request, so held through the longest one (a worker killed
+    # meanwhile holds it up that long: its deliveries resume after).
+    longest = max(h.timeout for h in ctx.settings.hooks) + timedelta(seconds=1)
+    ttl = max(ctx.settings.worker.lock_ttl, longest)
+    with locked(app.client, app.keys, "hooks", ttl) as lock:
+        if lock is None:
+            return None
+
+        def between(name: str) -> None:
+            ctx.checkpoint(name)
+            lock.extend()
+
+        return ctx.hooks.run(between)
+
+
 # --- the table ----------------------------------------------------------------------------
 
 
@@ -194,7 +219,7 @@ class Job:
 
 
 # In the order a tick runs them: the heartbeat, closes before the rollup (a close's final
-# rollup of a season comes before the routine one), then the sweep.
+# rollup of a season comes before the routine one), the sweep, then the webhooks.
 JOBS: tuple[Job, ...] = (
     Job("heartbeat", "beat, with Redis's memory and safe mode; exit 2 if Redis may evict",
         "heartbeat_interval", beat, every_tick=True, thread="beat"),
@@ -204,6 +229,9 @@ JOBS: tuple[Job, ...] = (
         "rollup_interval", roll_up),
     Job("sweep", "set the TTL a key's name implies; drop metadata of members on no board",
         "sweep_interval", sweep),
+    # On a thread of its own: a receiver that answers slowly never delays a close.
+    Job("hooks", "POST the lifecycle events to the [[hooks]] URLs, retrying failures",
+        "hooks_interval", deliver, thread="hooks"),
 )  # fmt: skip
 NAMES: tuple[str, ...] = tuple(job.name for job in JOBS)
 BY_NAME: dict[str, Job] = {job.name: job for job in JOBS}

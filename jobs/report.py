@@ -14,6 +14,8 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, Field
 
 from seasons.api import Seasons
+from seasons.hooks import HookSummary
+from seasons.hooks import summaries as hook_summaries
 from seasons.jobs.heartbeat import read as read_heartbeat
 from seasons.jobs.integrity import read_safe_mode
 from seasons.jobs.registry import NAMES
@@ -107,11 +109,17 @@ class JobsReport(BaseModel):
     )
     redis: RedisReport
     jobs: dict[str, JobSummary] = Field(description="Every job of the worker, by name")
+    hooks: dict[str, HookSummary] = Field(
+        default_factory=dict,
+        description="Every configured webhook ([[hooks]]) by name: events delivered, failed "
+        "(given up after max_age), pending, retrying, and the last failed attempt",
+    )
 
 
 def jobs_report(app: Seasons, now: datetime) -> JobsReport:
     """The heartbeat (None when no worker is alive), safe mode (None unless the namespace is
-    in it), the Redis server's policy, memory and role, and each job's last and next run."""
+    in it), the Redis server's policy, memory and role, each job's last and next run, and
+    each webhook's deliveries."""
     beat: dict[str, Any] | None = read_heartbeat(app.client, app.keys, now)
     return JobsReport(
         worker=None if beat is None else WorkerBeat.model_validate(_readable(beat)),
@@ -121,6 +129,7 @@ def jobs_report(app: Seasons, now: datetime) -> JobsReport:
             job: JobSummary.model_validate(fields)
             for job, fields in JobState(app.client, app.keys).summaries(NAMES).items()
         },
+        hooks=hook_summaries(app.client, app.keys, app.settings),
     )
 
 

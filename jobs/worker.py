@@ -151,8 +151,9 @@ class Worker(JobContext):
         misfire = max(1, int(self.settings.worker.misfire_grace.total_seconds()))
         self.scheduler = scheduler = BackgroundScheduler(
             timezone=zone,
-            # Work jobs one at a time (closes before rollups); the heartbeat beside them.
-            executors={"default": ThreadPoolExecutor(1), "beat": ThreadPoolExecutor(1)},
+            # Work jobs one at a time (closes before rollups); the heartbeat and the webhooks'
+            # deliveries beside them (a receiver that never answers holds up no close).
+            executors={job.thread: ThreadPoolExecutor(1) for job in JOBS},
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": misfire},
         )
         start = system_clock().astimezone(zone)  # the scheduler's time is the wall clock's
@@ -180,7 +181,8 @@ class Worker(JobContext):
         return self.exit_code
 
     def shutdown(self) -> None:
-        """Delete the heartbeat (if still ours) and close Redis."""
+        """Delete the heartbeat (if still ours), close the webhooks' client and Redis."""
+        self.hooks.close()
         try:
             self.heartbeat.stop()
         except Exception as exc:

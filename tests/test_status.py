@@ -214,7 +214,7 @@ def test_next_run_is_when_the_scheduler_fires_the_job_next(
     settings = settings_factory(
         **SETTINGS, archive={"dir": str(tmp_path / "archive")},
         worker={"heartbeat_interval": "PT1S", "rollup_interval": "PT1S",
-                "sweep_interval": "PT2S"},
+                "sweep_interval": "PT2S", "hooks_interval": "PT1S"},
     )  # fmt: skip
     clock = ManualClock(START)
     worker = Worker(Seasons(settings, clock=clock))

@@ -163,7 +163,8 @@ def test_status_reports_heartbeat_jobs_and_seasons(settings_factory, r, tmp_path
     assert result.exit_code == 0, result.output
     status = json.loads(result.output)
     assert status["worker"]["pid"] == os.getpid()
-    assert set(status["jobs"]) == {"heartbeat", "closes", "rollup", "sweep"}
+    assert set(status["jobs"]) == {"heartbeat", "closes", "rollup", "sweep", "hooks"}
+    assert status["hooks"] == {}  # no [[hooks]] configured
     for name, job in status["jobs"].items():
         assert job["last_status"] == "ok" and job["runs"] >= 1
         # Driven tick by tick (no scheduler): a job that runs on every tick has no time of its

@@ -319,4 +319,7 @@ def redacted_settings(settings: Settings) -> dict[str, Any]:
     for name in ("write_token", "admin_token"):
         if data["api"].get(name):
             data["api"][name] = REDACTED
+    for hook in data["hooks"]:
+        hook["url"] = _redact_url(hook["url"])
+        hook["secret"] = REDACTED
     return data

@@ -103,6 +103,26 @@ def local_time(when: datetime | None, zone: ZoneInfo) -> str:
     return when.astimezone(zone).strftime("%m-%d %H:%M:%S")
 
 
+def print_hooks(out: Console, report: JobsReport, zone: ZoneInfo) -> None:
+    """The webhooks' deliveries, and each one's last failed attempt below the table."""
+    if not report.hooks:
+        return
+    table = Table(title="webhooks", title_justify="left")
+    for col in ("hook", "delivered", "pending", "retrying", "failed"):
+        table.add_column(col, no_wrap=True)
+    for name, hook in report.hooks.items():
+        failed = f"[bold red]{hook.failed}[/]" if hook.failed else "0"
+        table.add_row(name, str(hook.delivered), str(hook.pending), str(hook.retrying), failed)
+    out.print(table)
+    for name, hook in report.hooks.items():
+        if (last := hook.last_error) is not None:
+            what = "given up" if last.final else "to retry"
+            out.print(
+                f"hook {name}: last error at {local_time(last.at, zone)}: event {last.event} "
+                f"{what}: {last.error}", markup=False, overflow="fold",
+            )  # fmt: skip
+
+
 def print_status(out: Console, report: JobsReport, seasons: SeasonsList, zone: ZoneInfo) -> None:
     """``seasons status`` as text, in 80 columns: safety, the worker, its jobs (local times
     in the configured zone, named in the title), the seasons and their boards' states."""
@@ -125,6 +145,7 @@ def print_status(out: Console, report: JobsReport, seasons: SeasonsList, zone: Z
     for name, job in report.jobs.items():  # below the table: an error takes whole lines
         if job.last_error:
             out.print(f"{name}: last error: {job.last_error}", markup=False, overflow="fold")
+    print_hooks(out, report, zone)
     table = Table(title=f"seasons (current: {seasons.current or 'none'})", title_justify="left")
     for col in ("season", "first day", "last day", "status"):
         table.add_column(col, no_wrap=True)

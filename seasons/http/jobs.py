@@ -10,9 +10,10 @@ from typing import Any
 from fastapi import APIRouter
 
 from seasons.api import Seasons
+from seasons.hooks import summaries as hook_summaries
 from seasons.http.deps import SeasonsDep
 from seasons.http.errors import ERROR_RESPONSES
-from seasons.http.metrics import JobStats
+from seasons.http.metrics import HOOKS_FIELD, JobStats
 from seasons.jobs.registry import NAMES
 from seasons.jobs.report import JobsReport, jobs_report
 from seasons.jobs.state import JobState
@@ -22,10 +23,15 @@ router = APIRouter(prefix="/v1", tags=["jobs"], responses={503: ERROR_RESPONSES[
 
 def job_stats_reader(s: Seasons) -> JobStats:
     """What ``/metrics`` reads at scrape time: job -> its summary fields, for every job of
-    the registry."""
+    the registry; the hooks job's also has each webhook's deliveries (under HOOKS_FIELD)."""
 
     def read() -> Mapping[str, Mapping[str, Any]]:
-        return JobState(s.client, s.keys).summaries(NAMES)
+        stats: dict[str, Mapping[str, Any]] = dict(JobState(s.client, s.keys).summaries(NAMES))
+        hooks = hook_summaries(s.client, s.keys, s.settings)
+        if hooks:
+            by_hook = {name: hook.model_dump(mode="json") for name, hook in hooks.items()}
+            stats["hooks"] = {**stats.get("hooks", {}), HOOKS_FIELD: by_hook}
+        return stats
 
     return read
 

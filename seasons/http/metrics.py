@@ -34,6 +34,8 @@ LATENCY_BUCKETS = (
 
 # What JobsCollector needs: job name -> its recorded state (runs, failures, last duration...).
 JobStats = Callable[[], Mapping[str, Mapping[str, Any]]]
+# In the hooks job's state: hook name -> its deliveries (seasons.hooks.HookSummary's fields).
+HOOKS_FIELD = "by_hook"
 
 
 class Metrics:
@@ -137,6 +139,35 @@ class JobsCollector(Collector):
                     family.add_metric([job], value)
         yield from gauges.values()
         yield from counters.values()
+        yield from _hook_metrics(stats.get("hooks", {}).get(HOOKS_FIELD) or {})
+
+
+def _hook_metrics(by_hook: Mapping[str, Mapping[str, Any]]) -> Iterator[Metric]:
+    """Each webhook's deliveries (seasons.hooks): given up counts as failed."""
+    deliveries = CounterMetricFamily(
+        "seasons_hook_deliveries", "Lifecycle events a webhook took (delivered) or that were "
+        "given up after its max_age (failed)", labels=["hook", "outcome"],
+    )  # fmt: skip
+    pending = GaugeMetricFamily(
+        "seasons_hook_pending", "Lifecycle events not yet delivered to the webhook",
+        labels=["hook"],
+    )  # fmt: skip
+    retrying = GaugeMetricFamily(
+        "seasons_hook_retrying", "Pending events whose delivery failed so far", labels=["hook"]
+    )
+    last_error = GaugeMetricFamily(
+        "seasons_hook_last_error_timestamp_seconds", "When the webhook's last attempt failed",
+        labels=["hook"],
+    )  # fmt: skip
+    for hook, found in sorted(by_hook.items()):
+        for outcome in ("delivered", "failed"):
+            deliveries.add_metric([hook, outcome], _number(found.get(outcome)) or 0.0)
+        pending.add_metric([hook], _number(found.get("pending")) or 0.0)
+        retrying.add_metric([hook], _number(found.get("retrying")) or 0.0)
+        last = found.get("last_error")
+        if isinstance(last, Mapping) and (at := _instant(last.get("at"))) is not None:
+            last_error.add_metric([hook], at)
+    yield from (deliveries, pending, retrying, last_error)
 
 
 def _number(value: Any) -> float | None:
