@@ -221,8 +221,10 @@ class Sweeper:
                 parsed = self.keys.parse(key)
                 if parsed is None or parsed.kind != "archive":
                     continue
-                # Its results go too (seasons.rewards); the others' ranks and rewards stand.
+                # Its result and its claim go too (seasons.rewards, seasons.claims); the
+                # others' ranks, rewards and claims stand.
                 self.client.hdel(self.keys.results(board, parsed.ident), member)
+                self.client.hdel(self.keys.claims(board, parsed.ident), member)
                 data, _ = self.archives.paths(board, parsed.ident)
                 if data.exists():
                     self.archives.write_files(board, parsed.ident, now, replace=True)

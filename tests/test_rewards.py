@@ -270,6 +270,16 @@ def test_the_cli_exits_2_naming_the_key(tmp_path: Path, monkeypatch: pytest.Monk
     assert "boards.kills.rewards[0].ranks" in result.stderr and "Traceback" not in result.output
 
 
+def test_forgetting_a_member_removes_its_claim_only(season: Sim, r) -> None:
+    before, _ = stored(r, "coins", "S1")
+    gone, kept = [m for m, x in sorted(before.items()) if x["reward"] is not None][:2]
+    season.app.claim("coins", "S1", gone)
+    season.app.claim("coins", "S1", kept)
+    season.app.forget(gone)
+    assert set(r.hkeys(f"{NS}:{{coins}}:claims:S1")) == {kept.encode()}
+    assert season.app.claim("coins", "S1", kept).already_claimed
+
+
 def test_forgetting_a_member_removes_its_results_only(season: Sim, r, tmp_path: Path) -> None:
     sim = season
     before, summary = stored(r, "coins", "S1")
