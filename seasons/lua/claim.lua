@@ -15,6 +15,8 @@
 -- nothing more returned: "not_ready" (no results yet), "provisional", "no_result",
 -- "no_reward" (the member's reward is null).
 
+--! include json
+
 local summary = redis.call('HGET', KEYS[1], '')
 if not summary then
   return {'not_ready'}
@@ -32,8 +34,9 @@ local reward = decoded['reward']
 if type(reward) ~= 'string' then
   return {'no_reward'}
 end
-local claim = '{"claimed_at":' .. cjson.encode(ARGV[2]) .. ',"reward":' .. cjson.encode(reward)
-  .. ',"rank":' .. string.format('%d', decoded['rank']) .. ',"claim_id":' .. cjson.encode(ARGV[3])
+-- Written as the Python side writes JSON (lib/json.lua), not as cjson would ('/' as '\/').
+local claim = '{"claimed_at":' .. json_string(ARGV[2]) .. ',"reward":' .. json_string(reward)
+  .. ',"rank":' .. string.format('%d', decoded['rank']) .. ',"claim_id":' .. json_string(ARGV[3])
   .. '}'
 if redis.call('HSETNX', KEYS[2], member, claim) == 1 then
   return {'claimed', result, claim}
