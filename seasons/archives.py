@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from seasons.catalog import archive_dir
+from seasons.clock import utc_text
 from seasons.config.settings import Settings
 from seasons.errors import ArchiveError, ArchiveExists
 from seasons.keys import Keys
@@ -413,7 +414,7 @@ class Archives:
     ) -> Manifest:
         return Manifest(
             board=board, season=archive_id, count=len(scores), score_sum=math.fsum(scores),
-            sha256=sha256_of(data), created_at=_stamp(now),
+            sha256=sha256_of(data), created_at=utc_text(now, "seconds"),
         )  # fmt: skip
 
     def _kept(self, data: Path, manifest_path: Path, tmp: Path, fresh: Manifest) -> Manifest | None:
@@ -610,10 +611,6 @@ def _write_all(f: IO[bytes], data: bytes) -> None:
 
 def _meta_json(meta: dict[str, Any]) -> str:
     return json.dumps(meta, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
-
-
-def _stamp(now: datetime) -> str:
-    return now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def snapshot_id(season_id: str, now: datetime) -> str:

@@ -13,12 +13,12 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from redis.exceptions import NoScriptError
 
 from seasons import timewindows as tw
+from seasons.clock import utc_text
 from seasons.connection import on_one_connection
 from seasons.errors import (
     BadPeriod,
@@ -30,12 +30,12 @@ from seasons.errors import (
 )
 from seasons.events import member_problem
 from seasons.models import Claim, MemberReward, RewardsPage, RewardsSummary, RewardTier
+from seasons.rewards import SUMMARY
 from seasons.writes import check_batch_id, new_batch_id
 
 if TYPE_CHECKING:
     from seasons.api import Seasons
 
-SUMMARY = ""  # the results hash's field of the summary (no member is empty)
 # The snapshot part of a season id S@<ts> (seasons.archives.snapshot_id).
 _SNAPSHOT = re.compile(r"[0-9]{8}T[0-9]{6}Z")
 # Claims are counted for a summary with HSCAN, this many fields a call.
@@ -53,11 +53,6 @@ def check_season(season: str, s: Seasons) -> str:
             {"season": season},
         )
     return season
-
-
-def instant(now: datetime) -> str:
-    """A claim's time as it is stored and answered: ISO 8601 in UTC, to the microsecond."""
-    return now.astimezone(UTC).isoformat(timespec="microseconds")
 
 
 class Rewards:
@@ -153,7 +148,9 @@ class Rewards:
         self._check(board, season, member)
         claim_id = new_batch_id() if claim_id is None else check_batch_id(claim_id, "claim_id")
         keys = [self.s.keys.results(board, season), self.s.keys.claims(board, season)]
-        status, *rest = self._run(keys, [member, instant(self.s.clock()), claim_id])
+        status, *rest = self._run(
+            keys, [member, utc_text(self.s.clock(), "microseconds"), claim_id]
+        )
         where = {"board": board, "season": season}
         if status == "not_ready":
             self._summary(board, season, None)

@@ -28,3 +28,9 @@ class ManualClock:
 
     def advance(self, delta: timedelta) -> None:
         self.now += delta
+
+
+def utc_text(at: datetime, timespec: str = "auto") -> str:
+    """An instant as every answer and stored record writes it: ISO 8601 in UTC with ``Z``
+    (``2026-12-01T20:37:00Z``; ``timespec`` as :meth:`datetime.isoformat` takes it)."""
+    return at.astimezone(UTC).isoformat(timespec=timespec).replace("+00:00", "Z")

@@ -25,6 +25,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from seasons.clock import utc_text
 from seasons.config.settings import Settings
 from seasons.connection import RedisClient, text
 from seasons.errors import InvalidInput
@@ -89,10 +90,6 @@ def event_id(kind: EventType, **fields: Any) -> str:
     return TYPES[kind].id.format(**{k: _id_part(v) for k, v in fields.items()})
 
 
-def iso_utc(at: datetime) -> str:
-    return at.astimezone(UTC).isoformat().replace("+00:00", "Z")
-
-
 def run_stamp(at: datetime) -> str:
     """A compact UTC instant for ids (``20261201T203700.123456Z``)."""
     return at.astimezone(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
@@ -133,7 +130,7 @@ class Lifecycle:
             raise ValueError(f"{kind} event {id}: data lacks {', '.join(sorted(missing))}")
         found = self._emit(
             keys=[self.keys.lifecycle(), self.keys.lifecycle_ids()],
-            args=[id, str(kind), iso_utc(at), _json(data), self.settings.lifecycle.max_len],
+            args=[id, str(kind), utc_text(at), _json(data), self.settings.lifecycle.max_len],
         )  # fmt: skip
         return text(found) if found else None
 

@@ -26,11 +26,13 @@ import json
 import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from decimal import Decimal
 from fractions import Fraction
 from itertools import islice
 from typing import TYPE_CHECKING, Any, TypeVar
+
+from seasons.clock import utc_text
 
 if TYPE_CHECKING:
     from seasons.archives import Archives
@@ -140,10 +142,6 @@ def result_json(rank: int, score: float, reward: str | None) -> str:
     return json.dumps(row, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
-def _stamp(now: datetime) -> str:
-    return now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def batched(rows: Iterable[T], n: int) -> Iterator[list[T]]:
     it = iter(rows)
     while part := list(islice(it, n)):
@@ -218,7 +216,7 @@ class Results:
             checkpoint("rows-written")
         summary = {
             "season": archive_id, "board": board, "provisional": provisional,
-            "computed_at": _stamp(now), "total": total,
+            "computed_at": utc_text(now, "seconds"), "total": total,
             "tiers": [
                 {"tier": t.label, "reward": t.reward, "count": n}
                 for t, n in zip(matcher.tiers, counts, strict=True)

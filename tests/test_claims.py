@@ -160,7 +160,7 @@ def test_results_and_claims_equal_the_reference(
             exclude={"already_claimed"}
         )
         assert (c.reward, c.rank) == (ref[m]["reward"], ref[m]["rank"])
-        assert c.claimed_at == START.isoformat(timespec="microseconds")
+        assert c.claimed_at == START.isoformat(timespec="microseconds").replace("+00:00", "Z")
         mine = app.rewards("kills", SEASON, m)
         assert isinstance(mine, MemberReward)
         assert (mine.claimed, mine.claimed_at) == (True, c.claimed_at)
