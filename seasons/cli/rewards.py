@@ -39,13 +39,18 @@ def _rows_table(title: str, rows: list[MemberReward]) -> Table:
     return table
 
 
-def _tiers_table(summary: RewardsSummary) -> Table:
+def _summary_line(summary: RewardsSummary) -> str:
+    """The line above the tiers (a line, not the table's title: a title wraps to the width
+    of its narrow table)."""
     state = "provisional" if summary.provisional else "final"
-    title = (
+    return (
         f"{summary.board} · {summary.season} · {state} results of {summary.computed_at} · "
         f"{summary.total} ranked, {summary.granted} rewarded, {summary.claimed} claimed"
     )
-    table = Table(title=title, title_justify="left")
+
+
+def _tiers_table(summary: RewardsSummary) -> Table:
+    table = Table()
     for name in ("tier", "reward", "granted", "claimed"):
         table.add_column(name, justify="right" if name in ("granted", "claimed") else "left")
     for t in summary.tiers:
@@ -74,6 +79,7 @@ def rewards(
         return
     out = console()
     if isinstance(found, RewardsPage):
+        out.print(_summary_line(found.summary))
         out.print(_tiers_table(found.summary))
         out.print(_rows_table(f"results {offset + 1}-{offset + len(found.entries)}",
                               found.entries))  # fmt: skip
