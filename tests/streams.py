@@ -1,10 +1,12 @@
 """Random event streams played through Seasons and the reference model side by side: the
 steps hypothesis draws (the clock moving on, to just past a local midnight, batches of
-events) and :func:`play`, which the stream tests of the board kinds share."""
+events), :func:`play`, which the stream tests of the board kinds share, and
+:func:`rebuild_all`, the forced rollup of every period they played."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from collections.abc import Iterable
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -12,8 +14,10 @@ from hypothesis import strategies as st
 from reference import Model, Rejected, snapshot
 
 from seasons import Seasons
+from seasons import windows as win
 from seasons.clock import ManualClock
 from seasons.errors import BatchRejected
+from seasons.jobs.rollup import Rollup
 
 
 def step_of(event: st.SearchStrategy[dict[str, Any]], batch: int) -> st.SearchStrategy[Any]:
@@ -58,3 +62,19 @@ def play(s: Seasons, r: Any, model: Model, clock: ManualClock, drawn: list[Any])
             continue
         result = s.submit_many(events)
         assert (result.applied, result.duplicates) == want
+
+
+def rebuild_all(
+    s: Seasons, model: Model, boards: Iterable[str], now: datetime, *, atomic: bool
+) -> None:
+    """Recompute every rolled-up period of ``boards`` the model has, as the worker's forced
+    rollup does: in one script each (``atomic``) or sliced."""
+    rollup = Rollup(s.client, s.scripts, s.settings, s.keys, atomic_limit=10**9 if atomic else 0)
+    for board in boards:
+        for window, pid in sorted(model.periods(board)):
+            if window == "day":
+                continue
+            period = win.explicit_period(win.SPECS[window], pid, s.settings)
+            outcome = rollup.period(board, period, now, force=True)
+            assert outcome is not None
+            assert outcome.mode == ("atomic" if atomic else "sliced")

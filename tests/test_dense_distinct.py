@@ -28,15 +28,13 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 from reference import Model, key, names, ranked, zset
-from streams import play, step_of
+from streams import play, rebuild_all, step_of
 
 from seasons import Seasons
-from seasons import windows as win
 from seasons.archives import Archives
 from seasons.clock import ManualClock
 from seasons.config import Settings
 from seasons.jobs import registry
-from seasons.jobs.rollup import Rollup
 from seasons.restore import Restorer
 
 NS = "ddx"
@@ -149,20 +147,6 @@ def assert_all(r: Any, model: Model, *, exact_edges: bool = True) -> None:
         assert stored == {dkey(board, w, p) for w, p in periods}, board
 
 
-def rebuild_all(
-    s: Seasons, model: Model, settings: Settings, now: datetime, *, atomic: bool
-) -> None:
-    rollup = Rollup(s.client, s.scripts, settings, s.keys, atomic_limit=10**9 if atomic else 0)
-    for board in BOARDS:
-        for window, pid in sorted(model.periods(board)):
-            if window == "day":
-                continue
-            period = win.explicit_period(win.SPECS[window], pid, settings)
-            outcome = rollup.period(board, period, now, force=True)
-            assert outcome is not None
-            assert outcome.mode == ("atomic" if atomic else "sliced")
-
-
 @pytest.mark.both_backends
 @hsettings(
     max_examples=50,
@@ -185,7 +169,7 @@ def test_distinct_sets_hold_the_scores_of_their_boards(
     with Seasons(settings, clock=clock) as s:
         play(s, r, model, clock, steps[:half])
         assert_all(r, model)  # write-through
-        rebuild_all(s, model, settings, clock(), atomic=True)
+        rebuild_all(s, model, BOARDS, clock(), atomic=True)
         assert_all(r, model)  # the atomic rollup rebuilds them
         play(s, r, model, clock, steps[half:])
         assert_all(r, model)
@@ -196,7 +180,7 @@ def test_distinct_sets_hold_the_scores_of_their_boards(
                     r.zadd(dkey(board, window, pid), {"4242": 4242})
                     first = r.zrange(dkey(board, window, pid), 0, 0)
                     r.zrem(dkey(board, window, pid), *first)
-        rebuild_all(s, model, settings, clock(), atomic=False)
+        rebuild_all(s, model, BOARDS, clock(), atomic=False)
         assert_all(r, model, exact_edges=False)
 
 

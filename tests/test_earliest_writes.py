@@ -27,10 +27,9 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 from reference import Model, key, names, zset
-from streams import play, step_of
+from streams import play, rebuild_all, step_of
 
 from seasons import Seasons
-from seasons import windows as win
 from seasons.archives import Archives
 from seasons.clock import ManualClock
 from seasons.config import ConfigError, Settings
@@ -121,21 +120,6 @@ def assert_reach(r: Any, model: Model, boards: tuple[str, ...] = BOARDS) -> None
         assert stored == {reached(board, w, p) for w, p in periods}
 
 
-def rebuild_all(
-    s: Seasons, model: Model, settings: Settings, now: datetime, *, atomic_limit: int
-) -> None:
-    """Recompute every rolled-up period the model has, as the worker's forced rollup does."""
-    rollup = Rollup(s.client, s.scripts, settings, s.keys, atomic_limit=atomic_limit)
-    for board in BOARDS:
-        for window, pid in sorted(model.periods(board)):
-            if window == "day":
-                continue
-            period = win.explicit_period(win.SPECS[window], pid, settings)
-            outcome = rollup.period(board, period, now, force=True)
-            assert outcome is not None
-            assert outcome.mode == ("atomic" if atomic_limit else "sliced")
-
-
 @pytest.mark.both_backends
 @hsettings(
     max_examples=50,
@@ -162,7 +146,7 @@ def test_reach_sets_match_the_model_through_writes_rollups_and_repairs(
             for window, pid in model.periods(board):
                 if window != "day":
                     r.zadd(reached(board, window, pid), {"a": 1.5, "ghost": 2})
-        rebuild_all(s, model, settings, clock(), atomic_limit=10**9)
+        rebuild_all(s, model, BOARDS, clock(), atomic=True)
         assert_reach(r, model)  # the rollup gives the same reach sets
         play(s, r, model, clock, steps[half:])
         assert_reach(r, model)
@@ -171,7 +155,7 @@ def test_reach_sets_match_the_model_through_writes_rollups_and_repairs(
                 if window != "day":
                     r.zadd(key(NS, board, window, pid), {"ghost": 5})
                     r.zadd(reached(board, window, pid), {"a": 1.5, "ghost": 2, "other": 3})
-        rebuild_all(s, model, settings, clock(), atomic_limit=0)
+        rebuild_all(s, model, BOARDS, clock(), atomic=False)
         assert_reach(r, model)
 
 

@@ -28,10 +28,9 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 from redis.exceptions import ResponseError
 from reference import Model, combine, key, names, zset
-from streams import play, step_of
+from streams import play, rebuild_all, step_of
 
 from seasons import Seasons
-from seasons import windows as win
 from seasons.clock import ManualClock
 from seasons.config import Settings
 from seasons.errors import BatchRejected
@@ -132,21 +131,6 @@ def assert_boards(r: Any, model: Model, settings: Settings, *, exact_edges: bool
         assert boards == {key(NS, board, w, p) for w, p in periods}
 
 
-def rebuild_all(
-    s: Seasons, model: Model, settings: Settings, now: datetime, *, atomic_limit: int
-) -> None:
-    """Recompute every rolled-up period the model has, as the worker's forced rollup does."""
-    rollup = Rollup(s.client, s.scripts, settings, s.keys, atomic_limit=atomic_limit)
-    for board in BOARDS:
-        for window, pid in sorted(model.periods(board)):
-            if window == "day":
-                continue
-            period = win.explicit_period(win.SPECS[window], pid, settings)
-            outcome = rollup.period(board, period, now, force=True)
-            assert outcome is not None
-            assert outcome.mode == ("atomic" if atomic_limit else "sliced")
-
-
 @pytest.mark.both_backends
 @hsettings(
     max_examples=60,
@@ -169,7 +153,7 @@ def test_set_boards_match_the_model_through_writes_rollups_and_repairs(
     with Seasons(settings, clock=clock) as s:
         play(s, r, model, clock, steps[:half])
         assert_boards(r, model, settings)  # write-through
-        rebuild_all(s, model, settings, clock(), atomic_limit=10**9)
+        rebuild_all(s, model, BOARDS, clock(), atomic=True)
         assert_boards(r, model, settings)  # the rollup gives the same boards
         play(s, r, model, clock, steps[half:])
         assert_boards(r, model, settings)
@@ -177,7 +161,7 @@ def test_set_boards_match_the_model_through_writes_rollups_and_repairs(
             for window, pid in model.periods(board):
                 if window != "day":
                     r.zadd(key(NS, board, window, pid), {"ghost": 5, "a": 12345})
-        rebuild_all(s, model, settings, clock(), atomic_limit=0)
+        rebuild_all(s, model, BOARDS, clock(), atomic=False)
         assert_boards(r, model, settings, exact_edges=False)
 
 
