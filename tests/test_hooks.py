@@ -420,7 +420,7 @@ DRIP_BODY = b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\nConnection: close\r\n\r\
 
 @pytest.mark.parametrize(("head", "text", "delivered"), [
     (b"", DRIP_HEAD, 0), (DRIP_BODY, b"x" * 100, 1),
-])  # fmt: skip
+], ids=["status-dripped", "body-dripped"])  # fmt: skip
 def test_a_dripping_receiver_is_cut_at_its_timeout_and_holds_no_other_hook_back(
     settings_factory, r, receivers, head: bytes, text: bytes, delivered: int
 ) -> None:
