@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import logging
 import os
 import random
 import signal
@@ -459,6 +460,51 @@ def test_a_dripping_receiver_is_cut_at_its_timeout_and_holds_no_other_hook_back(
         assert report["slow"].retrying == 1
         assert report["slow"].last_error is not None
         assert "no answer within 2s" in report["slow"].last_error.error
+    app.close()
+
+
+def test_a_worker_serves_the_healthy_hook_beside_a_drip_and_keeps_its_lock(
+    settings_factory, r, receivers, tmp_path, caplog
+) -> None:
+    """A worker whose first hook's receiver drips (timeout 2 s) and whose second is healthy:
+    the healthy hook gets its events while the drip is open, pass after pass the hooks job
+    ends ok, and its lock (TTL 3 s here) is never lost."""
+    slow = receivers(Raw, answers=lambda n: drip(DRIP_HEAD, every=1.0, limit=20))
+    fast = receivers(Raw, answers=lambda n: ok)
+    settings = settings_factory(
+        hooks=[hook(slow.url, "slow", timeout=2, events=[KIND]),
+               hook(fast.url, "fast", events=[KIND])],
+        archive={"dir": str(tmp_path / "archive")},
+        worker={"hooks_interval": 0.05, "heartbeat_interval": 0.5, "lock_ttl": 0.5},
+    )  # fmt: skip
+    app = Seasons(settings)
+    stop = threading.Event()
+    worker = Worker(app, stop=stop)
+    for h in settings.hooks:
+        worker.hooks.ensure_group(h)
+    sent = events(r, app, 3, KIND)
+    thread = threading.Thread(target=worker.run, daemon=True)
+    with caplog.at_level(logging.WARNING):
+        thread.start()
+        try:
+            poll("the healthy hook's events", lambda: len(fast.exchanges) == 3, timeout=10)
+            poll("the dripping request", lambda: slow.exchanges)
+            dripping = slow.exchanges[0]
+            assert dripping.done.wait(10), "the dripping request was never closed"
+            poll("a pass after it", lambda: jobs_report(app, app.clock()).jobs["hooks"].runs >= 2)
+        finally:
+            stop.set()
+            thread.join(20)
+    assert not thread.is_alive()
+    assert dripping.ended is not None and max(e.came for e in fast.exchanges) < dripping.ended
+    assert sorted(json.loads(e.request)["id"] for e in fast.exchanges) == sorted(
+        e["id"] for e in sent
+    )
+    report = jobs_report(app, app.clock())
+    assert report.jobs["hooks"].last_status == "ok"
+    assert report.hooks["fast"].delivered == 3
+    lost = [rec.getMessage() for rec in caplog.records if "lost" in rec.getMessage()]
+    assert not lost, lost
     app.close()
 
 
