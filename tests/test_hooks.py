@@ -1,9 +1,14 @@
 """Webhooks (seasons.hooks): every lifecycle event reaches each hook's receiver, signed, with
-its stable id, through failures, a SIGKILLed worker and a receiver that never answers.
+its stable id, through failures, a SIGKILLed worker and a receiver that never answers; an
+answer that never ends, or drips, costs one delivery its deadline and nothing else (no memory,
+no other hook's deliveries, no wait at SIGTERM); the documented verifier refuses a replay
+under another event id.
 
-Receivers are real HTTP servers on 127.0.0.1 in threads of the test; the lifecycle entries are
-appended here with XADD in the format seasons/lifecycle.py writes (id, type, at, data). The
-checks compare with a reference: the events appended, the HMAC computed here with hashlib.
+Receivers are real HTTP servers on 127.0.0.1 in threads of the test (those that misbehave on
+the wire: tests/receivers.py); the lifecycle entries are appended here with XADD in the format
+seasons/lifecycle.py writes (id, type, at, data). The checks compare with a reference: the
+events appended, the HMAC computed here with hashlib, the bytes counted where the receiver
+wrote them, the worker's peak RSS from /proc.
 """
 
 from __future__ import annotations
