@@ -432,7 +432,8 @@ class HookSettings(_Section):
     events: tuple[str, ...] = ()
     # How long after its first attempt an event is retried before it counts as failed.
     max_age: Duration = timedelta(days=1)
-    # Each request's timeout (connect, read, write).
+    # Each delivery's deadline, over the whole request: connecting, sending and the answer,
+    # however the receiver spaces its bytes (seasons/hooks.py).
     timeout: Duration = timedelta(seconds=10)
 
     @field_validator("url")

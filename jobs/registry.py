@@ -174,8 +174,9 @@ def deliver(ctx: JobContext, now: datetime) -> Any:
     if not ctx.settings.hooks:
         return None
     app = ctx.app
-    # Extended before each request, so held through the longest one (a worker killed
-    # meanwhile holds it up that long: its deliveries resume after).
+    # Extended before each request and every hooks.TICK while the pass runs, so held through
+    # the whole pass; a worker killed meanwhile holds it up to this TTL: its deliveries
+    # resume after.
     longest = max(h.timeout for h in ctx.settings.hooks) + timedelta(seconds=1)
     ttl = max(ctx.settings.worker.lock_ttl, longest)
     with locked(app.client, app.keys, "hooks", ttl) as lock:
@@ -186,7 +187,13 @@ def deliver(ctx: JobContext, now: datetime) -> Any:
             ctx.checkpoint(name)
             lock.extend()
 
-        return ctx.hooks.run(between)
+        def alive() -> None:
+            # Shutdown aborts the deliveries in flight: SIGTERM never waits on a receiver.
+            if ctx.stop.is_set():
+                raise Stopping("hooks")
+            lock.extend()
+
+        return ctx.hooks.run(between, alive)
 
 
 # --- the table ----------------------------------------------------------------------------

@@ -181,8 +181,7 @@ class Worker(JobContext):
         return self.exit_code
 
     def shutdown(self) -> None:
-        """Delete the heartbeat (if still ours), close the webhooks' client and Redis."""
-        self.hooks.close()
+        """Delete the heartbeat (if still ours), close Redis."""
         try:
             self.heartbeat.stop()
         except Exception as exc:

@@ -7,16 +7,29 @@ each hook:
 
 1. retries the entries pending in its group whose next try is due (XPENDING, then XCLAIM to
    this worker's consumer), and delivers entries pending with no try recorded at once: they
-   were read by a worker that died mid-delivery;
+   were read by a worker that died mid-delivery (or stopped in the middle of it);
 2. reads new entries (XREADGROUP ``>``) and delivers them (an entry of a type the hook does
    not want is acknowledged without a request).
 
-A delivery is one POST (:func:`request_of`) with the hook's timeout. A 2xx acknowledges the
-entry (XACK) and counts it ``delivered``; anything else schedules the next try after
-:func:`backoff` (exponential, full jitter), until ``max_age`` after the entry's first attempt:
-then the entry is acknowledged and counted ``failed``. Delivery is at least once: an entry is
-acknowledged only after its 2xx, so a worker killed in between delivers it again, with the
-same ``X-Seasons-Event-Id``.
+A delivery is one POST (:func:`request_of`, :func:`post`) with one deadline, the hook's
+``timeout``, over all of it: connecting, sending, the status line and headers, and the body,
+of which at most :data:`ANSWER_CAP` bytes are read. The deadline is asyncio's
+(``asyncio.timeout``), which cancels whatever the request awaits: a receiver that drips its
+answer a byte at a time cannot stretch it, as per-read timeouts alone would let it. A 2xx
+acknowledges the entry (XACK) and counts it ``delivered``; anything else schedules the next
+try after :func:`backoff` (exponential, full jitter), until ``max_age`` after the entry's
+first attempt: then the entry is acknowledged and counted ``failed``. Delivery is at least
+once: an entry is acknowledged only after its 2xx, so a worker killed in between, or a
+delivery aborted at shutdown, delivers it again, with the same ``id`` in its signed body.
+
+Fairness: a pass runs every hook at once, each on an asyncio task of its own with its own
+budget (at most :data:`PER_PASS` deliveries, and none started once its ``timeout`` has passed
+since the pass began), so one hook's slow or silent receiver never delays another hook's
+deliveries, and a pass lasts at most about twice the longest ``timeout``. Redis calls stay
+synchronous on the pass's event loop (each is short, and Redis is every hook's). A watcher task
+calls the worker's ``alive`` every :data:`TICK` while the pass runs: it extends the pass's lock
+and raises ``Stopping`` at shutdown, which cancels the deliveries in flight (their entries stay
+pending, retried by the next pass), so SIGTERM never waits on a receiver.
 
 State, in the hash ``keys.hook(name)`` (no TTL): ``delivered`` and ``failed`` (counters),
 ``last_error`` (JSON: event, error, at, final) and ``try:<entry id>`` (JSON: attempts,
@@ -25,11 +38,13 @@ first and next try in epoch seconds, error) for each entry being retried.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import json
 import logging
 import random
+import ssl
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any, NamedTuple
@@ -51,6 +66,11 @@ SKIP_PER_PASS = 10_000  # entries of types a hook does not take, acknowledged pe
 PENDING_SCAN = 1000  # pending entries looked at per hook per pass for due retries
 IDLE_CONSUMER = 3600_000  # ms: a consumer of a group idle this long with nothing pending goes
 SIGNATURE_HEADER = "X-Seasons-Signature"
+# Bytes of an answer's body read at most: the status decides, the body is read only so that a
+# short one leaves the connection reusable (past it, the connection is closed; the network
+# read in hand may hold up to 64 KiB, httpcore's read size).
+ANSWER_CAP = 4096
+TICK = 0.5  # seconds between the pass's calls of ``alive`` while deliveries are in flight
 
 
 def group_of(hook: str) -> str:
@@ -110,6 +130,45 @@ def request_of(hook: HookSettings, event: Event, timestamp: int) -> tuple[bytes,
     return body, headers
 
 
+class Answer(NamedTuple):
+    """What one POST came to."""
+
+    ok: bool  # a 2xx status
+    error: str  # why not, for the log and ``last_error``
+    away: bool  # no status at all (timeout, refused, reset): the hook's pass ends here
+
+
+async def post(http: httpx.AsyncClient, hook: HookSettings, body: bytes,
+               headers: Mapping[str, str]) -> Answer:  # fmt: skip
+    """POST ``body`` to the hook within its ``timeout``, the whole exchange: the status decides;
+    at most :data:`ANSWER_CAP` bytes of the body are read (raw: a compressed answer is never
+    inflated), and an answer longer than that, or still coming at the deadline, is cut off by
+    closing the connection. A status that arrived before the deadline stands."""
+    seconds = hook.timeout.total_seconds()
+    status: int | None = None
+    try:
+        async with asyncio.timeout(seconds):
+            async with http.stream(
+                "POST", hook.url, content=body, headers=dict(headers), timeout=seconds
+            ) as response:
+                status = response.status_code
+                read = 0
+                async for chunk in response.aiter_raw():
+                    read += len(chunk)
+                    if read > ANSWER_CAP:
+                        break
+    except (TimeoutError, httpx.TimeoutException):
+        if status is None:
+            return Answer(False, f"no answer within {seconds:g}s", away=True)
+    except httpx.HTTPError as exc:
+        if status is None:
+            return Answer(False, f"{type(exc).__name__}: {exc}", away=True)
+    assert status is not None
+    if 200 <= status < 300:
+        return Answer(True, "", away=False)
+    return Answer(False, f"HTTP {status}", away=False)
+
+
 class Try(BaseModel):
     """The retries of one pending entry: ``try:<entry id>`` in the hook's hash."""
 
@@ -146,32 +205,52 @@ class Hooks:
     def __init__(
         self, client: RedisClient, keys: Keys, settings: Settings, *, consumer: str,
         clock: Callable[[], datetime], rng: random.Random | None = None,
-        transport: httpx.BaseTransport | None = None,
     ):  # fmt: skip
         self.client, self.keys, self.settings = client, keys, settings
         self.consumer = consumer
         self.clock = clock
         self.rng = rng if rng is not None else random.Random()
-        self._transport = transport
-        self._http: httpx.Client | None = None
         self.stream = keys.lifecycle()
+        self._tls: ssl.SSLContext | None = None
 
-    @property
-    def http(self) -> httpx.Client:
-        if self._http is None:
-            self._http = httpx.Client(transport=self._transport, follow_redirects=False)
-        return self._http
+    def run(
+        self, between: Callable[[str], None] | None = None,
+        alive: Callable[[], None] | None = None,
+    ) -> dict[str, int]:  # fmt: skip
+        """One pass over every hook at once; how many events each delivered. ``between`` is
+        called before each delivery (the worker's checkpoint: it stops the pass there, and
+        extends the pass's lock); ``alive`` every :data:`TICK` seconds while the pass runs (it
+        extends the lock; an exception from it, such as ``Stopping``, cancels the deliveries
+        in flight and ends the pass with it)."""
+        if not self.settings.hooks:
+            return {}
+        return asyncio.run(self._pass(between, alive))
 
-    def close(self) -> None:
-        if self._http is not None:
-            self._http.close()
-            self._http = None
-
-    def run(self, between: Callable[[str], None] | None = None) -> dict[str, int]:
-        """One pass over every hook; how many events each delivered. ``between`` is called
-        before each delivery (the worker's checkpoint: it stops the pass there, and extends
-        the pass's lock)."""
-        return {hook.name: self.run_hook(hook, between) for hook in self.settings.hooks}
+    async def _pass(
+        self, between: Callable[[str], None] | None, alive: Callable[[], None] | None
+    ) -> dict[str, int]:
+        # A client per pass: an asyncio client belongs to one event loop. The TLS context,
+        # the costly part (the CA bundle), is built once.
+        if self._tls is None:
+            self._tls = httpx.create_ssl_context()
+        async with httpx.AsyncClient(verify=self._tls, follow_redirects=False) as http:
+            runs = {
+                hook.name: asyncio.create_task(self.run_hook(http, hook, between))
+                for hook in self.settings.hooks
+            }
+            tasks = [*runs.values(), asyncio.create_task(_watch(alive))]
+            waiting = set(tasks)
+            try:
+                while not all(task.done() for task in runs.values()):
+                    done, waiting = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+                    for task in done:
+                        if (failed := task.exception()) is not None:
+                            raise failed
+            finally:
+                for task in tasks:
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+        return {name: task.result() for name, task in runs.items()}
 
     def ensure_group(self, hook: HookSettings) -> None:
         """Create the hook's group at the stream's end, unless it exists."""
@@ -182,26 +261,36 @@ class Hooks:
             if "BUSYGROUP" not in str(exc):
                 raise
 
-    def run_hook(self, hook: HookSettings, between: Callable[[str], None] | None = None) -> int:
+    async def run_hook(
+        self, http: httpx.AsyncClient, hook: HookSettings,
+        between: Callable[[str], None] | None = None,
+    ) -> int:  # fmt: skip
         """One pass of ``hook``: due retries, then new entries, at most :data:`PER_PASS`
-        deliveries; a timeout or connection error ends the pass (the receiver is away)."""
+        deliveries, none started once the hook's ``timeout`` has passed since the pass began;
+        a receiver away (no status: timeout, connection refused) ends it."""
         self.ensure_group(hook)
         self.forget_idle_consumers(hook)
+        loop = asyncio.get_running_loop()
+        ends = loop.time() + hook.timeout.total_seconds()
         group, delivered, budget = group_of(hook.name), 0, PER_PASS
+
+        def more() -> bool:
+            return budget > 0 and loop.time() < ends
+
         for event, state in self._due(hook):
-            if budget <= 0:
+            if not more():
                 return delivered
             budget -= 1
             if between is not None:
                 between(f"hooks/{hook.name}")
-            ok, away = self.deliver(hook, event, state)
+            ok, away = await self.deliver(http, hook, event, state)
             delivered += ok
             if away:
                 return delivered
         # New entries: those of types the hook does not take are acknowledged as read and
         # count against SKIP_PER_PASS only, so they never hold the hook's own events back.
         skipped = 0
-        while budget > 0 and skipped < SKIP_PER_PASS:
+        while more() and skipped < SKIP_PER_PASS:
             found: Any = self.client.xreadgroup(
                 group, self.consumer, {self.stream: ">"}, count=budget
             )
@@ -215,10 +304,14 @@ class Hooks:
             for event in entries:
                 if not hook.wants(event.type):
                     continue
+                # Read, so pending on this consumer: one left undelivered now (the hook's
+                # time is up) has no try recorded and goes first in the next pass.
+                if not more():
+                    return delivered
                 budget -= 1
                 if between is not None:
                     between(f"hooks/{hook.name}")
-                ok, away = self.deliver(hook, event, Try())
+                ok, away = await self.deliver(http, hook, event, Try())
                 delivered += ok
                 if away:
                     return delivered
@@ -255,25 +348,18 @@ class Hooks:
             out.append((event, state))
         return out
 
-    def deliver(self, hook: HookSettings, event: Event, state: Try) -> tuple[bool, bool]:
+    async def deliver(
+        self, http: httpx.AsyncClient, hook: HookSettings, event: Event, state: Try
+    ) -> tuple[bool, bool]:
         """Try ``event`` once; record the outcome. (delivered, receiver away)."""
         started = self.clock()
         body, headers = request_of(hook, event, int(started.timestamp()))
-        away, error = False, ""
-        try:
-            response = self.http.post(
-                hook.url, content=body, headers=headers, timeout=hook.timeout.total_seconds()
-            )
-            if 200 <= response.status_code < 300:
-                self._delivered(hook, event)
-                return True, False
-            error = f"HTTP {response.status_code}"
-        except httpx.TimeoutException:
-            away, error = True, f"no answer within {hook.timeout.total_seconds():g}s"
-        except httpx.HTTPError as exc:
-            away, error = True, f"{type(exc).__name__}: {exc}"
-        self._failed(hook, event, state, error, started)
-        return False, away
+        answer = await post(http, hook, body, headers)
+        if answer.ok:
+            self._delivered(hook, event)
+        else:
+            self._failed(hook, event, state, answer.error, started)
+        return answer.ok, answer.away
 
     def _delivered(self, hook: HookSettings, event: Event, *, count: bool = True) -> None:
         pipe = self.client.pipeline(transaction=False)
@@ -360,3 +446,11 @@ def _lag(client: RedisClient, keys: Keys, hook: HookSettings, group: Mapping[str
     after = f"({text(group['last-delivered-id'])}"
     found: Any = client.xrange(keys.lifecycle(), after, "+", count=10_000)
     return sum(1 for entry, fields in found or [] if hook.wants(Event.of(entry, fields).type))
+
+
+async def _watch(alive: Callable[[], None] | None) -> None:
+    """Call ``alive`` every :data:`TICK` until cancelled (the pass's end)."""
+    while True:
+        await asyncio.sleep(TICK)
+        if alive is not None:
+            alive()

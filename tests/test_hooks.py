@@ -1,9 +1,14 @@
 """Webhooks (seasons.hooks): every lifecycle event reaches each hook's receiver, signed, with
-its stable id, through failures, a SIGKILLed worker and a receiver that never answers.
+its stable id, through failures, a SIGKILLed worker and a receiver that never answers; an
+answer that never ends, or drips, costs one delivery its deadline and nothing else (no memory,
+no other hook's deliveries, no wait at SIGTERM); the documented verifier refuses a replay
+under another event id.
 
-Receivers are real HTTP servers on 127.0.0.1 in threads of the test; the lifecycle entries are
-appended here with XADD in the format seasons/lifecycle.py writes (id, type, at, data). The
-checks compare with a reference: the events appended, the HMAC computed here with hashlib.
+Receivers are real HTTP servers on 127.0.0.1 in threads of the test (those that misbehave on
+the wire: tests/receivers.py); the lifecycle entries are appended here with XADD in the format
+seasons/lifecycle.py writes (id, type, at, data). The checks compare with a reference: the
+events appended, the HMAC computed here with hashlib, the bytes counted where the receiver
+wrote them, the worker's peak RSS from /proc.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import logging
 import os
 import random
 import signal
@@ -27,6 +33,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from receivers import Raw, drip, endless, ok
 
 from seasons import Seasons
 from seasons.cli import cli
@@ -39,6 +46,7 @@ from seasons.http.metrics import Metrics
 from seasons.jobs.report import jobs_report
 from seasons.jobs.worker import Worker
 
+ROOT = Path(__file__).resolve().parent.parent
 SECRET = "hook-secret-not-to-print"
 T0 = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
 # The type of the events the tests with a real worker append: one its closes do not (they
@@ -232,7 +240,6 @@ def test_every_event_reaches_a_failing_receiver_signed_with_its_id(
         and "HTTP 500" in report.hooks["a"].last_error.error
     )
     assert report.hooks["rewards"].delivered == 2 and report.hooks["rewards"].pending == 0
-    hooks.close()
     app.close()
 
 
@@ -247,7 +254,6 @@ def test_a_pass_is_bounded_and_resumes(settings_factory, r, receivers) -> None:
     sent = events(r, app, 45)
     assert [hooks.run()["a"] for _ in range(4)] == [20, 20, 5, 0]
     assert sorted(ok.delivered()) == sorted(e["id"] for e in sent)
-    hooks.close()
     app.close()
 
 
@@ -356,6 +362,235 @@ def test_a_silent_receiver_fails_visibly_and_holds_nothing_back(
     status = CliRunner().invoke(cli, ["status"], obj=CliState(settings=settings))
     assert "webhooks" in status.output and "given up" in status.output, status.output
     client.close()
+
+
+# --- answers that never end, drip, or outlast the worker ----------------------------------
+
+
+def vm_hwm(pid: int) -> int:
+    """The process's peak resident set size, in bytes (VmHWM in /proc/<pid>/status)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmHWM")
+
+
+def worker_config(tmp_path: Path, redis_url: str, url: str, timeout: float) -> Path:
+    config = tmp_path / "seasons.toml"
+    config.write_text(
+        f'[redis]\nurl = "{redis_url}"\n[archive]\ndir = "{tmp_path / "archive"}"\n'
+        "[worker]\nhooks_interval = 0.1\nheartbeat_interval = 1\nlock_ttl = 1\n"
+        f'[[hooks]]\nname = "a"\nurl = "{url}"\nsecret = "{SECRET}"\ntimeout = {timeout}\n'
+        f'events = ["{KIND}"]\n'
+    )
+    return config
+
+
+def test_an_endless_answer_is_read_no_further_than_a_few_kib(
+    settings_factory, r, receivers, redis_url, tmp_path
+) -> None:
+    """A 200 whose body never ends (up to 128 MiB here, a bound for a worker that reads it
+    all): a real worker counts the event delivered once, cuts the answer off at once, and its
+    peak RSS hardly moves. The bytes are counted where the receiver writes them: what a
+    worker that stops reading leaves unread in the socket buffers is counted too."""
+    limit = 128 * 2**20
+    endless_ = receivers(Raw, answers=lambda n: endless(limit))
+    settings = settings_factory(hooks=[hook(endless_.url, events=[KIND])])
+    app = Seasons(settings)
+    worker = worker_process(worker_config(tmp_path, redis_url, endless_.url, timeout=3))
+    try:
+        poll("the hook's group", lambda: _groups(r, app))
+        before = vm_hwm(worker.pid)
+        events(r, app, 1, KIND)
+        poll("the delivery", lambda: jobs_report(app, app.clock()).hooks["a"].delivered == 1)
+        exchange = endless_.exchanges[0]
+        assert exchange.done.wait(20), "the answer was never cut off"
+        grown = vm_hwm(worker.pid) - before
+    finally:
+        worker.terminate()
+        worker.wait(20)
+    assert len(endless_.exchanges) == 1  # delivered: not retried
+    assert exchange.sent < 16 * 2**20, exchange.sent
+    assert exchange.ended is not None and exchange.ended - exchange.came < 3 + 5
+    assert grown < 50 * 2**20, grown
+    a = jobs_report(app, app.clock()).hooks["a"]
+    assert (a.delivered, a.pending, a.retrying, a.failed) == (1, 0, 0, 0)
+    app.close()
+
+
+# The status line and headers dripped (no status by the deadline: the receiver is away), or a
+# 200 whose body drips (the status came in time: delivered, the rest cut off at the deadline).
+DRIP_HEAD = b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+DRIP_BODY = b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\nConnection: close\r\n\r\n"
+
+
+@pytest.mark.parametrize(("head", "text", "delivered"), [
+    (b"", DRIP_HEAD, 0), (DRIP_BODY, b"x" * 100, 1),
+], ids=["status-dripped", "body-dripped"])  # fmt: skip
+def test_a_dripping_receiver_is_cut_at_its_timeout_and_holds_no_other_hook_back(
+    settings_factory, r, receivers, head: bytes, text: bytes, delivered: int
+) -> None:
+    """A receiver writing one byte a second (whose every read comes well within a per-read
+    timeout) is cut off at its hook's 2 s timeout; the other hook, after it in the settings,
+    gets all its events in the same pass while the dripping request is still open."""
+    timeout = 2.0
+    slow = receivers(Raw, answers=lambda n: drip(text, head=head, every=1.0, limit=20))
+    fast = receivers(Raw, answers=lambda n: ok)
+    settings = settings_factory(
+        hooks=[hook(slow.url, "slow", timeout=timeout), hook(fast.url, "fast")]
+    )
+    app = Seasons(settings)
+    hooks = Hooks(app.client, app.keys, settings, consumer="w1", clock=app.clock)
+    for h in settings.hooks:
+        hooks.ensure_group(h)
+    sent = events(r, app, 3)
+    began = time.monotonic()
+    got = hooks.run()
+    took = time.monotonic() - began
+    assert took < timeout + 6, took
+    assert got == {"slow": delivered, "fast": 3}
+    assert sorted(json.loads(e.request)["id"] for e in fast.exchanges) == sorted(
+        e["id"] for e in sent
+    )
+    # One request to the slow receiver: away, or its hook's time in this pass was up.
+    assert len(slow.exchanges) == 1
+    dripping = slow.exchanges[0]
+    assert dripping.done.wait(5), "the dripping request was never closed"
+    assert dripping.ended is not None and dripping.ended - dripping.came < timeout + 5
+    assert max(e.came for e in fast.exchanges) < dripping.ended  # while it was open
+    report = jobs_report(app, app.clock()).hooks
+    assert (report["slow"].delivered, report["slow"].pending) == (delivered, 3 - delivered)
+    assert (report["fast"].delivered, report["fast"].pending) == (3, 0)
+    if not delivered:
+        assert report["slow"].retrying == 1
+        assert report["slow"].last_error is not None
+        assert "no answer within 2s" in report["slow"].last_error.error
+    app.close()
+
+
+def test_a_worker_serves_the_healthy_hook_beside_a_drip_and_keeps_its_lock(
+    settings_factory, r, receivers, tmp_path, caplog
+) -> None:
+    """A worker whose first hook's receiver drips (timeout 2 s) and whose second is healthy:
+    the healthy hook gets its events while the drip is open, pass after pass the hooks job
+    ends ok, and its lock (TTL 3 s here) is never lost."""
+    slow = receivers(Raw, answers=lambda n: drip(DRIP_HEAD, every=1.0, limit=20))
+    fast = receivers(Raw, answers=lambda n: ok)
+    settings = settings_factory(
+        hooks=[hook(slow.url, "slow", timeout=2, events=[KIND]),
+               hook(fast.url, "fast", events=[KIND])],
+        archive={"dir": str(tmp_path / "archive")},
+        worker={"hooks_interval": 0.05, "heartbeat_interval": 0.5, "lock_ttl": 0.5},
+    )  # fmt: skip
+    app = Seasons(settings)
+    stop = threading.Event()
+    worker = Worker(app, stop=stop)
+    for h in settings.hooks:
+        worker.hooks.ensure_group(h)
+    sent = events(r, app, 3, KIND)
+    thread = threading.Thread(target=worker.run, daemon=True)
+    with caplog.at_level(logging.WARNING):
+        thread.start()
+        try:
+            poll("the healthy hook's events", lambda: len(fast.exchanges) == 3, timeout=10)
+            poll("the dripping request", lambda: slow.exchanges)
+            dripping = slow.exchanges[0]
+            assert dripping.done.wait(10), "the dripping request was never closed"
+            poll("a pass after it", lambda: jobs_report(app, app.clock()).jobs["hooks"].runs >= 2)
+        finally:
+            stop.set()
+            thread.join(20)
+    assert not thread.is_alive()
+    assert dripping.ended is not None and max(e.came for e in fast.exchanges) < dripping.ended
+    assert sorted(json.loads(e.request)["id"] for e in fast.exchanges) == sorted(
+        e["id"] for e in sent
+    )
+    report = jobs_report(app, app.clock())
+    assert report.jobs["hooks"].last_status == "ok"
+    assert report.hooks["fast"].delivered == 3
+    lost = [rec.getMessage() for rec in caplog.records if "lost" in rec.getMessage()]
+    assert not lost, lost
+    app.close()
+
+
+def test_sigterm_aborts_a_dripping_delivery_which_is_delivered_after_restart(
+    settings_factory, r, receivers, redis_url, tmp_path
+) -> None:
+    """SIGTERM of a real worker while its hook's receiver drips an answer under a 30 s timeout:
+    it exits 0 within a few seconds, the event stays pending, and the next worker delivers it
+    (the receiver answers 200 at once from its second request on)."""
+    dripping = drip(DRIP_HEAD, every=1.0, limit=25)
+    receiver = receivers(Raw, answers=lambda n: dripping if n == 0 else ok)
+    config = worker_config(tmp_path, redis_url, receiver.url, timeout=30)
+    settings = settings_factory(hooks=[hook(receiver.url, events=[KIND])])
+    app = Seasons(settings)
+    worker = worker_process(config)
+    try:
+        poll("the hook's group", lambda: _groups(r, app))
+        sent = events(r, app, 1, KIND)
+        poll("the request", lambda: receiver.exchanges)
+        worker.send_signal(signal.SIGTERM)
+        code = worker.wait(8)  # not the 30 s timeout, nor the 25 s drip
+        assert code == 0
+        a = jobs_report(app, app.clock()).hooks["a"]
+        assert (a.delivered, a.pending, a.failed) == (0, 1, 0)
+        worker = worker_process(config)
+        poll("the delivery", lambda: jobs_report(app, app.clock()).hooks["a"].delivered == 1)
+    finally:
+        worker.kill()
+        worker.wait(20)
+    assert [json.loads(e.request) for e in receiver.exchanges] == [sent[0], sent[0]]
+    app.close()
+
+
+# --- the documented verifier ----------------------------------------------------------------
+
+
+def documented_verifier() -> Callable[..., Any]:
+    """``verify`` as docs/operations.md#webhooks gives it to receivers to copy, run as written."""
+    doc = (ROOT / "docs" / "operations.md").read_text()
+    section = doc[doc.index("## Webhooks") :]
+    start = section.index("```python\n") + len("```python\n")
+    scope: dict[str, Any] = {}
+    exec(section[start : section.index("```", start)], scope)
+    return scope["verify"]
+
+
+def test_the_documented_verifier_refuses_a_replay_with_a_changed_event_id(
+    settings_factory, r, receivers
+) -> None:
+    """A request captured and replayed with another ``X-Seasons-Event-Id`` must not pass for
+    another event: the verifier returns the signed body's event, and refuses headers that
+    disagree with it; a receiver deduping by that event's id takes the event once."""
+    receiver = receivers()
+    settings = settings_factory(hooks=[hook(receiver.url)])
+    app = Seasons(settings)
+    hooks = Hooks(app.client, app.keys, settings, consumer="w1", clock=app.clock)
+    hooks.ensure_group(settings.hooks[0])
+    [event] = events(r, app, 1)
+    assert hooks.run() == {"a": 1}
+    [(_status, headers, body)] = receiver.seen
+    verify = documented_verifier()
+    assert verify(SECRET, headers, body) == event
+    replays = [
+        {**headers, "X-Seasons-Event-Id": "day_closed:kills:99"},
+        {**headers, "X-Seasons-Event-Type": "season_closing"},
+    ]
+    assert [verify(SECRET, replay, body) for replay in replays] == [None, None]
+    assert verify(SECRET, headers, body.replace(b'"n":0', b'"n":1')) is None
+    assert verify("another secret", headers, body) is None
+    stale = str(int(headers["X-Seasons-Timestamp"]) - 3600)
+    mac = hmac.new(SECRET.encode(), stale.encode() + b"." + body, hashlib.sha256)
+    signed = f"sha256={mac.hexdigest()}"
+    old = {**headers, "X-Seasons-Timestamp": stale, "X-Seasons-Signature": signed}
+    assert verify(SECRET, old, body) is None
+    # The receiver the docs describe: it handles each verified event id once.
+    handled: dict[str, int] = {}
+    for sent in [headers, *replays, headers]:
+        if (verified := verify(SECRET, sent, body)) is not None:
+            handled[verified["id"]] = handled.get(verified["id"], 0) + 1
+    assert handled == {event["id"]: 2}  # the exact replay is seen, and deduped by its id
+    app.close()
 
 
 # --- configuration ------------------------------------------------------------------------
