@@ -4,6 +4,9 @@ A restore writes ``<ns>:{B}:archive:S`` (no TTL), fills in missing metadata in t
 ``meta`` hash and, for a season (not a snapshot ``S@<ts>``), marks it archived so late events
 for it stay rejected. Before it writes anything it checks that:
 
+- the data file and its manifest are regular files (with ``--all``: really inside
+  ``archive.dir``), the manifest's fields each of their type and form
+  (:class:`seasons.archives.Manifest`);
 - the data file matches its manifest (sha256, count, ``score_sum``) and is named after the
   manifest's season; the manifest's board is configured;
 - the season is configured and has ended: an archive key is what reads of a season use, so
@@ -18,7 +21,8 @@ for it stay rejected. Before it writes anything it checks that:
   ``force`` is given. The same standings again are a no-op.
 
 Any problem raises :class:`ArchiveRejected` (bad file) or :class:`ArchiveExists` (other
-standings already in Redis) and nothing is written.
+standings already in Redis) and nothing is written. Reading a file costs at most what its
+manifest's ``count`` allows (:func:`_read_checked`), whatever the file holds.
 
 An archive of a board with earliest ties gets its reach set back beside the archive key, each
 member reached at its line number: the times are gone, their order is the file's.
