@@ -180,6 +180,8 @@ BAD: list[tuple[str, str, list[Any], dict[str, Any], str]] = [
      "created_at 'not-a-time' is not an ISO 8601 time"),
     ("created_at without a zone", "S2", good(), {"created_at": "2026-01-01T00:00:00"},
      "created_at '2026-01-01T00:00:00' has no zone"),
+    ("created_at out of range in UTC", "S2", good(), {"created_at": "0001-01-01T00:00:00+01:00"},
+     "created_at '0001-01-01T00:00:00+01:00' is out of range in UTC"),
     ("created_at a number", "S2", good(), {"created_at": 1767225600},
      "created_at must be a text, got int"),
     ("count a text", "S2", good(), {"count": "6"}, "count '6' is not an integer of 0 or more"),
