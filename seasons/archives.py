@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass, fields
 from dataclasses import replace as replace_fields
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, NoReturn
 
 from seasons.catalog import archive_dir
 from seasons.clock import utc_text
@@ -154,6 +154,10 @@ def _manifest_problem(m: Manifest) -> str | None:
         return f"created_at {shown(m.created_at)} is not an ISO 8601 time"
     if created.tzinfo is None:
         return f"created_at {shown(m.created_at)} has no zone (write it in UTC with Z)"
+    try:
+        created.astimezone(UTC)  # as results and events date it
+    except OverflowError:
+        return f"created_at {shown(m.created_at)} is out of range in UTC"
     return None
 
 
@@ -161,23 +165,26 @@ def open_regular(path: Path, *, inside: Path | None = None) -> IO[bytes]:
     """``path`` opened for reading if it is a regular file, else :class:`ArchiveError`. It is
     opened without blocking and checked after the open (a FIFO would block a plain open
     forever; a device such as /dev/zero never ends), so what is read is what was checked.
-    With ``inside``, its real path (symlinks resolved) must be in that folder."""
+    With ``inside``, its real path (symlinks resolved) must be in that folder. The error's
+    ``details["problem"]`` says what is wrong without the path."""
     if inside is not None:
         real, root = Path(os.path.realpath(path)), Path(os.path.realpath(inside))
         if not real.is_relative_to(root):
-            raise ArchiveError(f"{path} is a link to {real}, outside {root}", {"file": str(path)})
+            _not_regular(path, f"is a link to {real}, outside {root}")
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
-            raise ArchiveError(
-                f"{path} is not a regular file (a {_file_kind(mode)})", {"file": str(path)}
-            )
+            _not_regular(path, f"is not a regular file (a {_file_kind(mode)})")
         os.set_blocking(fd, True)
         return os.fdopen(fd, "rb")
     except BaseException:
         os.close(fd)
         raise
+
+
+def _not_regular(path: Path, problem: str) -> NoReturn:
+    raise ArchiveError(f"{path} {problem}", {"file": str(path), "problem": problem})
 
 
 def _file_kind(mode: int) -> str:

@@ -184,7 +184,7 @@ class Restorer:
         except OSError as exc:
             raise _rejected(file, f"is unreadable: {exc.strerror or exc}") from None
         except ArchiveError as exc:
-            raise _rejected(file, exc.message) from None
+            raise _rejected(file, exc.details["problem"]) from None
         with data:
             # One open file is hashed, then read: the lines checked are the bytes hashed.
             digest = sha256_read(data)
