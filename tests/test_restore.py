@@ -13,7 +13,6 @@ import json
 import math
 import os
 import re
-import resource
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -539,8 +538,10 @@ def test_lines_past_the_manifests_count_are_not_read(env: Env) -> None:
 
 ROOT = Path(__file__).resolve().parent.parent
 RUN_CLI = """
-import sys
+import resource, sys
 from datetime import datetime
+
+resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))  # read without bound: fail fast
 from seasons.cli import cli
 from seasons.cli.common import CliState
 from seasons.clock import ManualClock
@@ -571,13 +572,10 @@ def run_restore(env: Env, *args: str, timeout: float = 60) -> Run:
     environ = {k: v for k, v in os.environ.items() if not k.startswith("SEASONS_")}
     environ["SEASONS_CONFIG"] = str(config)
 
-    def cap() -> None:
-        resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
-
     try:
         done = subprocess.run(
             [sys.executable, "-c", RUN_CLI, NOW.isoformat(), "restore", *args], cwd=ROOT,
-            env=environ, capture_output=True, text=True, timeout=timeout, preexec_fn=cap,
+            env=environ, capture_output=True, text=True, timeout=timeout,
         )  # fmt: skip
     except subprocess.TimeoutExpired:
         pytest.fail(f"seasons restore {' '.join(args)} still running after {timeout} s")
