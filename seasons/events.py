@@ -92,8 +92,9 @@ def check_id(value: Any, what: str) -> str | None:
 
 def check_member(value: Any) -> str | None:
     """Why ``value`` is not a valid member id, or None: the rule every interface applies to
-    members (writes, reads, erasure, restored archives). 1-128 bytes of UTF-8 without
-    control characters (Cc), format characters (Cf) or line/paragraph separators (Zl, Zp)."""
+    members (writes, reads, restored archives; erasure a looser one, below). 1-128 bytes of
+    UTF-8 without control characters (Cc), format characters (Cf) or line/paragraph
+    separators (Zl, Zp)."""
     why = check_id(value, "member")
     if why is not None or value.isascii():
         return why
@@ -106,8 +107,9 @@ def check_member(value: Any) -> str | None:
 
 def check_stored_member(value: Any) -> str | None:
     """Why ``value`` cannot be a member Seasons holds, or None: the rule before format
-    characters were refused (UTF-8, 1-128 bytes, no control characters). Erasure and restore
-    take it, so that a member stored under it can still be erased, and its archives restored."""
+    characters were refused (UTF-8, 1-128 bytes, no control characters). Only erasure takes
+    it, so that a member Redis held from before can still be removed; every way in (writes,
+    restore) takes :func:`check_member`."""
     return check_id(value, "member")
 
 

@@ -4,6 +4,9 @@ A restore writes ``<ns>:{B}:archive:S`` (no TTL), fills in missing metadata in t
 ``meta`` hash and, for a season (not a snapshot ``S@<ts>``), marks it archived so late events
 for it stay rejected. Before it writes anything it checks that:
 
+- the data file and its manifest are regular files (with ``--all``: really inside
+  ``archive.dir``), the manifest's fields each of their type and form
+  (:class:`seasons.archives.Manifest`);
 - the data file matches its manifest (sha256, count, ``score_sum``) and is named after the
   manifest's season; the manifest's board is configured;
 - the season is configured and has ended: an archive key is what reads of a season use, so
@@ -18,7 +21,8 @@ for it stay rejected. Before it writes anything it checks that:
   ``force`` is given. The same standings again are a no-op.
 
 Any problem raises :class:`ArchiveRejected` (bad file) or :class:`ArchiveExists` (other
-standings already in Redis) and nothing is written.
+standings already in Redis) and nothing is written. Reading a file costs at most what its
+manifest's ``count`` allows (:func:`_read_checked`), whatever the file holds.
 
 An archive of a board with earliest ties gets its reach set back beside the archive key, each
 member reached at its line number: the times are gone, their order is the file's.
@@ -27,6 +31,7 @@ member reached at its line number: the times are gone, their order is the file's
 from __future__ import annotations
 
 import gzip
+import itertools
 import json
 import math
 import re
@@ -35,7 +40,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import IO, Any, Literal, cast
 
 from seasons import timewindows as tw
 from seasons.archives import (
@@ -46,7 +51,8 @@ from seasons.archives import (
     Archives,
     Manifest,
     Row,
-    sha256_of,
+    open_regular,
+    sha256_read,
 )
 from seasons.catalog import archive_dir
 from seasons.config.settings import BoardSettings, Settings
@@ -58,7 +64,7 @@ from seasons.errors import (
     BadPeriod,
     SeasonsError,
 )
-from seasons.events import check_metadata, check_stored_member, check_value
+from seasons.events import check_member, check_metadata, check_value
 from seasons.keys import SEASON_ARCHIVED, STATE_SEASON, Keys
 from seasons.lifecycle import EventType, Lifecycle, event_id, run_stamp
 from seasons.rewards import Results
@@ -71,6 +77,11 @@ FIELDS = ("rank", "member", "score", "metadata")
 OPTIONAL = ("reward",)  # on boards with reward tiers (seasons.rewards): a text or null
 SHOWN_PROBLEMS = 5  # in the message; details list up to KEPT_PROBLEMS
 KEPT_PROBLEMS = 100
+STOP_AFTER = 1000  # bad lines: the file is clearly bad, reading it further only costs
+# Bytes of one line. The longest entry Seasons writes is about 1.3 KiB (a 128-byte member,
+# 1 KiB of metadata, a reward); this leaves room for escapes and spaces a hand-made file
+# may hold, and bounds what one line costs to read.
+MAX_LINE = 64 * 1024
 _SNAPSHOT_STAMP = re.compile(r"\d{8}T\d{6}Z")
 _POSITIONS = ("member", "earliest")  # the tie rules whose ranks are line numbers
 
@@ -141,14 +152,17 @@ class Restorer:
         checked = self.check(file, now, force=force)
         return self.load(checked, now, progress=progress, total=len(checked.rows))
 
-    def check(self, file: Path, now: datetime, *, force: bool = False) -> Checked:
-        """Every check of the module docstring; writes nothing."""
+    def check(
+        self, file: Path, now: datetime, *, force: bool = False, inside: Path | None = None
+    ) -> Checked:
+        """Every check of the module docstring; writes nothing. With ``inside``, the file
+        and its manifest must really be in that folder (``restore --all``: no links out)."""
         file = Path(file)
         if not file.name.endswith(DATA_SUFFIX):
             raise _rejected(file, f"an archive file's name ends with {DATA_SUFFIX}")
         stem = file.name[: -len(DATA_SUFFIX)]
         try:
-            manifest = Manifest.load(file.with_name(stem + MANIFEST_SUFFIX))
+            manifest = Manifest.load(file.with_name(stem + MANIFEST_SUFFIX), inside=inside)
         except ArchiveError as exc:
             raise ArchiveRejected(f"{exc.message}; nothing restored", exc.details) from None
         if manifest.board not in self.settings.boards:
@@ -163,15 +177,24 @@ class Restorer:
                 f"after {stem!r}: a renamed file would load into the wrong archive key",
             )  # fmt: skip
         self._check_season(file, manifest.season, now)
-        digest = sha256_of(file) if file.is_file() else None
-        if digest is None:
-            raise _rejected(file, "the archive file does not exist")
-        if digest != manifest.sha256:
-            raise _rejected(
-                file, f"does not match its manifest (sha256 {digest}, manifest says "
-                f"{manifest.sha256}): the file was changed after it was written",
-            )  # fmt: skip
-        rows = _read_checked(file, self.settings.boards[manifest.board])
+        try:
+            data = open_regular(file, inside=inside)
+        except FileNotFoundError:
+            raise _rejected(file, "the archive file does not exist") from None
+        except OSError as exc:
+            raise _rejected(file, f"is unreadable: {exc.strerror or exc}") from None
+        except ArchiveError as exc:
+            raise _rejected(file, exc.details["problem"]) from None
+        with data:
+            # One open file is hashed, then read: the lines checked are the bytes hashed.
+            digest = sha256_read(data)
+            if digest != manifest.sha256:
+                raise _rejected(
+                    file, f"does not match its manifest (sha256 {digest}, manifest says "
+                    f"{manifest.sha256}): the file was changed after it was written",
+                )  # fmt: skip
+            data.seek(0)
+            rows = _read_checked(data, file, self.settings.boards[manifest.board], manifest.count)
         total = math.fsum(s for _, _, s, _ in rows)
         if len(rows) != manifest.count or total != manifest.score_sum:
             raise _rejected(
@@ -340,9 +363,8 @@ class Restorer:
         if checked.action == "replaced":  # of other standings
             self.client.unlink(self.keys.results(board, season))
         archives = Archives(self.client, Scripts(self.client), self.settings, self.keys)
-        created = datetime.fromisoformat(checked.manifest.created_at.replace("Z", "+00:00"))
         Results(self.client, archives, self.keys).write(
-            board, season, created, provisional="@" in season
+            board, season, checked.manifest.created, provisional="@" in season
         )
 
     # --- every file of the namespace ------------------------------------------------------
@@ -374,7 +396,7 @@ class Restorer:
         checked: list[Checked] = []
         for file in files:
             try:
-                c = self.check(file, now, force=force)
+                c = self.check(file, now, force=force, inside=self.settings.archive.dir)
                 if c.manifest.board != file.parent.name:
                     raise _rejected(
                         file, f"its manifest names board {c.manifest.board!r}, but the file "
@@ -403,56 +425,90 @@ def _meta_json(meta: dict[str, Any]) -> str:
     return json.dumps(meta, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
 
 
-def _read_checked(file: Path, cfg: BoardSettings) -> list[Row]:
-    """The file's rows, each checked like an event and against the lines before it; raises
-    :class:`ArchiveRejected` listing the problems (line numbers from 1)."""
+def _read_checked(data: IO[bytes], file: Path, cfg: BoardSettings, count: int) -> list[Row]:
+    """The rows of the gzip ``data`` (the file ``file``), each checked like an event and
+    against the lines before it; raises :class:`ArchiveRejected` listing the problems (line
+    numbers from 1).
+
+    Bounded whatever the file holds: a line is read up to :data:`MAX_LINE` bytes (a longer
+    one is a problem, not read further), reading stops at the first line past the manifest's
+    ``count`` and after :data:`STOP_AFTER` bad lines, so at most ``(count + 1) * MAX_LINE``
+    bytes are decompressed; the first :data:`KEPT_PROBLEMS` problems are kept, the others
+    only counted."""
     problems: list[tuple[int, str]] = []
+    found = 0  # problems in all
     bad_lines = 0
+    stopped: str | None = None
     rows: list[Row] = []
     seen: dict[str, int] = {}
     prev: tuple[str, float, int] | None = None  # member, score, expected rank of the last row
     try:
-        with gzip.open(file, "rb") as f:
-            for n, raw in enumerate(f, start=1):
-                row, mine = _parse(raw)
-                if row is not None:
-                    _, member, score, _ = row
-                    if member in seen:
-                        mine.append(f"member {member!r} is already on line {seen[member]}")
-                    else:
-                        seen[member] = n
-                    expected = n
-                    if prev is not None:
-                        expected = _against(row, prev, n, cfg, mine)
-                    elif n > 1 and cfg.ties not in _POSITIONS and type(row[0]) is int:
-                        # After a bad line the ties before are unknown: a shared or dense
-                        # rank is only known to be at most the line's number.
-                        expected = row[0] if 1 <= row[0] <= n else n
-                    if type(row[0]) is int and row[0] >= 1 and row[0] != expected:
-                        mine.append(f"rank {row[0]} should be {expected} (ties={cfg.ties!r})")
-                    prev = (member, score, expected)
+        with gzip.GzipFile(fileobj=data, mode="rb") as f:
+            for n in itertools.count(1):
+                raw = f.readline(MAX_LINE + 1)
+                if not raw:
+                    break
+                if n > count:
+                    mine = [f"is past the end: its manifest says {count} members"]
+                    stopped = "the file is longer than its manifest says"
+                elif len(raw) > MAX_LINE and not raw.endswith(b"\n"):
+                    mine = [f"is longer than {MAX_LINE} bytes"]
+                    stopped = "the line is too long to be an entry"
                 else:
-                    prev = None
+                    row, mine = _parse(raw)
+                    prev = _check_row(row, mine, n, prev, seen, cfg)
+                    if row is not None and not mine:
+                        rows.append(row)
                 if mine:
-                    problems += [(n, m) for m in mine]
+                    problems += [(n, m) for m in mine][: KEPT_PROBLEMS - len(problems)]
+                    found += len(mine)
                     bad_lines += 1
-                elif row is not None:
-                    rows.append(row)
+                    if bad_lines >= STOP_AFTER:
+                        stopped = f"{STOP_AFTER} bad lines"
+                if stopped:
+                    stopped = f"reading stopped at line {n}: {stopped}"
+                    break
     except (OSError, EOFError, zlib.error) as exc:
         raise _rejected(file, f"is not a readable gzip file: {exc}") from None
     if problems:
         shown = "; ".join(f"line {n}: {p}" for n, p in problems[:SHOWN_PROBLEMS])
-        rest = len(problems) - SHOWN_PROBLEMS
+        rest = found - SHOWN_PROBLEMS
         more = f" (and {rest} more)" if rest > 0 else ""
+        end = f" ({stopped})" if stopped else ""
         raise ArchiveRejected(
-            f"{file}: {len(problems)} problems on {bad_lines} lines, nothing restored: "
+            f"{file}: {found} problems on {bad_lines} lines{end}, nothing restored: "
             f"{shown}{more}",
             {
-                "file": str(file), "lines": bad_lines, "problems": len(problems),
-                "first": [{"line": n, "problem": p} for n, p in problems[:KEPT_PROBLEMS]],
+                "file": str(file), "lines": bad_lines, "problems": found, "stopped": stopped,
+                "first": [{"line": n, "problem": p} for n, p in problems],
             },
         )  # fmt: skip
     return rows
+
+
+def _check_row(
+    row: Row | None, mine: list[str], n: int, prev: tuple[str, float, int] | None,
+    seen: dict[str, int], cfg: BoardSettings,
+) -> tuple[str, float, int] | None:  # fmt: skip
+    """Checks line ``n``'s row against the lines before (adds to ``mine``); returns what the
+    next line is checked against."""
+    if row is None:
+        return None
+    _, member, score, _ = row
+    if member in seen:
+        mine.append(f"member {member!r} is already on line {seen[member]}")
+    else:
+        seen[member] = n
+    expected = n
+    if prev is not None:
+        expected = _against(row, prev, n, cfg, mine)
+    elif n > 1 and cfg.ties not in _POSITIONS and type(row[0]) is int:
+        # After a bad line the ties before are unknown: a shared or dense
+        # rank is only known to be at most the line's number.
+        expected = row[0] if 1 <= row[0] <= n else n
+    if type(row[0]) is int and row[0] >= 1 and row[0] != expected:
+        mine.append(f"rank {row[0]} should be {expected} (ties={cfg.ties!r})")
+    return member, score, expected
 
 
 def _against(
@@ -510,7 +566,7 @@ def _parse(raw: bytes) -> tuple[Row | None, list[str]]:
     if reward is not None and (not isinstance(reward, str) or not reward):
         return None, [f"reward {reward!r} is not a non-empty text or null"]
     rank, member, score, meta = (d[k] for k in FIELDS)
-    if why := check_stored_member(member):  # archives written before the format rule too
+    if why := check_member(member):  # the write path's rule: restore is a way in
         return None, [why]
     if why := check_value(score):
         return None, [why.replace("value", "score", 1)]

@@ -194,7 +194,7 @@ def manifest_without_file(settings: Settings) -> None:
     folder = settings.archive.dir / NS / "kills"
     folder.mkdir(parents=True)
     (folder / "S0.manifest.json").write_text(json.dumps({
-        "board": "kills", "season": "S0", "count": 1, "score_sum": 1.0, "sha256": "x",
+        "board": "kills", "season": "S0", "count": 1, "score_sum": 1.0, "sha256": "0" * 64,
         "created_at": "2026-01-01T00:00:00Z",
     }))  # fmt: skip
 

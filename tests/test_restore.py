@@ -11,6 +11,11 @@ import gzip
 import hashlib
 import json
 import math
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
 from datetime import UTC, timedelta
 from pathlib import Path
 from typing import Any
@@ -18,12 +23,13 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 from reference import snapshot, zset
-from worker_support import local, season_settings, today
+from worker_support import local, season_settings, today, toml_text
 
 from seasons import Seasons
 from seasons.cli import CliState, cli
 from seasons.clock import ManualClock
 from seasons.config import Settings
+from seasons.errors import ArchiveRejected
 from seasons.restore import Restorer
 
 NS = "seasons"
@@ -69,6 +75,7 @@ def write_archive(
         "created_at": "2026-01-01T00:00:00Z",
     }  # fmt: skip
     fields.update(manifest)
+    fields = {k: v for k, v in fields.items() if v is not None}  # None: the field left out
     (folder / f"{name}.manifest.json").write_text(json.dumps(fields))
     return data
 
@@ -138,7 +145,8 @@ BAD: list[tuple[str, str, list[Any], dict[str, Any], str]] = [
     ("member not a string", "S2", _desc(("ok", 5), (17, 4)), {}, "line 2: member must be a string"),
     ("NaN score", "S2", ['{"rank":1,"member":"a","score":NaN,"metadata":{}}'], {"score_sum": 0},
      "line 1: score must be finite"),
-    ("infinite score", "S2", _desc(("a", 5), ("b", 1e400)), {}, "line 2: score must be finite"),
+    ("infinite score", "S2", _desc(("a", 5), ("b", 1e400)), {"score_sum": 5},
+     "line 2: score must be finite"),
     ("score over 2^53", "S2", _desc(("a", 2**53 + 2), ("b", 1)), {}, "line 1: score"),
     ("score a string", "S2", _desc(("a", "5")), {"score_sum": 0}, "line 1: score must be a number"),
     ("17 metadata fields", "S2", [_line(1, "a", 5, {f"f{i}": i for i in range(17)})], {},
@@ -161,6 +169,31 @@ BAD: list[tuple[str, str, list[Any], dict[str, Any], str]] = [
     ("sha256 lies", "S2", good(), {"sha256": "0" * 64}, "does not match its manifest"),
     ("score_sum lies", "S2", good(), {"score_sum": 1.5}, "its manifest says"),
     ("file renamed", "S2", good(), {"season": "S1"}, "named after 'S2'"),
+    # The write path's member rule: a member the writes refuse is not restored either.
+    ("invisible format character", "S2", _desc(("ok", 5), ("ad\u200bmin", 4)), {},
+     "line 2: member contains the invisible format character U+200B (ZERO WIDTH SPACE)"),
+    ("bidi override", "S2", _desc(("\u202enimda", 5)), {},
+     "line 1: member contains the invisible format character U+202E"),
+    # Every manifest field of its type and form, checked before anything is written.
+    ("created_at not a time", "S2", good(), {"created_at": "not-a-time"},
+     "created_at 'not-a-time' is not an ISO 8601 time"),
+    ("created_at without a zone", "S2", good(), {"created_at": "2026-01-01T00:00:00"},
+     "created_at '2026-01-01T00:00:00' has no zone"),
+    ("created_at out of range in UTC", "S2", good(), {"created_at": "0001-01-01T00:00:00+01:00"},
+     "created_at '0001-01-01T00:00:00+01:00' is out of range in UTC"),
+    ("created_at a number", "S2", good(), {"created_at": 1767225600},
+     "created_at must be a text, got int"),
+    ("count a text", "S2", good(), {"count": "6"}, "count '6' is not an integer of 0 or more"),
+    ("count a boolean", "S2", good(n=1), {"count": True}, "count True is not an integer"),
+    ("count negative", "S2", [], {"count": -1}, "count -1 is not an integer of 0 or more"),
+    ("score_sum a text", "S2", good(), {"score_sum": "17"}, "score_sum must be a number, got str"),
+    ("score_sum a huge integer", "S2", good(), {"score_sum": 10**400},
+     "score_sum is an integer of 1329 bits"),
+    ("sha256 in capitals", "S2", good(), {"sha256": "AB" * 32},
+     "is not 64 lowercase hexadecimal digits"),
+    ("board not a text", "S2", good(), {"board": ["kills"]}, "board must be a text, got list"),
+    ("season with a slash", "S2", good(), {"season": "../S2"}, "season '../S2' is not a season id"),
+    ("a field missing", "S2", good(), {"created_at": None}, "lacks created_at"),
 ]  # fmt: skip
 
 
@@ -174,7 +207,8 @@ def test_a_bad_file_is_refused_and_nothing_is_written(
     data = write_archive(env.tmp / "bad", stem, lines, **manifest)
     result = env.cli("restore", str(data))
     assert result.exit_code == 2, result.output
-    assert says in result.output and "nothing restored" in result.output
+    out = " ".join(result.output.split())  # click may wrap
+    assert says in out and "nothing restored" in out, out
     assert env.digest() == before
     assert env.app.top("kills", "season", period="S3", limit=100) == live_before
     assert not env.r.exists(env.archive("kills", stem))
@@ -393,3 +427,214 @@ def test_progress_counts_rows_up_to_the_total(env: Env) -> None:
     assert seen[-1] == (2500, 2500) and len(seen) >= 3
     assert [n for n, _ in seen] == sorted(n for n, _ in seen)
     assert len(zset(env.r, env.archive("kills", "S2"))) == 2500
+
+
+RAW_MANIFESTS: list[tuple[str, bytes, str]] = [
+    ("not an object", b'["kills", "S2"]', "it is a JSON list, not an object"),
+    ("not JSON", b'{"board": "kills",', "is invalid: Expecting property name"),
+    ("not UTF-8", b'{"board": "k\xffills"}', "is invalid: 'utf-8' codec can't decode"),
+    ("over 64 KiB", b'{"board": "kills"' + b" " * 70_000 + b"}", "larger than 65536 bytes"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("raw", "says"), [m[1:] for m in RAW_MANIFESTS],
+                         ids=[m[0] for m in RAW_MANIFESTS])  # fmt: skip
+def test_a_manifest_that_is_not_one_is_refused(env: Env, raw: bytes, says: str) -> None:
+    data = write_archive(env.tmp / "bad", "S2", good())
+    data.with_name("S2.manifest.json").write_bytes(raw)
+    before = snapshot(env.r)
+    result = env.cli("restore", str(data))
+    assert result.exit_code == 2, result.output
+    out = " ".join(result.output.split())
+    assert says in out and "nothing restored" in out, out
+    assert snapshot(env.r) == before
+
+
+def test_restore_all_loads_nothing_when_one_manifest_has_a_bad_created_at(env: Env) -> None:
+    # Every file is checked, the manifest's fields too, before any is loaded: the others
+    # are good and come first in the order of loading (kills before laps, S1 before S3).
+    written = _namespace(env)
+    root = env.settings.archive.dir / NS
+    write_archive(root / "laps", "S2", written[("laps", "S2")], board="laps",
+                  created_at="not-a-time")  # fmt: skip
+    env.r.flushall()
+    env.r.set(f"{NS}:safe_mode", json.dumps({"reason": "data_loss", "message": "gone"}))
+    before = snapshot(env.r)
+    result = env.cli("restore", "--all", "--json")
+    assert result.exit_code == 2, result.output
+    out = json.loads(result.output)
+    assert out["restored"] == [] and out["recovered"] is False
+    assert [Path(f["file"]).relative_to(root).as_posix() for f in out["failed"]] == [
+        "laps/S2.jsonl.gz"
+    ]
+    assert "created_at 'not-a-time' is not an ISO 8601 time" in out["failed"][0]["message"]
+    assert snapshot(env.r) == before
+
+
+def test_restore_all_follows_no_link_out_of_the_archive_folder(env: Env) -> None:
+    written = _namespace(env)
+    root = env.settings.archive.dir / NS
+    # A good archive outside archive.dir, linked into the folder of kills (data and manifest).
+    outside = write_archive(env.tmp / "elsewhere", "S2", good(bonus=50))
+    for name in ("S2.jsonl.gz", "S2.manifest.json"):
+        (root / "kills" / name).unlink()
+        (root / "kills" / name).symlink_to(outside.with_name(name))
+    env.r.flushall()
+    before = snapshot(env.r)
+    result = env.cli("restore", "--all", "--json")
+    assert result.exit_code == 2, result.output
+    out = json.loads(result.output)
+    assert out["restored"] == [] and len(out["failed"]) == 1
+    message = out["failed"][0]["message"]
+    assert "kills/S2.manifest.json is a link to" in message and "outside" in message
+    assert snapshot(env.r) == before
+    # A link that stays inside archive.dir is followed.
+    for name in ("S2.jsonl.gz", "S2.manifest.json"):
+        (root / "kills" / name).unlink()
+        (env.settings.archive.dir / name).write_bytes(outside.with_name(name).read_bytes())
+        (root / "kills" / name).symlink_to(env.settings.archive.dir / name)
+    result = env.cli("restore", "--all", "--json")
+    assert result.exit_code == 0, result.output
+    assert len(json.loads(result.output)["restored"]) == len(written)
+    assert zset(env.r, env.archive("kills", "S2")) == {
+        ln["member"]: ln["score"] for ln in good(bonus=50)
+    }
+
+
+def test_a_file_of_duplicate_lines_stops_being_read_once_it_is_clearly_bad(env: Env) -> None:
+    # 200 000 copies of one line: each after the first repeats a member and a rank.
+    n = 200_000
+    data = write_archive(env.tmp / "dup", "S2", [_line(1, "same", 5)] * n)
+    before = snapshot(env.r)
+    restorer = Restorer(env.app.client, env.settings, env.app.keys)
+    with pytest.raises(ArchiveRejected) as caught:
+        restorer.check(data, NOW)
+    details = caught.value.details
+    assert details["stopped"] == "reading stopped at line 1001: 1000 bad lines"
+    assert details["lines"] == 1000 and details["problems"] == 2000
+    assert len(details["first"]) == 100
+    assert details["first"][:2] == [
+        {"line": 2, "problem": "member 'same' is already on line 1"},
+        {"line": 2, "problem": "rank 1 should be 2 (ties='member')"},
+    ]
+    result = env.cli("restore", str(data))
+    assert result.exit_code == 2, result.output
+    assert "reading stopped at line 1001" in " ".join(result.output.split())
+    assert snapshot(env.r) == before
+
+
+def test_lines_past_the_manifests_count_are_not_read(env: Env) -> None:
+    lines = good(n=6)
+    data = write_archive(env.tmp / "long", "S2", lines, count=3)
+    restorer = Restorer(env.app.client, env.settings, env.app.keys)
+    with pytest.raises(ArchiveRejected) as caught:
+        restorer.check(data, NOW)
+    assert caught.value.details["first"] == [
+        {"line": 4, "problem": "is past the end: its manifest says 3 members"}
+    ]
+
+
+# --- files that would hang or exhaust a restore: `seasons restore` as a real process --------
+
+ROOT = Path(__file__).resolve().parent.parent
+RUN_CLI = """
+import resource, sys
+from datetime import datetime
+
+resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))  # read without bound: fail fast
+from seasons.cli import cli
+from seasons.cli.common import CliState
+from seasons.clock import ManualClock
+from seasons.config import load_settings
+
+state = CliState(clock=ManualClock(datetime.fromisoformat(sys.argv[1])), settings=load_settings())
+try:
+    cli.main(sys.argv[2:], obj=state, prog_name="seasons")
+finally:
+    with open("/proc/self/status") as f:  # the peak resident size of this process
+        sys.stderr.write("\\n" + next(x for x in f if x.startswith("VmHWM:")))
+"""
+
+
+@dataclass
+class Run:
+    code: int
+    output: str  # stdout and stderr
+    peak_mib: float  # VmHWM
+
+
+def run_restore(env: Env, *args: str, timeout: float = 60) -> Run:
+    """``seasons restore ARGS`` in a process of its own, at the tests' NOW. A restore that
+    hangs is killed after ``timeout`` seconds and fails the test; its address space is
+    capped (2 GiB), so one reading without bound fails fast instead of taking the machine."""
+    config = env.tmp / "seasons.toml"
+    config.write_text(toml_text(env.settings))
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("SEASONS_")}
+    environ["SEASONS_CONFIG"] = str(config)
+
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", RUN_CLI, NOW.isoformat(), "restore", *args], cwd=ROOT,
+            env=environ, capture_output=True, text=True, timeout=timeout,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"seasons restore {' '.join(args)} still running after {timeout} s")
+    peak = re.search(r"VmHWM:\s+(\d+) kB", done.stderr)
+    assert peak is not None, done.stderr
+    return Run(done.returncode, done.stdout + done.stderr, int(peak.group(1)) / 1024)
+
+
+def test_a_line_of_100_mb_is_refused_without_reading_it(env: Env) -> None:
+    folder = env.tmp / "huge"
+    folder.mkdir()
+    data = folder / "S2.jsonl.gz"
+    with gzip.GzipFile(data, "wb", mtime=0) as gz:  # 100 MB of "a" in ~100 KB of gzip
+        block = b"a" * (1 << 20)
+        for _ in range(100):
+            gz.write(block)
+        gz.write(b"\n")
+    assert data.stat().st_size < 1 << 20
+    write_manifest(data, count=1)
+    before = snapshot(env.r)
+    small = run_restore(env, str(write_archive(env.tmp / "small", "S2", ["{oops"])))
+    assert small.code == 2, small.output
+    huge = run_restore(env, str(data))
+    assert huge.code == 2, huge.output
+    assert "line 1: is longer than 65536 bytes" in huge.output and "Traceback" not in huge.output
+    # Reading it whole would take 100 MB for the bytes, as much again for the text.
+    assert huge.peak_mib - small.peak_mib < 50, (huge.peak_mib, small.peak_mib)
+    assert snapshot(env.r) == before
+
+
+def write_manifest(data: Path, **fields: Any) -> None:
+    """A truthful manifest of the data file ``data`` of kills, with ``fields`` overriding."""
+    season = data.name.removesuffix(".jsonl.gz")
+    manifest = {
+        "board": "kills", "season": season, "count": 0, "score_sum": 0.0,
+        "sha256": hashlib.sha256(data.read_bytes()).hexdigest(),
+        "created_at": "2026-01-01T00:00:00Z", **fields,
+    }  # fmt: skip
+    data.with_name(f"{season}.manifest.json").write_text(json.dumps(manifest))
+
+
+SPECIAL = ["manifest a FIFO", "manifest a link to /dev/zero", "data a link to /dev/zero",
+           "data a FIFO"]  # fmt: skip
+
+
+@pytest.mark.parametrize("case", SPECIAL)
+def test_a_file_that_is_not_a_regular_file_is_refused_at_once(env: Env, case: str) -> None:
+    data = write_archive(env.tmp / "special", "S2", good())
+    target = data if case.startswith("data") else data.with_name("S2.manifest.json")
+    target.unlink()
+    if case.endswith("FIFO"):
+        os.mkfifo(target)  # nobody writes it: a plain open for reading blocks
+        kind = "a FIFO"
+    else:
+        target.symlink_to("/dev/zero")  # never ends
+        kind = "a character device"
+    before = snapshot(env.r)
+    run = run_restore(env, str(data))
+    assert run.code == 2, run.output
+    assert f"is not a regular file ({kind})" in run.output, run.output
+    assert "nothing restored" in run.output and "Traceback" not in run.output
+    assert snapshot(env.r) == before
