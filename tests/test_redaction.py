@@ -176,6 +176,9 @@ def test_no_query_token_reaches_the_access_log_on_any_path(redis_url: str, tmp_p
             assert resp.status_code == status, (method, target, resp.text)
             assert "location" not in resp.headers
             assert set(resp.json()) == {"error", "message", "details"}
+        # Over the URL limit: refused unread, logged without its query.
+        long = client.get(f"/v1/boards/kills/season?period={'x' * 9000}&token={TOKEN}")
+        assert long.status_code == 414 and long.json()["error"] == "url_too_long"
         # Seasons' own parameters keep their values: the log stays useful.
         assert client.get("/v1/boards/kills/season?limit=3&period=current").status_code == 200
     text = log.read_text()
@@ -187,3 +190,4 @@ def test_no_query_token_reaches_the_access_log_on_any_path(redis_url: str, tmp_p
     assert "token=<redacted>" in text and "%74oken=<redacted>" in text
     assert '"GET /v1/boards/kills/season?limit=2&<redacted> HTTP/1.1" 422' in text
     assert '"GET /v1/boards/kills/season?limit=3&period=current HTTP/1.1" 200' in text
+    assert '"GET /v1/boards/kills/season HTTP/1.1" 414' in text
