@@ -29,6 +29,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 from pydantic_settings.sources.utils import parse_env_vars
+from redis.connection import parse_url
 
 if TYPE_CHECKING:
     from seasons.composite import CompositeScore
@@ -80,6 +81,14 @@ class RedisSettings(_Section):
             raise ValueError(
                 "must start with redis://, rediss:// or unix:// (e.g. redis://127.0.0.1:6379/0)"
             )
+        try:
+            parse_url(url)  # redis-py's own reading of the URL, as the clients will read it
+        except ValueError:
+            # redis-py's reason is not repeated: it may quote a password typed as a port.
+            raise ValueError(
+                "is not a URL redis-py can read: check the port (a number), an IPv6 address "
+                "in [brackets] and the query parameters' values (e.g. socket_timeout=5)"
+            ) from None
         return url
 
 
@@ -439,10 +448,16 @@ class HookSettings(_Section):
     @field_validator("url")
     @classmethod
     def _http(cls, url: str) -> str:
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
+        try:
+            parts = urlsplit(url)
+            port_ok = parts.port is None or parts.port > 0  # .port raises on a port of text
+        except ValueError:
+            port_ok = False
+        if not port_ok or parts.scheme not in ("http", "https") or not parts.hostname:
             # The URL is not repeated: it may hold a token.
-            raise ValueError("must be an http:// or https:// URL with a host")
+            raise ValueError(
+                "must be an http:// or https:// URL with a host (and a numeric port, if any)"
+            )
         return url
 
     @field_validator("events")

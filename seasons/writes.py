@@ -61,8 +61,14 @@ def new_batch_id() -> str:
 
 def check_batch_id(value: Any, what: str = "batch_id") -> str:
     """``value`` if it is a valid batch id (1-128 bytes of UTF-8 without control
-    characters, like event ids), else :class:`InvalidBatchId` naming ``what``."""
+    characters, like event ids, and no whitespace at either end), else
+    :class:`InvalidBatchId` naming ``what``. Batch, claim and clear ids are compared exactly:
+    an id that differs only by a trailing space would be another write, while HTTP drops
+    that space from an ``Idempotency-Key`` (:func:`seasons.http.scores.batch_id_of`), so no
+    interface takes one."""
     why = check_id(value, what)
+    if why is None and value != value.strip():
+        why = f"{what} begins or ends with whitespace ({value!r})"
     if why is not None:
         raise InvalidBatchId(f"{why}; nothing written", {"field": what})
     return str(value)

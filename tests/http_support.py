@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import os
 import random
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
+
+import httpx
 
 from seasons import Seasons
 
@@ -22,6 +29,7 @@ SETTINGS: dict[str, Any] = {
         "laps": {"aggregate": "min", "order": "asc", "ties": "shared"},
     },
 }
+ROOT = Path(__file__).resolve().parent.parent
 WRITE_TOKEN = "w-s3cr3t-token-for-tests"
 ADMIN_TOKEN = "a-s3cr3t-token-for-tests"
 
@@ -84,3 +92,37 @@ def serving(app: Any, startup_timeout: float = 10.0, **options: Any) -> Iterator
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+
+
+@contextmanager
+def seasons_serve(env: dict[str, str], log: Path, timeout: float = 30.0) -> Iterator[str]:
+    """``seasons serve`` as a process on a free port, with only the SEASONS_* variables of
+    ``env``, its output (the access log among it) in the file ``log``; yields its base URL.
+    Ends it with SIGTERM (uvicorn writes out its log), or SIGKILL if it hangs."""
+    from redis_server import free_port
+
+    port = free_port()
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("SEASONS_")} | env
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", "from seasons.cli import main; main()", "serve",
+             "--port", str(port)],
+            cwd=ROOT, env=environ, stdout=out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                httpx.get(f"{base}/healthz", timeout=5)
+                break
+            except httpx.TransportError:
+                assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+                time.sleep(0.1)
+        yield base
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

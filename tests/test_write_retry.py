@@ -12,8 +12,10 @@ resend of a batch that already ran answers its original result and writes nothin
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import socket
 import threading
 import warnings
 from collections.abc import Callable, Iterator
@@ -21,9 +23,11 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import redis
 from click.testing import CliRunner
+from http_support import seasons_serve
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
@@ -300,8 +304,9 @@ def test_batch_ids_are_forgotten_after_48_hours(make: Make, r: redis.Redis) -> N
 
 @pytest.mark.parametrize(
     "bad",
-    ["", "x" * 129, "é" * 65, "tab\there", "nul\x00", "\x85next-line", 17, b"bytes"],
-)
+    ["", "x" * 129, "é" * 65, "tab\there", "nul\x00", "\x85next-line", 17, b"bytes",
+     "trailing ", " leading", "nbsp\xa0", "\u3000ideographic"],
+)  # fmt: skip
 def test_invalid_batch_ids_are_refused_before_any_write(
     make: Make, r: redis.Redis, bad: Any
 ) -> None:
@@ -381,6 +386,48 @@ def test_a_bad_idempotency_key_is_422(http: TestClient, r: redis.Redis, header: 
     assert r.dbsize() == 0
 
 
+def test_spaces_around_an_idempotency_key_are_not_part_of_it(
+    redis_url: str, tmp_path: Path
+) -> None:
+    """HTTP's optional whitespace around a header value (RFC 9110, 5.5) does not make another
+    key: on a real ``seasons serve`` (httptools keeps what follows a value), sent as raw bytes,
+    every spelling is the batch ``k1``, applied once."""
+    env = {"SEASONS_REDIS__URL": redis_url, "SEASONS_NAMESPACE": NS,
+           "SEASONS_BOARDS__KILLS__AGGREGATE": "sum"}  # fmt: skip
+    body = json.dumps({"events": [ev("kills", "ann", 5)]}).encode()
+    with seasons_serve(env, tmp_path / "serve.log") as base:
+        port = int(base.rsplit(":", 1)[1])
+        answers = []
+        for key in (b"k1", b"k1 ", b"k1\t", b" k1  ", b"\tk1 \t "):
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+                sock.sendall(
+                    b"POST /v1/scores HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                    b"Content-Type: application/json\r\nIdempotency-Key: " + key + b"\r\n"
+                    b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body) + body
+                )
+                raw = b""
+                while chunk := sock.recv(65536):
+                    raw += chunk
+            head, _, answer = raw.partition(b"\r\n\r\n")
+            assert head.startswith(b"HTTP/1.1 200"), raw
+            answers.append(json.loads(answer))
+        entry = httpx.get(f"{base}/v1/boards/kills/day/members/ann", timeout=10).json()
+    assert answers == [{"applied": 1, "duplicates": 0, "batch_id": "k1"}] * 5
+    assert entry["score"] == 5  # one event of 5, applied once
+
+
+def test_ids_with_whitespace_around_them_are_refused_everywhere(make: Make, r: redis.Redis) -> None:
+    """Claim and clear ids follow the batch id rule (one check): nothing is written."""
+    with Seasons(make(), clock=ManualClock(START)) as s:
+        s.submit("kills", "ann", 5)
+        before = snapshot(r)
+        with pytest.raises(InvalidBatchId, match="clear id begins or ends with whitespace"):
+            s.clear("kills", "day", "current", run_id="run-1 ")
+        with pytest.raises(InvalidBatchId, match="claim_id begins or ends with whitespace"):
+            s.claim("kills", "S1", "ann", claim_id=" claim-1")
+        assert snapshot(r) == before
+
+
 def test_a_header_that_is_not_utf8_is_refused() -> None:
     """What the server hands over for the bytes FF FE (Latin-1); the test client cannot send
     such bytes as they are (it re-encodes header values)."""
@@ -423,6 +470,8 @@ def test_cli_submit_batch_id(
     assert other.exit_code == 1 and "cli-1" in other.stderr
     bad = run("submit", "kills", "ann", "6", "--batch-id", "")
     assert bad.exit_code == 2 and "batch_id" in bad.stderr
+    spaced = run("submit", "kills", "ann", "6", "--batch-id", "cli-1 ")
+    assert spaced.exit_code == 2 and "batch_id begins or ends with whitespace" in spaced.stderr
     assert zset(r, day_key("kills", START.date())) == {"ann": 5.0}
 
 

@@ -26,7 +26,6 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import urlsplit, urlunsplit
 
 import click
 from pydantic import BaseModel
@@ -49,6 +48,7 @@ from seasons.errors import (
     UnknownBoard,
     UnsupportedRedis,
 )
+from seasons.redact import REDACTED, mask_url
 from seasons.redis_health import check_version
 
 # Exit statuses.
@@ -57,7 +57,6 @@ EXIT_FAILURE = 1
 EXIT_USAGE = 2  # bad usage or bad input; click uses 2 for its usage errors too
 EXIT_NOT_FOUND = 3
 
-REDACTED = "<redacted>"
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -151,7 +150,7 @@ class CliState:
         settings = self.settings
         return CliError(
             f"no Seasons data in namespace {settings.namespace!r} at "
-            f"{_redact_url(settings.redis.url)}: is this the right Redis and namespace? "
+            f"{mask_url(settings.redis.url)}: is this the right Redis and namespace? "
             "(redis.url / SEASONS_REDIS__URL, namespace / SEASONS_NAMESPACE; for the demo, "
             "`source var/demo/env` first)"
         )
@@ -299,27 +298,17 @@ def fmt_meta(meta: dict[str, Any]) -> str:
 # --- settings for display ---------------------------------------------------------------------
 
 
-def _redact_url(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
-    user = f"{parts.username}:" if parts.username else ":"
-    return urlunsplit(parts._replace(netloc=f"{user}{REDACTED}@{host}"))
-
-
 def redacted_settings(settings: Settings) -> dict[str, Any]:
-    """The effective settings as JSON, with tokens and passwords replaced (empty ones kept)."""
+    """The effective settings as JSON, with tokens and passwords replaced (empty ones kept)
+    and every URL masked (:func:`seasons.redact.mask_url`)."""
     data = settings.model_dump(mode="json")
-    data["redis"]["url"] = _redact_url(data["redis"]["url"])
+    data["redis"]["url"] = mask_url(data["redis"]["url"])
     if data["redis"].get("password"):
         data["redis"]["password"] = REDACTED
     for name in ("write_token", "admin_token"):
         if data["api"].get(name):
             data["api"][name] = REDACTED
     for hook in data["hooks"]:
-        hook["url"] = _redact_url(hook["url"])
+        hook["url"] = mask_url(hook["url"])
         hook["secret"] = REDACTED
     return data

@@ -39,6 +39,7 @@ from seasons.http import (
     seasons,
     web,
 )
+from seasons.http.access_log import SafeQuery
 from seasons.http.deps import Services
 from seasons.http.fast import FastReads
 from seasons.http.guard import Guard, Rules, document
@@ -94,6 +95,10 @@ def create_app(
         summary="Time-windowed, seasonal leaderboards on Redis",
         version="1",
         lifespan=lifespan,
+        # A path with a trailing slash is a 404 like any unknown path, not a redirect: the
+        # redirect's Location would repeat the query string (a token sent there) to the client
+        # and to whatever logs the redirected request.
+        redirect_slashes=False,
         **_NO_OPENTELEMETRY,
     )
     api.state.services = Services(
@@ -104,11 +109,13 @@ def create_app(
         api.include_router(module.router)
     # From the routes as included: each one's access level, query parameters and body.
     rules = Rules(api)
-    # The last added is the outermost: the metrics see the guard's answers too, and the fast
-    # reads come after the guard's checks.
+    # The last added is the outermost: the metrics see the guard's answers too, the fast
+    # reads come after the guard's checks, and the access log never sees a query value that
+    # no route takes.
     api.add_middleware(FastReads, services=api.state.services, rules=rules)
     api.add_middleware(Guard, rules=rules, api=settings.api)
     api.add_middleware(MetricsMiddleware, metrics=metrics)
+    api.add_middleware(SafeQuery, rules=rules)
     schema = api.openapi
 
     def openapi() -> dict[str, Any]:

@@ -1,9 +1,11 @@
 """Prometheus metrics of one HTTP app: requests, latency, score events, and the worker's jobs.
 
 Each app has its own registry (tests build many apps in one process). Request metrics are
-labelled by route template (``/v1/boards/{board}/{window}``), never by raw path, so their
-cardinality stays bounded. The worker runs in another process: its job runs and durations are
-read from the job state it keeps in Redis at scrape time by :class:`JobsCollector`.
+labelled by route template (``/v1/boards/{board}/{window}``), never by raw path, and every
+label has a bounded set of values whatever clients send (:func:`request_labels`): the series
+are those of the routes, plus a few for requests no route took. The worker runs in another
+process: its job runs and durations are read from the job state it keeps in Redis at scrape
+time by :class:`JobsCollector`.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime
+from http import HTTPStatus
 from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram
@@ -31,6 +34,17 @@ MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 LATENCY_BUCKETS = (
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 )  # fmt: skip
+
+# Request labels besides templates, methods and codes (request_labels): a method outside
+# METHODS or a code outside HTTPStatus is OTHER; a request no route took (an unknown path,
+# 404; a method the path does not take, 405) is UNMATCHED, whatever its path.
+OTHER = "other"
+UNMATCHED = "unmatched"
+# The methods of HTTP (RFC 9110, and PATCH); others (WebDAV's PROPFIND...) count as OTHER.
+METHODS = frozenset(
+    {"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "CONNECT", "TRACE"}
+)
+_STATUSES = frozenset(s.value for s in HTTPStatus)
 
 # What JobsCollector needs: job name -> its recorded state (runs, failures, last duration...).
 JobStats = Callable[[], Mapping[str, Mapping[str, Any]]]
@@ -190,25 +204,53 @@ def _instant(value: Any) -> float | None:
     return parsed.timestamp() if parsed.tzinfo is not None else None
 
 
+def request_labels(method: str, route: Any, status: int) -> tuple[str, str, str]:
+    """The (method, route, status) labels of a request, each from a bounded set: ``method``
+    if in :data:`METHODS`, else :data:`OTHER`; the template of ``route`` (what the router,
+    the guard or the fast path put in ``scope["route"]``) if it takes ``method``, else
+    :data:`UNMATCHED`; the status code if HTTP defines it, else :data:`OTHER`."""
+    taken = getattr(route, "methods", None)
+    if route is None or (
+        # A route given for a method it does not take is the router's 405. HEAD is a GET
+        # without a body: counted with the GET route that answers it.
+        taken is not None and method not in taken and not (method == "HEAD" and "GET" in taken)
+    ):
+        template = UNMATCHED
+    else:
+        template = _template(route)
+    return (
+        method if method in METHODS else OTHER,
+        template,
+        str(status) if status in _STATUSES else OTHER,
+    )
+
+
+def _template(route: Any) -> str:
+    return str(getattr(route, "path_format", None) or getattr(route, "path", UNMATCHED))
+
+
 class MetricsMiddleware:
     """Counts and times every HTTP request by its route template and status."""
 
     def __init__(self, app: ASGIApp, metrics: Metrics):
         self.app = app
         self.metrics = metrics
-        # The labelled series by (method, template, status): prometheus-client's labels()
-        # takes a lock and builds its key on every call, which the hot reads should not pay.
-        # Bounded: methods and statuses are few, templates are the app's routes.
+        # The labelled series by (method, route's template, status) as the request came:
+        # prometheus-client's labels() takes a lock and builds its key on every call, which
+        # the hot reads should not pay. A method and a template decide whether a route took
+        # the request (the router matches a route that takes the method before it answers
+        # 405). Bounded: past the limit, series are looked up each time.
         self._series: dict[tuple[str, str, int], tuple[Any, Any]] = {}
 
-    def _record(self, method: str, template: str, status: int, seconds: float) -> None:
-        key = (method, template, status)
+    def _record(self, method: str, route: Any, status: int, seconds: float) -> None:
+        key = (method, _template(route), status)
         series = self._series.get(key)
         if series is None:
             m = self.metrics
+            method_label, template, status_label = request_labels(method, route, status)
             series = (
-                m.latency.labels(method, template),
-                m.requests.labels(method, template, str(status)),
+                m.latency.labels(method_label, template),
+                m.requests.labels(method_label, template, status_label),
             )
             if len(self._series) < 10_000:
                 self._series[key] = series
@@ -231,8 +273,6 @@ class MetricsMiddleware:
         try:
             await self.app(scope, receive, send_and_record)
         finally:
-            route = scope.get("route")
-            template = str(
-                getattr(route, "path_format", None) or getattr(route, "path", "unmatched")
+            self._record(
+                scope.get("method", ""), scope.get("route"), status, time.perf_counter() - start
             )
-            self._record(scope.get("method", ""), template, status, time.perf_counter() - start)

@@ -47,10 +47,11 @@ def post_scores(
         Header(
             alias=IDEMPOTENCY_KEY,
             description=(
-                "The batch id (1-128 bytes of UTF-8, no control characters; generated when "
-                "absent and returned as batch_id). Sending the same batch again with it within "
-                "48 hours answers the original result and writes nothing; other events under "
-                "the same key are refused (409 batch_id_reused)."
+                "The batch id (1-128 bytes of UTF-8, no control characters; spaces and tabs "
+                "around it are not part of it; generated when absent and returned as "
+                "batch_id). Sending the same batch again with it within 48 hours answers the "
+                "original result and writes nothing; other events under the same key are "
+                "refused (409 batch_id_reused)."
             ),
         ),
     ] = None,
@@ -74,9 +75,11 @@ def record(s: Seasons, metrics: Metrics, events: list[Any], batch_id: str | None
 
 def batch_id_of(header: str) -> str:
     """The batch id of an ``Idempotency-Key`` header. Header values reach us decoded as
-    Latin-1 (HTTP's bytes), so they are read back as the UTF-8 that clients send."""
+    Latin-1 (HTTP's bytes), so they are read back as the UTF-8 that clients send. Spaces and
+    tabs around the value are not part of it (RFC 9110, section 5.5: httptools drops those
+    before a value, not those after), so ``k1 `` is the key ``k1``, as through any proxy."""
     try:
-        text = header.encode("latin-1").decode("utf-8")
+        text = header.strip(" \t").encode("latin-1").decode("utf-8")
     except UnicodeError:
         raise InvalidBatchId(
             f"{IDEMPOTENCY_KEY} header is not valid UTF-8; nothing written",
