@@ -34,6 +34,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO, Any
 
+from seasons import closed
 from seasons.catalog import archive_dir
 from seasons.clock import utc_text
 from seasons.config.settings import Settings
@@ -65,7 +66,11 @@ class Manifest:
     count: int
     score_sum: float
     sha256: str
-    created_at: str
+    created_at: str  # the close's time (a forget's rewrite keeps it): the results' date
+    # The results as they stood at the close (seasons.closed): the reward tiers then, and a
+    # gap per member forgotten since. None in manifests written before them.
+    tiers: list[dict[str, Any]] | None = None
+    removed: list[dict[str, Any]] | None = None
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2) + "\n"
@@ -78,6 +83,7 @@ class Manifest:
                 board=str(data["board"]), season=str(data["season"]), count=int(data["count"]),
                 score_sum=float(data["score_sum"]), sha256=str(data["sha256"]),
                 created_at=str(data["created_at"]),
+                tiers=data.get("tiers"), removed=data.get("removed"),  # seasons.closed checks
             )  # fmt: skip
         except FileNotFoundError:
             raise ArchiveError(f"manifest {path} does not exist", {"file": str(path)}) from None
@@ -363,19 +369,30 @@ class Archives:
             results.summary(board, archive_id) is not None
         )
 
+        before: Manifest | None = None  # a forget's: the manifest it rewrites
+        at_close: dict[str, int] = {}  # member -> its rank at the close, when forgotten some
+        if replace:
+            before, at_close = self._as_closed_before(board, archive_id, data, manifest_path)
+
         def write(f: IO[bytes]) -> None:
             with gzip.GzipFile(filename="", mode="wb", fileobj=f, mtime=0) as gz:
                 for part in batched(self.rows(board, key), CHUNK):
                     given = self._rewards(results, board, archive_id, part) if rewarded else None
                     for i, (rank, member, score, meta) in enumerate(part):
                         extra = () if given is None else (given[i],)
-                        gz.write(line(rank, member, score, meta, *extra).encode())
+                        kept_rank = at_close.get(member, rank)
+                        gz.write(line(kept_rank, member, score, meta, *extra).encode())
                         scores.append(score)
 
         if replace:
             atomic_write(data, write)
             checkpoint("archive:data-written")
             manifest = self._manifest(board, archive_id, data, scores, now)
+            if before is not None:
+                manifest = replace_fields(
+                    manifest, created_at=before.created_at, tiers=before.tiers,
+                    removed=before.removed,
+                )  # fmt: skip
             atomic_write(manifest_path, lambda f: _write_all(f, manifest.to_json().encode()))
             return manifest
         tmp = _tmp_path(data)
@@ -408,14 +425,48 @@ class Archives:
                 {"board": board, "season": archive_id},
             ) from None
 
-    @staticmethod
     def _manifest(
-        board: str, archive_id: str, data: Path, scores: list[float], now: datetime
+        self, board: str, archive_id: str, data: Path, scores: list[float], now: datetime
     ) -> Manifest:
         return Manifest(
             board=board, season=archive_id, count=len(scores), score_sum=math.fsum(scores),
-            sha256=sha256_of(data), created_at=utc_text(now, "seconds"),
+            sha256=sha256_of(data),
+            created_at=utc_text(now, "seconds"),
+            tiers=closed.tier_rules(self.settings.boards[board]), removed=[],
         )  # fmt: skip
+
+    def _as_closed_before(
+        self, board: str, archive_id: str, data: Path, manifest_path: Path
+    ) -> tuple[Manifest | None, dict[str, int]]:
+        """For a forget's rewrite: the manifest on disk (its date, tiers and gaps, the gaps
+        of the members now gone from the archive key added) and the rank at the close of
+        each member still on the key (seasons.closed), so the others keep theirs. A file
+        or manifest that no longer matches the key gives no ranks and no gaps: the file is
+        written from the key as it stands, as a close would (an unreadable manifest: a new
+        one, dated now)."""
+        key = self.keys.archive(board, archive_id)
+        cfg = self.settings.boards[board]
+        try:
+            before = Manifest.load(manifest_path)
+            old = [(m, s) for _, m, s, _ in read_rows(data)]
+            gaps = closed.manifest_gaps(before.removed, len(old))
+        except (ArchiveError, ValueError):
+            return None, {}
+        kept: set[str] = set()
+        for part in batched(old, CHUNK):
+            now_scores = self.client.zmscore(key, [m for m, _ in part])
+            kept.update(m for (m, s), held in zip(part, now_scores, strict=True) if held == s)
+        if len(kept) != int(self.client.zcard(key)):
+            return replace_fields(before, removed=[]), {}
+        gaps = closed.forgotten(old, gaps, kept)
+        on_key = [(m, s) for m, s in old if m in kept]
+        try:
+            tiers = closed.manifest_tiers(before.tiers, cfg)
+            ranked = closed.as_closed([s for _, s in on_key], gaps, tiers, cfg)
+        except ValueError:
+            return replace_fields(before, removed=[]), {}
+        at_close = {m: r for (m, _), r in zip(on_key, ranked.ranks, strict=True)}
+        return replace_fields(before, removed=[g.to_dict() for g in gaps]), at_close
 
     def _kept(self, data: Path, manifest_path: Path, tmp: Path, fresh: Manifest) -> Manifest | None:
         """What of an archive already on disk a write keeps: None when there is no data

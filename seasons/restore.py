@@ -37,6 +37,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, cast
 
+from seasons import claimlog, closed
 from seasons import timewindows as tw
 from seasons.archives import (
     CHUNK,
@@ -49,6 +50,8 @@ from seasons.archives import (
     sha256_of,
 )
 from seasons.catalog import archive_dir
+from seasons.claimlog import LoggedClaim
+from seasons.closed import AsClosed
 from seasons.config.settings import BoardSettings, Settings
 from seasons.connection import RedisClient, text
 from seasons.errors import (
@@ -83,6 +86,8 @@ class Checked:
     manifest: Manifest
     rows: list[Row]
     action: Action
+    closed: AsClosed  # each line's rank and reward at the close (seasons.closed)
+    claims: list[LoggedClaim]  # the claims log beside the file: one claim per member
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,15 +176,19 @@ class Restorer:
                 file, f"does not match its manifest (sha256 {digest}, manifest says "
                 f"{manifest.sha256}): the file was changed after it was written",
             )  # fmt: skip
-        rows = _read_checked(file, self.settings.boards[manifest.board])
+        cfg = self.settings.boards[manifest.board]
+        # Lines after a forget's gap keep their ranks at the close: as_closed checks those.
+        rows = _read_checked(file, cfg, check_ranks=not manifest.removed)
         total = math.fsum(s for _, _, s, _ in rows)
         if len(rows) != manifest.count or total != manifest.score_sum:
             raise _rejected(
                 file, f"holds {len(rows)} members with score sum {total}; its manifest says "
                 f"{manifest.count} and {manifest.score_sum}",
             )  # fmt: skip
+        closed = _as_closed(file, manifest, rows, cfg)
+        claims = _logged_claims(file, manifest, rows, closed)
         action = self._compare(file, manifest, rows, force)
-        return Checked(file, manifest, rows, action)
+        return Checked(file, manifest, rows, action, closed, claims)
 
     def _check_season(self, file: Path, season: str, now: datetime) -> None:
         base, at, stamp = season.partition("@")
@@ -316,6 +325,7 @@ class Restorer:
                 keys=[archive, archive, distinct, distinct], args=["distinct"]
             )
         self._results(checked)
+        self._claims(checked)
         mf = checked.manifest
         kind = EventType.RESTORE_DONE
         run = run_stamp(now)
@@ -332,18 +342,31 @@ class Restorer:
         )
 
     def _results(self, checked: Checked) -> None:
-        """The results of the standings loaded (:mod:`seasons.rewards`), computed from the
-        archive key as the close computes them, dated with the archive's manifest; complete
-        results of the same standings are kept. ``seasons verify`` then checks the file's
-        rewards against them."""
+        """The results of the standings loaded (:mod:`seasons.rewards`) as they stood at the
+        close: each line's rank and reward as :func:`seasons.closed.as_closed` recomputed
+        them, the tiers' counts and total with the members forgotten since, dated with the
+        archive's manifest; complete results of the same standings are kept."""
         board, season = checked.manifest.board, checked.manifest.season
         if checked.action == "replaced":  # of other standings
             self.client.unlink(self.keys.results(board, season))
         archives = Archives(self.client, Scripts(self.client), self.settings, self.keys)
         created = datetime.fromisoformat(checked.manifest.created_at.replace("Z", "+00:00"))
-        Results(self.client, archives, self.keys).write(
-            board, season, created, provisional="@" in season
-        )
+        closed = checked.closed
+        ranked = ((r, m, s) for r, (_, m, s, _) in zip(closed.ranks, checked.rows, strict=True))
+        Results(self.client, archives, self.keys).store(
+            board, season, ranked, closed.matcher, created, provisional="@" in season,
+            absent=closed.absent,
+        )  # fmt: skip
+
+    def _claims(self, checked: Checked) -> None:
+        """The claims of the claims log back into the claims hash, each with HSETNX: a claim
+        in Redis (made since, or never lost) stands."""
+        key = self.keys.claims(checked.manifest.board, checked.manifest.season)
+        for i in range(0, len(checked.claims), CHUNK):
+            pipe = self.client.pipeline(transaction=False)
+            for c in checked.claims[i : i + CHUNK]:
+                pipe.hsetnx(key, c.member, c.stored())
+            pipe.execute()
 
     # --- every file of the namespace ------------------------------------------------------
 
@@ -403,9 +426,10 @@ def _meta_json(meta: dict[str, Any]) -> str:
     return json.dumps(meta, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
 
 
-def _read_checked(file: Path, cfg: BoardSettings) -> list[Row]:
+def _read_checked(file: Path, cfg: BoardSettings, *, check_ranks: bool = True) -> list[Row]:
     """The file's rows, each checked like an event and against the lines before it; raises
-    :class:`ArchiveRejected` listing the problems (line numbers from 1)."""
+    :class:`ArchiveRejected` listing the problems (line numbers from 1). Ranks are checked
+    against line numbers unless not ``check_ranks`` (a file with gaps: :func:`_as_closed`)."""
     problems: list[tuple[int, str]] = []
     bad_lines = 0
     rows: list[Row] = []
@@ -428,7 +452,7 @@ def _read_checked(file: Path, cfg: BoardSettings) -> list[Row]:
                         # After a bad line the ties before are unknown: a shared or dense
                         # rank is only known to be at most the line's number.
                         expected = row[0] if 1 <= row[0] <= n else n
-                    if type(row[0]) is int and row[0] >= 1 and row[0] != expected:
+                    if check_ranks and type(row[0]) is int and row[0] >= 1 and row[0] != expected:
                         mine.append(f"rank {row[0]} should be {expected} (ties={cfg.ties!r})")
                     prev = (member, score, expected)
                 else:
@@ -524,3 +548,99 @@ def _parse(raw: bytes) -> tuple[Row | None, list[str]]:
         problems.append("metadata holds a null (an archive stores no deleted fields)")
     row: Row = (rank, member, float(score), dict(meta) if isinstance(meta, dict) else {})
     return row, problems
+
+
+# --- results as they stood at the close, and the claims log (seasons.closed, seasons.claimlog)
+
+
+def _as_closed(file: Path, manifest: Manifest, rows: list[Row], cfg: BoardSettings) -> AsClosed:
+    """Each line's rank and reward at the close, recomputed from the lines' order, the
+    manifest's gaps and tiers (:mod:`seasons.closed`); raises :class:`ArchiveRejected` when a
+    line's rank, or its ``reward``, is not the recomputed one: a line's reward is never
+    trusted, with ``--force`` or not."""
+    try:
+        tiers = closed.manifest_tiers(manifest.tiers, cfg)
+        gaps = closed.manifest_gaps(manifest.removed, len(rows))
+        result = closed.as_closed([s for _, _, s, _ in rows], gaps, tiers, cfg)
+    except ValueError as exc:
+        raise _rejected(file.with_name(manifest.season + MANIFEST_SUFFIX), str(exc)) from None
+    ranked = len(rows) + len(gaps)
+    problems: list[tuple[int, str]] = []
+    for n, (row, rank) in enumerate(zip(rows, result.ranks, strict=True), start=1):
+        if row[0] != rank:
+            problems.append((n, f"rank {row[0]} should be {rank} (ties={cfg.ties!r}, with the "
+                                f"manifest's {len(gaps)} removed lines)"))  # fmt: skip
+    for n, (has, reward) in enumerate(_line_rewards(file), start=1):
+        if has and reward != result.reward(n - 1):
+            problems.append((n, f"reward {reward!r} is not the one rank {result.ranks[n - 1]} "
+                                f"gets, {result.reward(n - 1)!r} (the manifest's tiers, of "
+                                f"{ranked} ranked at the close)"))  # fmt: skip
+    if problems:
+        raise _lines_rejected(file, problems)
+    return result
+
+
+def _line_rewards(file: Path) -> list[tuple[bool, Any]]:
+    """(has a ``reward``, the reward) of each line of a file :func:`_read_checked` read."""
+    out: list[tuple[bool, Any]] = []
+    try:
+        with gzip.open(file, "rb") as f:
+            for raw in f:
+                d = json.loads(raw)
+                out.append(("reward" in d, d.get("reward")))
+    except (OSError, EOFError, zlib.error, ValueError) as exc:
+        raise _rejected(file, f"is not a readable gzip file: {exc}") from None
+    return out
+
+
+def _logged_claims(
+    file: Path, manifest: Manifest, rows: list[Row], result: AsClosed
+) -> list[LoggedClaim]:
+    """The claims of the claims log beside ``file``, the first of each member (as HSETNX
+    kept it), leaving out members without a line (forgotten); raises
+    :class:`ArchiveRejected` for a line that is not a claim of this season, or whose reward
+    or rank is not the member's result."""
+    path = claimlog.beside(file, manifest.season)
+    if not path.exists():
+        return []
+    if not path.is_file():
+        raise _rejected(path, "the claims log is not a regular file")
+    line_of = {member: i for i, (_, member, _, _) in enumerate(rows)}
+    found: dict[str, LoggedClaim] = {}
+    problems: list[tuple[int, str]] = []
+    try:
+        for n, raw in claimlog.lines(path):
+            try:
+                c = claimlog.parse(raw)
+            except ValueError as exc:
+                problems.append((n, str(exc)))
+                continue
+            i = line_of.get(c.member)
+            if (c.board, c.season) != (manifest.board, manifest.season):
+                problems.append((n, f"is a claim of {c.board} {c.season}, not of "
+                                    f"{manifest.board} {manifest.season}"))  # fmt: skip
+            elif i is not None and (c.rank, c.reward) != (result.ranks[i], result.reward(i)):
+                problems.append((n, f"claims {c.reward!r} at rank {c.rank}, but member "
+                                    f"{c.member!r} has {result.reward(i)!r} at rank "
+                                    f"{result.ranks[i]}"))  # fmt: skip
+            elif i is not None:
+                found.setdefault(c.member, c)
+    except OSError as exc:
+        raise _rejected(path, f"the claims log is unreadable: {exc}") from None
+    if problems:
+        raise _lines_rejected(path, problems)
+    return list(found.values())
+
+
+def _lines_rejected(file: Path, problems: list[tuple[int, str]]) -> ArchiveRejected:
+    lines = len({n for n, _ in problems})
+    shown = "; ".join(f"line {n}: {p}" for n, p in problems[:SHOWN_PROBLEMS])
+    rest = len(problems) - SHOWN_PROBLEMS
+    more = f" (and {rest} more)" if rest > 0 else ""
+    return ArchiveRejected(
+        f"{file}: {len(problems)} problems on {lines} lines, nothing restored: {shown}{more}",
+        {
+            "file": str(file), "lines": lines, "problems": len(problems),
+            "first": [{"line": n, "problem": p} for n, p in problems[:KEPT_PROBLEMS]],
+        },
+    )  # fmt: skip
