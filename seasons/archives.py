@@ -13,7 +13,11 @@ A season ``S`` of board ``B`` is archived as:
   standings give the same bytes; written to a temporary file, fsynced, renamed, and the
   directory fsynced.
 - ``<archive.dir>/<ns>/<B>/S.manifest.json``: ``{"board","season","count","score_sum",
-  "sha256","created_at"}``; ``score_sum`` is ``math.fsum`` of the scores in file order.
+  "sha256","created_at","tiers","removed"}``; ``score_sum`` is ``math.fsum`` of the scores in
+  file order; ``tiers`` and ``removed`` keep the results as they stood at the close
+  (:mod:`seasons.closed`): a forget rewrites the files without the member, the others' lines
+  keeping their ranks and rewards, and the member's gap recorded in ``removed``.
+- ``<archive.dir>/<ns>/<B>/S.claims.jsonl``: the season's claims (:mod:`seasons.claimlog`).
 
 Snapshots of a running season use the id ``S@<UTC timestamp>`` for the same three things.
 """
@@ -349,7 +353,9 @@ class Archives:
         """Export the archive key to the data file, then write the manifest.
 
         Archives are write-once: an existing data file or manifest is never replaced with
-        other content (only ``replace=True``, for erasure, rewrites them). The gzip has no
+        other content (only ``replace=True``, for erasure, rewrites them: the members still
+        on the key keep their ranks at the close, the manifest its ``created_at`` and
+        ``tiers``, and each member gone gets a gap in ``removed``). The gzip has no
         time stamp, so a rerun of a close (after a crash) produces the same bytes and keeps
         the files it finds: a data file with the same standings (rank, member, score), and a
         manifest that describes it (its ``created_at`` kept). Anything else raises

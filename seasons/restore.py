@@ -14,6 +14,11 @@ for it stay rejected. Before it writes anything it checks that:
   ±2^53, flat metadata within its limits, no member twice, ranks from 1 in the board's order
   (earliest ties: ranks are line numbers and equal scores may come in any member order, the
   order of their reach times, which the file does not hold);
+- each line's rank, and its ``reward`` if it has one, are those of the close as
+  :mod:`seasons.closed` recomputes them (the lines' order, the gaps forgets left, the tiers the
+  manifest recorded), with or without ``force``: a line's reward is never trusted;
+- the claims log beside the file, if any (:mod:`seasons.claimlog`), holds claims of this
+  season whose rewards and ranks are the members' results;
 - the archive key, if it exists, holds the same standings (archives are write-once), unless
   ``force`` is given. The same standings again are a no-op.
 
@@ -21,7 +26,8 @@ Any problem raises :class:`ArchiveRejected` (bad file) or :class:`ArchiveExists`
 standings already in Redis) and nothing is written.
 
 An archive of a board with earliest ties gets its reach set back beside the archive key, each
-member reached at its line number: the times are gone, their order is the file's.
+member reached at its line number: the times are gone, their order is the file's. The results
+are written as they stood at the close, and the claims log's claims loaded back (HSETNX).
 """
 
 from __future__ import annotations
@@ -185,10 +191,10 @@ class Restorer:
                 file, f"holds {len(rows)} members with score sum {total}; its manifest says "
                 f"{manifest.count} and {manifest.score_sum}",
             )  # fmt: skip
-        closed = _as_closed(file, manifest, rows, cfg)
-        claims = _logged_claims(file, manifest, rows, closed)
+        at_close = _as_closed(file, manifest, rows, cfg)
+        claims = _logged_claims(file, manifest, rows, at_close)
         action = self._compare(file, manifest, rows, force)
-        return Checked(file, manifest, rows, action, closed, claims)
+        return Checked(file, manifest, rows, action, at_close, claims)
 
     def _check_season(self, file: Path, season: str, now: datetime) -> None:
         base, at, stamp = season.partition("@")
@@ -351,11 +357,12 @@ class Restorer:
             self.client.unlink(self.keys.results(board, season))
         archives = Archives(self.client, Scripts(self.client), self.settings, self.keys)
         created = datetime.fromisoformat(checked.manifest.created_at.replace("Z", "+00:00"))
-        closed = checked.closed
-        ranked = ((r, m, s) for r, (_, m, s, _) in zip(closed.ranks, checked.rows, strict=True))
+        at_close = checked.closed
+        ranks = at_close.ranks
+        ranked = ((r, m, s) for r, (_, m, s, _) in zip(ranks, checked.rows, strict=True))
         Results(self.client, archives, self.keys).store(
-            board, season, ranked, closed.matcher, created, provisional="@" in season,
-            absent=closed.absent,
+            board, season, ranked, at_close.matcher, created, provisional="@" in season,
+            absent=at_close.absent,
         )  # fmt: skip
 
     def _claims(self, checked: Checked) -> None:

@@ -28,7 +28,7 @@ from http_support import SETTINGS, START, WRITE_TOKEN, serving
 from redis_server import RedisServer
 from worker_support import toml_text
 
-from seasons import Seasons
+from seasons import Seasons, claimlog
 from seasons.cli import CliState, cli
 from seasons.clock import ManualClock
 from seasons.config import Settings
@@ -568,3 +568,42 @@ def test_an_unwritable_claims_log_is_a_503_and_a_resend_logs_it(
     assert [(line["member"], line["claim_id"]) for line in log_lines(settings)] == [
         ("p01", "pay-full")
     ]
+
+
+def test_a_forget_rewriting_the_log_loses_no_concurrent_claim(tmp_path: Path) -> None:
+    # Appends from another process while the log is rewritten again and again without one
+    # member: each append lands in the file that stays (the rewrite's lock, then the
+    # appender's check that its file was not replaced), none in a file renamed over.
+    log = tmp_path / "kills" / "S2.claims.jsonl"
+    gone = claimlog.LoggedClaim("kills", "S2", "gone", "gold", 1, "c", "t")
+    go = tmp_path / "go"
+    appender = subprocess.Popen(
+        [sys.executable, "-c", APPENDER, str(log), str(go)], stdout=subprocess.PIPE, text=True
+    )
+    go.touch()
+    rewrites = 0
+    while appender.poll() is None:
+        claimlog.append(log, gone)
+        rewrites += claimlog.without_member(log, "gone")
+    out, _ = appender.communicate(timeout=60)
+    assert appender.returncode == 0 and int(out) == APPENDS
+    lines = log.read_bytes().splitlines()
+    assert sorted(claimlog.parse(line + b"\n").member for line in lines) == sorted(
+        f"m{i:04d}" for i in range(APPENDS)
+    )
+    assert rewrites >= 2
+
+
+APPENDS = 300
+APPENDER = f"""
+import sys
+from pathlib import Path
+from seasons import claimlog
+
+log, go = Path(sys.argv[1]), Path(sys.argv[2])
+while not go.exists():
+    pass
+for i in range({APPENDS}):
+    claimlog.append(log, claimlog.LoggedClaim("kills", "S2", f"m{{i:04d}}", "gold", 1, "c", "t"))
+print({APPENDS})
+"""
