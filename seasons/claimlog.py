@@ -9,14 +9,16 @@ archive (:mod:`seasons.restore`); a forget rewrites it without the member.
 One JSON line per answer ``false`` (a first claim, or a resend with its claim id, which
 appends the same claim again): ``{"board", "season", "member", "reward", "rank", "claim_id",
 "claimed_at"}``, what the claims hash holds. Each line is one ``write`` on an ``O_APPEND``
-descriptor, so the processes of ``seasons serve --workers N`` append whole lines side by side.
-Appenders hold a shared ``flock`` and a rewrite an exclusive one; an appender that finds the
-file it opened replaced (renamed over by a rewrite) opens the new one, so no claim is written
-into a file that is gone.
+descriptor under an exclusive ``flock`` (held for the write only, not the fsync), so the
+processes of ``seasons serve --workers N`` append whole lines one after the other, and a write
+cut short (a full disk) is cut off again before anyone appends after it. A rewrite (a forget)
+holds the same lock; an appender that finds the file it opened replaced (renamed over by a
+rewrite) opens the new one, so no claim is written into a file that is gone.
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
@@ -35,7 +37,7 @@ FIELDS = ("board", "season", "member", "reward", "rank", "claim_id", "claimed_at
 # A claim's line is well under this (members, claim ids <= 128 bytes, rewards <= 256): one
 # write of it is appended whole, also on filesystems that split larger writes.
 MAX_LINE = 4096
-_OPEN_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC
+_OPEN_FLAGS = os.O_RDWR | os.O_APPEND | os.O_CLOEXEC
 
 
 def log_path(settings: Settings, board: str, season: str) -> Path:
@@ -80,15 +82,16 @@ def append(path: Path, claim: LoggedClaim) -> None:
         while True:
             fd, created = _open(path)
             try:
-                fcntl.flock(fd, fcntl.LOCK_SH)
+                fcntl.flock(fd, fcntl.LOCK_EX)
                 if not _same_file(fd, path):
                     continue  # replaced by a rewrite since it was opened: open the new one
-                written = os.write(fd, data)
-                if written != len(data):  # a regular file writes short only when full
-                    raise OSError(f"wrote {written} of {len(data)} bytes (is the disk full?)")
+                _write_line(fd, data)
+                # Concurrent claims fsync side by side. A rewrite that takes the lock before
+                # this fsync copies the line into its own file and fsyncs that.
+                fcntl.flock(fd, fcntl.LOCK_UN)
                 os.fsync(fd)
             finally:
-                os.close(fd)  # releases the lock
+                os.close(fd)
             if created:
                 _fsync_dir(path.parent)
             return
@@ -99,6 +102,24 @@ def append(path: Path, claim: LoggedClaim) -> None:
             f"with the same claim id {claim.claim_id!r} once archive.dir is writable",
             {"file": str(path), "claim_id": claim.claim_id},
         ) from exc
+
+
+def _write_line(fd: int, data: bytes) -> None:
+    """Append ``data`` after the last whole line, under the exclusive lock: a last line
+    without its newline (its write cut short by a lost power before its fsync, so never
+    answered) is cut off first, and a write cut short here is cut off again."""
+    end = os.fstat(fd).st_size
+    if end and os.pread(fd, 1, end - 1) != b"\n":
+        tail = os.pread(fd, min(end, MAX_LINE), end - min(end, MAX_LINE))
+        if (cut := tail.rfind(b"\n")) >= 0 or len(tail) == end:
+            end = end - len(tail) + cut + 1
+            os.ftruncate(fd, end)
+        else:  # not a line of ours (longer than any): kept for restore to report
+            data = b"\n" + data
+    written = os.write(fd, data)
+    if written != len(data):  # a regular file writes short only when it is full
+        os.ftruncate(fd, end)
+        raise OSError(errno.ENOSPC, f"wrote {written} of {len(data)} bytes")
 
 
 def _open(path: Path) -> tuple[int, bool]:

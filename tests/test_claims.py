@@ -607,3 +607,20 @@ for i in range({APPENDS}):
     claimlog.append(log, claimlog.LoggedClaim("kills", "S2", f"m{{i:04d}}", "gold", 1, "c", "t"))
 print({APPENDS})
 """
+
+
+def test_a_line_cut_short_is_dropped_by_the_next_claim(
+    app: Seasons, settings: Settings, ref: dict[str, dict[str, Any]]
+) -> None:
+    # Power lost during an append, before its fsync: a last line without its newline, whose
+    # claim was never answered. The next claim starts on a line of its own, without it.
+    first = app.claim("kills", SEASON, "p00", claim_id="pay-0")
+    log = claims_log(settings)
+    whole = log.read_bytes()
+    with log.open("ab") as f:
+        f.write(b'{"board":"kills","season":"S2","member":"p0')
+    second = app.claim("kills", SEASON, "p01", claim_id="pay-1")
+    assert log.read_bytes().startswith(whole)
+    assert [(c["member"], c["claimed_at"]) for c in log_lines(settings)] == [
+        ("p00", first.claimed_at), ("p01", second.claimed_at)
+    ]  # fmt: skip
