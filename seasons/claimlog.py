@@ -78,7 +78,7 @@ def append(path: Path, claim: LoggedClaim) -> None:
     :class:`ClaimsLogUnavailable` saying why when it cannot."""
     data = claim.line()
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        _make_dirs(path.parent)
         while True:
             fd, created = _open(path)
             try:
@@ -127,6 +127,19 @@ def _open(path: Path) -> tuple[int, bool]:
         return os.open(path, _OPEN_FLAGS | os.O_CREAT | os.O_EXCL, 0o644), True
     except FileExistsError:
         return os.open(path, _OPEN_FLAGS), False
+
+
+def _make_dirs(folder: Path) -> None:
+    """``folder`` and its missing parents, each new one's entry fsynced in its parent (a claim
+    may come before the season's archive files created the board's folder)."""
+    if folder.is_dir():
+        return
+    _make_dirs(folder.parent)
+    try:
+        folder.mkdir()
+    except FileExistsError:
+        return  # made by another process meanwhile (or not a folder: the open will say)
+    _fsync_dir(folder.parent)
 
 
 def _same_file(fd: int, path: Path) -> bool:
