@@ -564,7 +564,9 @@ def _as_closed(file: Path, manifest: Manifest, rows: list[Row], cfg: BoardSettin
     """Each line's rank and reward at the close, recomputed from the lines' order, the
     manifest's gaps and tiers (:mod:`seasons.closed`); raises :class:`ArchiveRejected` when a
     line's rank, or its ``reward``, is not the recomputed one: a line's reward is never
-    trusted, with ``--force`` or not."""
+    trusted, with ``--force`` or not. A manifest without ``tiers`` (written before them) has
+    its lines' rewards recomputed from the configured tiers but not compared: a forget before
+    then rewrote the lines' ranks and kept the rewards of the close, which no longer match."""
     try:
         tiers = closed.manifest_tiers(manifest.tiers, cfg)
         gaps = closed.manifest_gaps(manifest.removed, len(rows))
@@ -577,7 +579,8 @@ def _as_closed(file: Path, manifest: Manifest, rows: list[Row], cfg: BoardSettin
         if row[0] != rank:
             problems.append((n, f"rank {row[0]} should be {rank} (ties={cfg.ties!r}, with the "
                                 f"manifest's {len(gaps)} removed lines)"))  # fmt: skip
-    for n, (has, reward) in enumerate(_line_rewards(file), start=1):
+    rewards = _line_rewards(file) if manifest.tiers is not None else []
+    for n, (has, reward) in enumerate(rewards, start=1):
         if has and reward != result.reward(n - 1):
             problems.append((n, f"reward {reward!r} is not the one rank {result.ranks[n - 1]} "
                                 f"gets, {result.reward(n - 1)!r} (the manifest's tiers, of "

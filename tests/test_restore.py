@@ -162,9 +162,9 @@ BAD: list[tuple[str, str, list[Any], dict[str, Any], str]] = [
     ("sha256 lies", "S2", good(), {"sha256": "0" * 64}, "does not match its manifest"),
     ("score_sum lies", "S2", good(), {"score_sum": 1.5}, "its manifest says"),
     ("file renamed", "S2", good(), {"season": "S1"}, "named after 'S2'"),
-    # Rewards are recomputed, never trusted: kills has no tiers here, so every reward is null.
-    ("forged reward", "S2", [_line(1, "a", 5), {**_line(2, "b", 4), "reward": "gold"}], {},
-     "line 2: reward 'gold' is not the one rank 2 gets, None"),
+    # Rewards are recomputed, never trusted: no tiers at the close, so every reward is null.
+    ("forged reward", "S2", [_line(1, "a", 5), {**_line(2, "b", 4), "reward": "gold"}],
+     {"tiers": []}, "line 2: reward 'gold' is not the one rank 2 gets, None"),
     ("tiers not a list", "S2", good(), {"tiers": "gold"}, "its tiers 'gold' are not a list"),
     ("a tier backwards", "S2", good(), {"tiers": [{"ranks": "3-1", "reward": "x"}]},
      "its tiers[0]"),
@@ -428,7 +428,8 @@ def tiered(settings_factory, r, tmp_path: Path):
 
 def test_a_forged_reward_is_refused_with_force_too(tiered: Env) -> None:
     lines = with_rewards(good(), {1: "gold", 2: "silver", 3: "silver"})
-    result = tiered.cli("restore", str(write_archive(tiered.tmp / "in", "S1", lines)))
+    data = write_archive(tiered.tmp / "in", "S1", lines, tiers=TIERS)
+    result = tiered.cli("restore", str(data))
     assert result.exit_code == 0, result.output
     assert tiered.app.rewards("kills", "S1", lines[3]["member"]).reward is None
     before = tiered.digest()
@@ -437,13 +438,23 @@ def test_a_forged_reward_is_refused_with_force_too(tiered: Env) -> None:
     forged[3]["reward"] = "gold"
     folder = tiered.tmp / "forged"
     for standings in (forged, [{**ln, "score": ln["score"] + 100} for ln in forged]):
-        data = write_archive(folder, "S1", standings)
+        data = write_archive(folder, "S1", standings, tiers=TIERS)
         for flags in ((), ("--force",)):
             result = tiered.cli("restore", str(data), *flags)
             assert result.exit_code == 2, result.output
             text = " ".join(result.output.split())
             assert "line 4: reward 'gold' is not the one rank 4 gets, None" in text
             assert tiered.digest() == before
+
+
+def test_an_old_manifest_gets_rewards_recomputed_not_read(tiered: Env) -> None:
+    # A manifest written before "tiers": the configured tiers give the rewards, whatever the
+    # lines say (a forget before then left rewards that no longer match their lines' ranks).
+    lines = with_rewards(good(), {1: "silver", 4: "gold"})
+    result = tiered.cli("restore", str(write_archive(tiered.tmp / "in", "S1", lines)), "--force")
+    assert result.exit_code == 0, result.output
+    got = [tiered.app.rewards("kills", "S1", ln["member"]).reward for ln in lines]
+    assert got == ["gold", "silver", "silver", None, None, None]
 
 
 def test_the_tiers_of_the_close_stand_over_the_configured_ones(tiered: Env) -> None:
@@ -461,7 +472,7 @@ def test_the_tiers_of_the_close_stand_over_the_configured_ones(tiered: Env) -> N
     summary = page.summary
     assert [(t.tier, t.reward, t.count) for t in summary.tiers] == [("1-3", "gold", 3)]
     # The same lines under the configured tiers are refused: line 2 would be silver.
-    other = write_archive(tiered.tmp / "other", "S2", lines)
+    other = write_archive(tiered.tmp / "other", "S2", lines, tiers=TIERS)
     result = tiered.cli("restore", str(other))
     assert result.exit_code == 2 and "line 2: reward 'gold'" in " ".join(result.output.split())
 
