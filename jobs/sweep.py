@@ -201,7 +201,8 @@ class Sweeper:
         archive keys, with a new manifest: the others keep their ranks at the close, the
         member leaves a gap, :mod:`seasons.closed`) and its lines of their claims logs. A
         member Seasons cannot hold raises :class:`seasons.errors.InvalidMember` before any
-        Redis call; one stored before the format-character rule is still erased (:func:`seasons.events.check_stored_member`)."""
+        Redis call; one stored before the format-character rule is still erased
+        (:func:`seasons.events.check_stored_member`)."""
         if (problem := member_problem(member, stored=True)) is not None:
             raise problem
         report: dict[str, Any] = {"member": member, "boards": {}}
