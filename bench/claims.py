@@ -8,12 +8,14 @@ of an ended season (``S1``) are written straight into Redis in the close's forma
 
 Two kinds, each timed in rounds bounded in time (``--seconds``) and in count (the members):
 
-- first claims: each request claims the next member not yet claimed (the claim script writes);
+- first claims: each request claims the next member not yet claimed (the claim script writes,
+  then the claim is appended to the season's claims log and fsynced before the answer);
 - repeated claims: random members claimed already (it answers the stored claim).
 
 The load is ``wrk -t1 -c16`` where wrk is installed, else an httpx client with 16 concurrent
 connections in this process. Checks: every answer is a 200, the claims hash holds one claim per
-first-claim request, and a claim over HTTP equals the Python API's answer.
+first-claim request and the claims log one line per claim, and a claim over HTTP equals the
+Python API's answer.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from pathlib import Path
 
 from bench.common import ROOT, Calendar
 from bench.http_peers import LUA_COMMON, cpu_seconds, fetch, started
-from seasons import Seasons
+from seasons import Seasons, claimlog
 from seasons.config import load_settings
 
 NS = "bench-claims"
@@ -57,13 +59,16 @@ FULL = Sizes(members=200_000, seconds=5, rounds=3)
 QUICK = Sizes(members=50_000, seconds=2, rounds=1)
 
 
-def settings_toml(calendar: Calendar, url: str) -> str:
-    """One board; seasons of 28 days, the first (S1) ended weeks before today."""
+def settings_toml(calendar: Calendar, url: str, archive: Path) -> str:
+    """One board; seasons of 28 days, the first (S1) ended weeks before today; the claims log
+    under ``archive``."""
     first = calendar.today - timedelta(days=70)
     return f"""namespace = "{NS}"
 timezone = "UTC"
 [redis]
 url = "{url}"
+[archive]
+dir = "{archive}"
 [seasons]
 length_days = 28
 anchor = "{first.isoformat()}"
@@ -219,7 +224,7 @@ def run(url: str, sizes: Sizes) -> tuple[str, bool]:
     with tempfile.TemporaryDirectory(prefix="seasons-bench-claims-") as tmp_name:
         tmp = Path(tmp_name)
         config = tmp / "seasons.toml"
-        config.write_text(settings_toml(calendar, url))
+        config.write_text(settings_toml(calendar, url, tmp / "archive"))
         settings = load_settings(environ={}, path=config)
         names = tmp / "members.txt"
         names.write_text("".join(member(i) + "\n" for i in range(sizes.members)))
@@ -274,6 +279,11 @@ def run(url: str, sizes: Sizes) -> tuple[str, bool]:
             expected = s.claim(BOARD, SEASON, member(0)).model_dump(mode="json")
             if status != 200 or body != expected:
                 problems.append(f"a claim over HTTP ({status}) differs from Seasons.claim")
+            # Every first claim was answered after its line was appended: one line each.
+            log = claimlog.log_path(settings, BOARD, SEASON)
+            logged = sum(1 for _ in log.open("rb")) if log.exists() else 0
+            if logged != claimed:
+                problems.append(f"{claimed} claims stored, {logged} in the claims log")
     load = f"wrk -t1 -c{CONNECTIONS}" if wrk else f"httpx, {CONNECTIONS} connections"
     lines = [
         "Claims over HTTP",

@@ -41,6 +41,7 @@ WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", 
 NAME_RE = r"^[A-Za-z0-9_-]{1,64}$"
 NAMESPACE_RE = r"^[a-z0-9_-]{1,32}$"
 HOOK_NAME_RE = r"^[a-z0-9_-]{1,32}$"
+MAX_REWARD_BYTES = 256  # a reward tier's name
 ENV_PREFIX = "SEASONS_"
 ENV_NESTED_DELIMITER = "__"
 # The longest calendar month; month_weights has one weight per day of the month at most.
@@ -180,6 +181,9 @@ class RewardTier(_Section):
     def _reward(cls, value: str) -> str:
         if not value.strip():
             raise ValueError('is empty; name the reward the tier grants, e.g. "gold"')
+        if len(value.encode("utf-8", "surrogatepass")) > MAX_REWARD_BYTES:
+            # It goes into every claim and claims-log line (seasons.claimlog: lines < 4 KiB).
+            raise ValueError(f"is longer than {MAX_REWARD_BYTES} bytes of UTF-8")
         return value
 
     @model_validator(mode="after")

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from seasons import claimlog
 from seasons import timewindows as tw
 from seasons import windows as win
 from seasons.archives import Archives
@@ -197,9 +198,11 @@ class Sweeper:
     def forget(self, member: str, now: datetime) -> dict[str, Any]:
         """Remove ``member`` everywhere: every live and archived sorted set of every board,
         its metadata, and the archive files of seasons it was on (rewritten from their
-        archive keys, with a new manifest). A member Seasons cannot hold raises
-        :class:`seasons.errors.InvalidMember` before any Redis call; one stored before the
-        format-character rule is still erased (:func:`seasons.events.check_stored_member`)."""
+        archive keys, with a new manifest: the others keep their ranks at the close, the
+        member leaves a gap, :mod:`seasons.closed`) and its lines of their claims logs. A
+        member Seasons cannot hold raises :class:`seasons.errors.InvalidMember` before any
+        Redis call; one stored before the format-character rule is still erased
+        (:func:`seasons.events.check_stored_member`)."""
         if (problem := member_problem(member, stored=True)) is not None:
             raise problem
         report: dict[str, Any] = {"member": member, "boards": {}}
@@ -229,6 +232,9 @@ class Sweeper:
                 if data.exists():
                     self.archives.write_files(board, parsed.ident, now, replace=True)
                     rewritten.append(str(data))
+                log = claimlog.log_path(self.settings, board, parsed.ident)
+                if claimlog.without_member(log, member):
+                    rewritten.append(str(log))
             if on or int(reply[0]):
                 report["boards"][board] = {
                     "keys": on, "metadata": bool(int(reply[0])), "files_rewritten": rewritten,

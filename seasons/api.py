@@ -268,7 +268,10 @@ class Seasons:
         Raises :class:`seasons.errors.NoReward` (no result, or no reward),
         :class:`seasons.errors.RewardsNotReady` (results not computed yet) and
         :class:`seasons.errors.ProvisionalRewards` (a snapshot's results); nothing is written
-        then."""
+        then. An answer ``already_claimed`` false is first appended to the season's claims
+        log under ``archive.dir`` and fsynced (:mod:`seasons.claimlog`), so a restore brings
+        it back after Redis lost it; :class:`seasons.errors.ClaimsLogUnavailable` when it
+        cannot be (the claim stands in Redis: call again with the same ``claim_id``)."""
         claim_id = new_batch_id() if claim_id is None else claim_id
         for attempt in range(WRITE_ATTEMPTS - 1):
             try:

@@ -13,7 +13,11 @@ A season ``S`` of board ``B`` is archived as:
   standings give the same bytes; written to a temporary file, fsynced, renamed, and the
   directory fsynced.
 - ``<archive.dir>/<ns>/<B>/S.manifest.json``: ``{"board","season","count","score_sum",
-  "sha256","created_at"}``; ``score_sum`` is ``math.fsum`` of the scores in file order.
+  "sha256","created_at","tiers","removed"}``; ``score_sum`` is ``math.fsum`` of the scores in
+  file order; ``tiers`` and ``removed`` keep the results as they stood at the close
+  (:mod:`seasons.closed`): a forget rewrites the files without the member, the others' lines
+  keeping their ranks and rewards, and the member's gap recorded in ``removed``.
+- ``<archive.dir>/<ns>/<B>/S.claims.jsonl``: the season's claims (:mod:`seasons.claimlog`).
 
 Snapshots of a running season use the id ``S@<UTC timestamp>`` for the same three things.
 """
@@ -27,20 +31,21 @@ import math
 import os
 import re
 import secrets
-import stat
 import sys
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, fields
 from dataclasses import replace as replace_fields
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import IO, Any, NoReturn
+from typing import IO, Any
 
+from seasons import closed
 from seasons.catalog import archive_dir
 from seasons.clock import utc_text
 from seasons.config.settings import NAME_RE, Settings
 from seasons.errors import ArchiveError, ArchiveExists
 from seasons.events import shown
+from seasons.files import MANIFEST_MAX, open_regular
 from seasons.keys import Keys
 from seasons.reads import Reads
 from seasons.rewards import CHUNK as RESULTS_CHUNK
@@ -61,7 +66,6 @@ def _no_checkpoint(name: str) -> None:
     return None
 
 
-MANIFEST_MAX = 64 * 1024  # bytes: a manifest is ~250; a larger one is not a manifest
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _SEASON = re.compile(r"[A-Za-z0-9_-]{1,64}(@[A-Za-z0-9]{1,32})?")  # S, or a snapshot S@<ts>
 
@@ -76,7 +80,12 @@ class Manifest:
     count: int
     score_sum: float
     sha256: str
-    created_at: str  # ISO 8601 with a zone, as seasons.clock.utc_text writes it
+    created_at: str  # ISO 8601 with a zone: the close's time (a forget's rewrite keeps it)
+    # The results as they stood at the close (seasons.closed, which checks their entries):
+    # the reward tiers then, and a gap per member forgotten since. None in manifests written
+    # before them.
+    tiers: list[dict[str, Any]] | None = None
+    removed: list[dict[str, Any]] | None = None
 
     def __post_init__(self) -> None:
         if why := _manifest_problem(self):
@@ -114,10 +123,10 @@ class Manifest:
             data = json.loads(raw.decode("utf-8"))
             if not isinstance(data, dict):
                 raise ValueError(f"it is a JSON {type(data).__name__}, not an object")
-            missing = [k for k in MANIFEST_FIELDS if k not in data]
+            missing = [k for k in MANIFEST_REQUIRED if k not in data]
             if missing:
                 raise ValueError(f"it lacks {', '.join(missing)}")
-            return cls(**{k: data[k] for k in MANIFEST_FIELDS})
+            return cls(**{k: data[k] for k in MANIFEST_FIELDS if k in data})
         except ValueError as exc:  # UnicodeDecodeError and JSONDecodeError too
             raise ArchiveError(
                 f"manifest {path} is invalid: {exc}", {"file": str(path), "problem": str(exc)}
@@ -125,6 +134,7 @@ class Manifest:
 
 
 MANIFEST_FIELDS = tuple(f.name for f in fields(Manifest))
+MANIFEST_REQUIRED = tuple(f.name for f in fields(Manifest) if f.default is MISSING)
 
 
 def _manifest_problem(m: Manifest) -> str | None:
@@ -159,40 +169,6 @@ def _manifest_problem(m: Manifest) -> str | None:
     except OverflowError:
         return f"created_at {shown(m.created_at)} is out of range in UTC"
     return None
-
-
-def open_regular(path: Path, *, inside: Path | None = None) -> IO[bytes]:
-    """``path`` opened for reading if it is a regular file, else :class:`ArchiveError`. It is
-    opened without blocking and checked after the open (a FIFO would block a plain open
-    forever; a device such as /dev/zero never ends), so what is read is what was checked.
-    With ``inside``, its real path (symlinks resolved) must be in that folder. The error's
-    ``details["problem"]`` says what is wrong without the path."""
-    if inside is not None:
-        real, root = Path(os.path.realpath(path)), Path(os.path.realpath(inside))
-        if not real.is_relative_to(root):
-            _not_regular(path, f"is a link to {real}, outside {root}")
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            _not_regular(path, f"is not a regular file (a {_file_kind(mode)})")
-        os.set_blocking(fd, True)
-        return os.fdopen(fd, "rb")
-    except BaseException:
-        os.close(fd)
-        raise
-
-
-def _not_regular(path: Path, problem: str) -> NoReturn:
-    raise ArchiveError(f"{path} {problem}", {"file": str(path), "problem": problem})
-
-
-def _file_kind(mode: int) -> str:
-    kinds = {
-        stat.S_ISDIR: "directory", stat.S_ISFIFO: "FIFO", stat.S_ISCHR: "character device",
-        stat.S_ISBLK: "block device", stat.S_ISSOCK: "socket",
-    }  # fmt: skip
-    return next((name for test, name in kinds.items() if test(mode)), "special file")
 
 
 def line(
@@ -456,7 +432,9 @@ class Archives:
         """Export the archive key to the data file, then write the manifest.
 
         Archives are write-once: an existing data file or manifest is never replaced with
-        other content (only ``replace=True``, for erasure, rewrites them). The gzip has no
+        other content (only ``replace=True``, for erasure, rewrites them: the members still
+        on the key keep their ranks at the close, the manifest its ``created_at`` and
+        ``tiers``, and each member gone gets a gap in ``removed``). The gzip has no
         time stamp, so a rerun of a close (after a crash) produces the same bytes and keeps
         the files it finds: a data file with the same standings (rank, member, score), and a
         manifest that describes it (its ``created_at`` kept). Anything else raises
@@ -476,19 +454,30 @@ class Archives:
             results.summary(board, archive_id) is not None
         )
 
+        before: Manifest | None = None  # a forget's: the manifest it rewrites
+        at_close: dict[str, int] = {}  # member -> its rank at the close, when forgotten some
+        if replace:
+            before, at_close = self._as_closed_before(board, archive_id, data, manifest_path)
+
         def write(f: IO[bytes]) -> None:
             with gzip.GzipFile(filename="", mode="wb", fileobj=f, mtime=0) as gz:
                 for part in batched(self.rows(board, key), CHUNK):
                     given = self._rewards(results, board, archive_id, part) if rewarded else None
                     for i, (rank, member, score, meta) in enumerate(part):
                         extra = () if given is None else (given[i],)
-                        gz.write(line(rank, member, score, meta, *extra).encode())
+                        kept_rank = at_close.get(member, rank)
+                        gz.write(line(kept_rank, member, score, meta, *extra).encode())
                         scores.append(score)
 
         if replace:
             atomic_write(data, write)
             checkpoint("archive:data-written")
             manifest = self._manifest(board, archive_id, data, scores, now)
+            if before is not None:
+                manifest = replace_fields(
+                    manifest, created_at=before.created_at, tiers=before.tiers,
+                    removed=before.removed,
+                )  # fmt: skip
             atomic_write(manifest_path, lambda f: _write_all(f, manifest.to_json().encode()))
             return manifest
         tmp = _tmp_path(data)
@@ -521,14 +510,48 @@ class Archives:
                 {"board": board, "season": archive_id},
             ) from None
 
-    @staticmethod
     def _manifest(
-        board: str, archive_id: str, data: Path, scores: list[float], now: datetime
+        self, board: str, archive_id: str, data: Path, scores: list[float], now: datetime
     ) -> Manifest:
         return Manifest(
             board=board, season=archive_id, count=len(scores), score_sum=math.fsum(scores),
-            sha256=sha256_of(data), created_at=utc_text(now, "seconds"),
+            sha256=sha256_of(data),
+            created_at=utc_text(now, "seconds"),
+            tiers=closed.tier_rules(self.settings.boards[board]), removed=[],
         )  # fmt: skip
+
+    def _as_closed_before(
+        self, board: str, archive_id: str, data: Path, manifest_path: Path
+    ) -> tuple[Manifest | None, dict[str, int]]:
+        """For a forget's rewrite: the manifest on disk (its date, tiers and gaps, the gaps
+        of the members now gone from the archive key added) and the rank at the close of
+        each member still on the key (seasons.closed), so the others keep theirs. A file
+        or manifest that no longer matches the key gives no ranks and no gaps: the file is
+        written from the key as it stands, as a close would (an unreadable manifest: a new
+        one, dated now)."""
+        key = self.keys.archive(board, archive_id)
+        cfg = self.settings.boards[board]
+        try:
+            before = Manifest.load(manifest_path)
+            old = [(m, s) for _, m, s, _ in read_rows(data)]
+            gaps = closed.manifest_gaps(before.removed, len(old))
+        except (ArchiveError, ValueError):
+            return None, {}
+        kept: set[str] = set()
+        for part in batched(old, CHUNK):
+            now_scores = self.client.zmscore(key, [m for m, _ in part])
+            kept.update(m for (m, s), held in zip(part, now_scores, strict=True) if held == s)
+        if len(kept) != int(self.client.zcard(key)):
+            return replace_fields(before, removed=[]), {}
+        gaps = closed.forgotten(old, gaps, kept)
+        on_key = [(m, s) for m, s in old if m in kept]
+        try:
+            tiers = closed.manifest_tiers(before.tiers, cfg)
+            ranked = closed.as_closed([s for _, s in on_key], gaps, tiers, cfg)
+        except ValueError:
+            return replace_fields(before, removed=[]), {}
+        at_close = {m: r for (m, _), r in zip(on_key, ranked.ranks, strict=True)}
+        return replace_fields(before, removed=[g.to_dict() for g in gaps]), at_close
 
     def _kept(self, data: Path, manifest_path: Path, tmp: Path, fresh: Manifest) -> Manifest | None:
         """What of an archive already on disk a write keeps: None when there is no data

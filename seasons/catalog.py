@@ -18,6 +18,8 @@ from seasons import timewindows as tw
 from seasons import windows as win
 from seasons.config.settings import SeasonSpan, Settings
 from seasons.connection import RedisClient
+from seasons.errors import ArchiveError
+from seasons.files import MANIFEST_MAX, open_regular
 from seasons.keys import SEASON_ARCHIVED, SEASON_CLOSING, STATE_SEASON, Keys
 
 # A cycle of seasons never ends: list this many before the current one, and the next.
@@ -204,10 +206,11 @@ def archive_dir(settings: Settings, board: str) -> Path:
 def _manifest(path: Path, season: str) -> ArchiveInfo:
     data: dict[str, Any] = {}
     try:
-        loaded = json.loads(path.read_text())
+        with open_regular(path) as f:  # never a FIFO's open that waits for a writer
+            loaded = json.loads(f.read(MANIFEST_MAX + 1))
         if isinstance(loaded, dict):
             data = loaded
-    except (OSError, ValueError):
+    except (OSError, ValueError, ArchiveError):
         pass  # listed without its figures; `seasons restore` reports what is wrong with it
     fields = {k: data.get(k) for k in ("count", "score_sum", "sha256", "created_at")}
     if not isinstance(fields["created_at"], str | None):

@@ -5,7 +5,9 @@ The season close computes each board's results (``keys.results``: member -> JSON
 too, marked provisional. Here they are read, and claimed: one script
 (``seasons/lua/claim.lua``) checks the member's result and reward and writes the claim with
 HSETNX into ``keys.claims``, so that of any number of claims of one reward, concurrent or
-not, exactly one records it and every one answers the same reward and time.
+not, exactly one records it and every one answers the same reward and time. A claim that
+answers ``already_claimed`` false is first appended to the season's claims log on disk
+(:mod:`seasons.claimlog`), which ``seasons restore`` loads back after a data loss.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from redis.exceptions import NoScriptError
 
+from seasons import claimlog
 from seasons import timewindows as tw
 from seasons.clock import utc_text
 from seasons.connection import on_one_connection
@@ -144,7 +147,11 @@ class Rewards:
     def claim(self, board: str, season: str, member: str, claim_id: str | None = None) -> Claim:
         """Claim ``member``'s reward: the first claim records it (``already_claimed``
         false), every later one answers the same reward and time (true), but one with the
-        first one's ``claim_id`` (a resend), which answers false again."""
+        first one's ``claim_id`` (a resend), which answers false again.
+
+        An answer false is appended to the season's claims log (:mod:`seasons.claimlog`)
+        and fsynced first; :class:`ClaimsLogUnavailable` when it cannot be (the claim
+        stands in Redis: resend with the same ``claim_id``)."""
         self._check(board, season, member)
         claim_id = new_batch_id() if claim_id is None else check_batch_id(claim_id, "claim_id")
         keys = [self.s.keys.results(board, season), self.s.keys.claims(board, season)]
@@ -167,6 +174,14 @@ class Rewards:
                 {**where, "member": member},
             )
         result, stored = json.loads(rest[0]), json.loads(rest[1])
+        if status == "claimed":
+            # What an app pays out on must outlive Redis: logged, fsynced, before it is
+            # answered (a resend with the same claim id logs it again, and answers).
+            logged = claimlog.LoggedClaim(
+                board=board, season=season, member=member, reward=stored["reward"],
+                rank=stored["rank"], claim_id=stored["claim_id"], claimed_at=stored["claimed_at"],
+            )  # fmt: skip
+            claimlog.append(claimlog.log_path(self.s.settings, board, season), logged)
         return Claim(
             season=season, board=board, member=member, rank=stored["rank"],
             score=result["score"], reward=stored["reward"], claimed_at=stored["claimed_at"],

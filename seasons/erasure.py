@@ -15,7 +15,9 @@ class ForgottenBoard(BaseModel):
 
     keys: list[str] = Field(description="The live and archived sorted sets it was on")
     metadata: bool = Field(description="Whether its metadata was removed")
-    files_rewritten: list[str] = Field(description="Archive files rewritten without it")
+    files_rewritten: list[str] = Field(
+        description="Archive files and claims logs rewritten without it"
+    )
 
 
 class Forgotten(BaseModel):

@@ -214,3 +214,12 @@ class ProvisionalRewards(Conflict):
     rewards would be now and are never claimable. ``details`` is ``{"board", "season"}``."""
 
     code = "provisional"
+
+
+class ClaimsLogUnavailable(SeasonsError):
+    """A claim recorded in Redis could not be appended to its season's claims log
+    (:mod:`seasons.claimlog`: ``archive.dir`` unwritable, the disk full), so it is not
+    answered: the claim stands in Redis, and a claim sent again with the same claim id
+    appends it and answers. ``details`` is ``{"file", "claim_id"}``."""
+
+    code = "claims_log_unavailable"

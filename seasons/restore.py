@@ -17,6 +17,11 @@ for it stay rejected. Before it writes anything it checks that:
   ±2^53, flat metadata within its limits, no member twice, ranks from 1 in the board's order
   (earliest ties: ranks are line numbers and equal scores may come in any member order, the
   order of their reach times, which the file does not hold);
+- each line's rank, and its ``reward`` if it has one, are those of the close as
+  :mod:`seasons.closed` recomputes them (the lines' order, the gaps forgets left, the tiers the
+  manifest recorded), with or without ``force``: a line's reward is never trusted;
+- the claims log beside the file, if any (:mod:`seasons.claimlog`), holds claims of this
+  season whose rewards and ranks are the members' results;
 - the archive key, if it exists, holds the same standings (archives are write-once), unless
   ``force`` is given. The same standings again are a no-op.
 
@@ -25,7 +30,8 @@ standings already in Redis) and nothing is written. Reading a file costs at most
 manifest's ``count`` allows (:func:`_read_checked`), whatever the file holds.
 
 An archive of a board with earliest ties gets its reach set back beside the archive key, each
-member reached at its line number: the times are gone, their order is the file's.
+member reached at its line number: the times are gone, their order is the file's. The results
+are written as they stood at the close, and the claims log's claims loaded back (HSETNX).
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any, Literal, cast
 
+from seasons import claimlog, closed
 from seasons import timewindows as tw
 from seasons.archives import (
     CHUNK,
@@ -51,10 +58,11 @@ from seasons.archives import (
     Archives,
     Manifest,
     Row,
-    open_regular,
     sha256_read,
 )
 from seasons.catalog import archive_dir
+from seasons.claimlog import LoggedClaim
+from seasons.closed import AsClosed
 from seasons.config.settings import BoardSettings, Settings
 from seasons.connection import RedisClient, text
 from seasons.errors import (
@@ -65,6 +73,7 @@ from seasons.errors import (
     SeasonsError,
 )
 from seasons.events import check_member, check_metadata, check_value
+from seasons.files import open_regular
 from seasons.keys import SEASON_ARCHIVED, STATE_SEASON, Keys
 from seasons.lifecycle import EventType, Lifecycle, event_id, run_stamp
 from seasons.rewards import Results
@@ -84,6 +93,8 @@ STOP_AFTER = 1000  # bad lines: the file is clearly bad, reading it further only
 MAX_LINE = 64 * 1024
 _SNAPSHOT_STAMP = re.compile(r"\d{8}T\d{6}Z")
 _POSITIONS = ("member", "earliest")  # the tie rules whose ranks are line numbers
+LineReward = tuple[bool, str | None]  # (the line has a "reward", its value)
+NO_REWARD: LineReward = (False, None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +105,8 @@ class Checked:
     manifest: Manifest
     rows: list[Row]
     action: Action
+    closed: AsClosed  # each line's rank and reward at the close (seasons.closed)
+    claims: list[LoggedClaim]  # the claims log beside the file: one claim per member
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,6 +198,7 @@ class Restorer:
             raise _rejected(file, f"is unreadable: {exc.strerror or exc}") from None
         except ArchiveError as exc:
             raise _rejected(file, exc.details["problem"]) from None
+        cfg = self.settings.boards[manifest.board]
         with data:
             # One open file is hashed, then read: the lines checked are the bytes hashed.
             digest = sha256_read(data)
@@ -194,15 +208,20 @@ class Restorer:
                     f"{manifest.sha256}): the file was changed after it was written",
                 )  # fmt: skip
             data.seek(0)
-            rows = _read_checked(data, file, self.settings.boards[manifest.board], manifest.count)
+            # Lines after a forget's gap keep their ranks at the close: as_closed checks those.
+            rows, rewards = _read_checked(
+                data, file, cfg, manifest.count, check_ranks=not manifest.removed
+            )
         total = math.fsum(s for _, _, s, _ in rows)
         if len(rows) != manifest.count or total != manifest.score_sum:
             raise _rejected(
                 file, f"holds {len(rows)} members with score sum {total}; its manifest says "
                 f"{manifest.count} and {manifest.score_sum}",
             )  # fmt: skip
+        at_close = _as_closed(file, manifest, rows, rewards, cfg)
+        claims = _logged_claims(file, manifest, rows, at_close, inside)
         action = self._compare(file, manifest, rows, force)
-        return Checked(file, manifest, rows, action)
+        return Checked(file, manifest, rows, action, at_close, claims)
 
     def _check_season(self, file: Path, season: str, now: datetime) -> None:
         base, at, stamp = season.partition("@")
@@ -339,6 +358,7 @@ class Restorer:
                 keys=[archive, archive, distinct, distinct], args=["distinct"]
             )
         self._results(checked)
+        self._claims(checked)
         mf = checked.manifest
         kind = EventType.RESTORE_DONE
         run = run_stamp(now)
@@ -355,17 +375,31 @@ class Restorer:
         )
 
     def _results(self, checked: Checked) -> None:
-        """The results of the standings loaded (:mod:`seasons.rewards`), computed from the
-        archive key as the close computes them, dated with the archive's manifest; complete
-        results of the same standings are kept. ``seasons verify`` then checks the file's
-        rewards against them."""
+        """The results of the standings loaded (:mod:`seasons.rewards`) as they stood at the
+        close: each line's rank and reward as :func:`seasons.closed.as_closed` recomputed
+        them, the tiers' counts and total with the members forgotten since, dated with the
+        archive's manifest; complete results of the same standings are kept."""
         board, season = checked.manifest.board, checked.manifest.season
         if checked.action == "replaced":  # of other standings
             self.client.unlink(self.keys.results(board, season))
         archives = Archives(self.client, Scripts(self.client), self.settings, self.keys)
-        Results(self.client, archives, self.keys).write(
-            board, season, checked.manifest.created, provisional="@" in season
-        )
+        at_close = checked.closed
+        ranks = at_close.ranks
+        ranked = ((r, m, s) for r, (_, m, s, _) in zip(ranks, checked.rows, strict=True))
+        Results(self.client, archives, self.keys).store(
+            board, season, ranked, at_close.matcher, checked.manifest.created,
+            provisional="@" in season, absent=at_close.absent,
+        )  # fmt: skip
+
+    def _claims(self, checked: Checked) -> None:
+        """The claims of the claims log back into the claims hash, each with HSETNX: a claim
+        in Redis (made since, or never lost) stands."""
+        key = self.keys.claims(checked.manifest.board, checked.manifest.season)
+        for i in range(0, len(checked.claims), CHUNK):
+            pipe = self.client.pipeline(transaction=False)
+            for c in checked.claims[i : i + CHUNK]:
+                pipe.hsetnx(key, c.member, c.stored())
+            pipe.execute()
 
     # --- every file of the namespace ------------------------------------------------------
 
@@ -425,10 +459,13 @@ def _meta_json(meta: dict[str, Any]) -> str:
     return json.dumps(meta, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
 
 
-def _read_checked(data: IO[bytes], file: Path, cfg: BoardSettings, count: int) -> list[Row]:
+def _read_checked(
+    data: IO[bytes], file: Path, cfg: BoardSettings, count: int, *, check_ranks: bool = True
+) -> tuple[list[Row], list[LineReward]]:
     """The rows of the gzip ``data`` (the file ``file``), each checked like an event and
-    against the lines before it; raises :class:`ArchiveRejected` listing the problems (line
-    numbers from 1).
+    against the lines before it, and each line's ``reward``; raises :class:`ArchiveRejected`
+    listing the problems (line numbers from 1). Ranks are checked against line numbers unless
+    not ``check_ranks`` (a file with gaps: :func:`_as_closed` checks them).
 
     Bounded whatever the file holds: a line is read up to :data:`MAX_LINE` bytes (a longer
     one is a problem, not read further), reading stops at the first line past the manifest's
@@ -440,6 +477,7 @@ def _read_checked(data: IO[bytes], file: Path, cfg: BoardSettings, count: int) -
     bad_lines = 0
     stopped: str | None = None
     rows: list[Row] = []
+    rewards: list[LineReward] = []
     seen: dict[str, int] = {}
     prev: tuple[str, float, int] | None = None  # member, score, expected rank of the last row
     try:
@@ -455,10 +493,11 @@ def _read_checked(data: IO[bytes], file: Path, cfg: BoardSettings, count: int) -
                     mine = [f"is longer than {MAX_LINE} bytes"]
                     stopped = "the line is too long to be an entry"
                 else:
-                    row, mine = _parse(raw)
-                    prev = _check_row(row, mine, n, prev, seen, cfg)
+                    row, reward, mine = _parse(raw)
+                    prev = _check_row(row, mine, n, prev, seen, cfg, check_ranks)
                     if row is not None and not mine:
                         rows.append(row)
+                        rewards.append(reward)
                 if mine:
                     problems += [(n, m) for m in mine][: KEPT_PROBLEMS - len(problems)]
                     found += len(mine)
@@ -483,12 +522,12 @@ def _read_checked(data: IO[bytes], file: Path, cfg: BoardSettings, count: int) -
                 "first": [{"line": n, "problem": p} for n, p in problems],
             },
         )  # fmt: skip
-    return rows
+    return rows, rewards
 
 
 def _check_row(
     row: Row | None, mine: list[str], n: int, prev: tuple[str, float, int] | None,
-    seen: dict[str, int], cfg: BoardSettings,
+    seen: dict[str, int], cfg: BoardSettings, check_ranks: bool,
 ) -> tuple[str, float, int] | None:  # fmt: skip
     """Checks line ``n``'s row against the lines before (adds to ``mine``); returns what the
     next line is checked against."""
@@ -506,7 +545,7 @@ def _check_row(
         # After a bad line the ties before are unknown: a shared or dense
         # rank is only known to be at most the line's number.
         expected = row[0] if 1 <= row[0] <= n else n
-    if type(row[0]) is int and row[0] >= 1 and row[0] != expected:
+    if check_ranks and type(row[0]) is int and row[0] >= 1 and row[0] != expected:
         mine.append(f"rank {row[0]} should be {expected} (ties={cfg.ties!r})")
     return member, score, expected
 
@@ -545,31 +584,33 @@ def _utf8(text: str) -> bytes:
     return text.encode("utf-8", "surrogatepass")
 
 
-def _parse(raw: bytes) -> tuple[Row | None, list[str]]:
-    """(row, problems): the row is None when the line is not an entry at all."""
+def _parse(raw: bytes) -> tuple[Row | None, LineReward, list[str]]:
+    """(row, its reward, problems): the row is None when the line is not an entry at all."""
     try:
         d = json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:
-        return None, ["is not valid UTF-8"]
+        return None, NO_REWARD, ["is not valid UTF-8"]
     except ValueError as exc:
-        return None, [f"is not JSON ({exc})"]
+        return None, NO_REWARD, [f"is not JSON ({exc})"]
     if not isinstance(d, dict):
-        return None, [f"is a JSON {type(d).__name__}, not an object"]
+        return None, NO_REWARD, [f"is a JSON {type(d).__name__}, not an object"]
     if not set(FIELDS) <= set(d) <= set(FIELDS + OPTIONAL):
         missing = ", ".join(k for k in FIELDS if k not in d) or "none"
         extra = ", ".join(sorted(k for k in d if k not in FIELDS + OPTIONAL)) or "none"
-        return None, [
-            f"needs exactly the fields {', '.join(FIELDS)}, and may have {', '.join(OPTIONAL)} "
-            f"(missing: {missing}; unknown: {extra})"
-        ]
+        fields = f"{', '.join(FIELDS)}, and may have {', '.join(OPTIONAL)}"
+        return (
+            None,
+            NO_REWARD,
+            [f"needs exactly the fields {fields} (missing: {missing}; unknown: {extra})"],
+        )
     reward = d.get("reward")
     if reward is not None and (not isinstance(reward, str) or not reward):
-        return None, [f"reward {reward!r} is not a non-empty text or null"]
+        return None, NO_REWARD, [f"reward {reward!r} is not a non-empty text or null"]
     rank, member, score, meta = (d[k] for k in FIELDS)
     if why := check_member(member):  # the write path's rule: restore is a way in
-        return None, [why]
+        return None, NO_REWARD, [why]
     if why := check_value(score):
-        return None, [why.replace("value", "score", 1)]
+        return None, NO_REWARD, [why.replace("value", "score", 1)]
     problems = []
     if isinstance(rank, bool) or not isinstance(rank, int) or rank < 1:
         problems.append(f"rank {rank!r} is not a positive integer")
@@ -579,4 +620,93 @@ def _parse(raw: bytes) -> tuple[Row | None, list[str]]:
     elif any(v is None for v in meta.values()):
         problems.append("metadata holds a null (an archive stores no deleted fields)")
     row: Row = (rank, member, float(score), dict(meta) if isinstance(meta, dict) else {})
-    return row, problems
+    return row, ("reward" in d, reward), problems
+
+
+# --- results as they stood at the close, and the claims log (seasons.closed, seasons.claimlog)
+
+
+def _as_closed(
+    file: Path, manifest: Manifest, rows: list[Row], rewards: list[LineReward],
+    cfg: BoardSettings,
+) -> AsClosed:  # fmt: skip
+    """Each line's rank and reward at the close, recomputed from the lines' order, the
+    manifest's gaps and tiers (:mod:`seasons.closed`); raises :class:`ArchiveRejected` when a
+    line's rank, or its ``reward``, is not the recomputed one: a line's reward is never
+    trusted, with ``--force`` or not. A manifest without ``tiers`` (written before them) has
+    its lines' rewards recomputed from the configured tiers but not compared: a forget before
+    then rewrote the lines' ranks and kept the rewards of the close, which no longer match."""
+    try:
+        tiers = closed.manifest_tiers(manifest.tiers, cfg)
+        gaps = closed.manifest_gaps(manifest.removed, len(rows))
+        result = closed.as_closed([s for _, _, s, _ in rows], gaps, tiers, cfg)
+    except ValueError as exc:
+        raise _rejected(file.with_name(manifest.season + MANIFEST_SUFFIX), str(exc)) from None
+    ranked = len(rows) + len(gaps)
+    problems: list[tuple[int, str]] = []
+    for n, (row, rank) in enumerate(zip(rows, result.ranks, strict=True), start=1):
+        if row[0] != rank:
+            problems.append((n, f"rank {row[0]} should be {rank} (ties={cfg.ties!r}, with the "
+                                f"manifest's {len(gaps)} removed lines)"))  # fmt: skip
+    compared = rewards if manifest.tiers is not None else []
+    for n, (has, reward) in enumerate(compared, start=1):
+        if has and reward != result.reward(n - 1):
+            problems.append((n, f"reward {reward!r} is not the one rank {result.ranks[n - 1]} "
+                                f"gets, {result.reward(n - 1)!r} (the manifest's tiers, of "
+                                f"{ranked} ranked at the close)"))  # fmt: skip
+    if problems:
+        raise _lines_rejected(file, problems)
+    return result
+
+
+def _logged_claims(
+    file: Path, manifest: Manifest, rows: list[Row], result: AsClosed, inside: Path | None
+) -> list[LoggedClaim]:
+    """The claims of the claims log beside ``file``, the first of each member (as HSETNX
+    kept it), leaving out members without a line (forgotten); raises
+    :class:`ArchiveRejected` for a line that is not a claim of this season, or whose reward
+    or rank is not the member's result."""
+    path = claimlog.beside(file, manifest.season)
+    line_of = {member: i for i, (_, member, _, _) in enumerate(rows)}
+    found: dict[str, LoggedClaim] = {}
+    problems: list[tuple[int, str]] = []
+    try:
+        for n, raw in claimlog.lines(path, inside=inside):
+            try:
+                c = claimlog.parse(raw)
+            except ValueError as exc:
+                problems.append((n, str(exc)))
+                continue
+            i = line_of.get(c.member)
+            if (c.board, c.season) != (manifest.board, manifest.season):
+                problems.append((n, f"is a claim of {c.board} {c.season}, not of "
+                                    f"{manifest.board} {manifest.season}"))  # fmt: skip
+            elif i is not None and (c.rank, c.reward) != (result.ranks[i], result.reward(i)):
+                problems.append((n, f"claims {c.reward!r} at rank {c.rank}, but member "
+                                    f"{c.member!r} has {result.reward(i)!r} at rank "
+                                    f"{result.ranks[i]}"))  # fmt: skip
+            elif i is not None:
+                found.setdefault(c.member, c)
+            if len(problems) >= STOP_AFTER:
+                break  # the log is clearly bad: reading it further only costs
+    except ArchiveError as exc:
+        raise _rejected(path, f"the claims log {exc.details['problem']}") from None
+    except OSError as exc:
+        raise _rejected(path, f"the claims log is unreadable: {exc}") from None
+    if problems:
+        raise _lines_rejected(path, problems)
+    return list(found.values())
+
+
+def _lines_rejected(file: Path, problems: list[tuple[int, str]]) -> ArchiveRejected:
+    lines = len({n for n, _ in problems})
+    shown = "; ".join(f"line {n}: {p}" for n, p in problems[:SHOWN_PROBLEMS])
+    rest = len(problems) - SHOWN_PROBLEMS
+    more = f" (and {rest} more)" if rest > 0 else ""
+    return ArchiveRejected(
+        f"{file}: {len(problems)} problems on {lines} lines, nothing restored: {shown}{more}",
+        {
+            "file": str(file), "lines": lines, "problems": len(problems),
+            "first": [{"line": n, "problem": p} for n, p in problems[:KEPT_PROBLEMS]],
+        },
+    )  # fmt: skip

@@ -36,7 +36,7 @@ from seasons.clock import utc_text
 
 if TYPE_CHECKING:
     from seasons.archives import Archives
-    from seasons.config.settings import BoardSettings
+    from seasons.config.settings import BoardSettings, RewardTier
     from seasons.keys import Keys
 
 SUMMARY = ""  # the results hash's field holding the summary
@@ -94,8 +94,13 @@ class Tier:
 
 def tiers_of(cfg: BoardSettings) -> list[Tier]:
     """A board's tiers, in the order written (the settings validated them)."""
+    return tiers_from(cfg.rewards)
+
+
+def tiers_from(rules: Sequence[RewardTier]) -> list[Tier]:
+    """The tiers of validated rules (a board's, or those an archive manifest recorded)."""
     out = []
-    for t in cfg.rewards:
+    for t in rules:
         if t.top_percent is not None:
             out.append(Tier(t.reward, percent=t.top_percent))
         else:
@@ -186,26 +191,52 @@ class Results:
         checkpoint: Callable[[str], None] | None = None,
     ) -> dict[str, Any]:
         """Compute and store the results of ``archive:<archive_id>`` (read in rank order by
-        :meth:`Archives.rows`, ranks by the board's tie rule); returns the summary.
+        :meth:`Archives.rows`, ranks by the board's tie rule, tiers of the board's
+        settings); returns the summary. See :meth:`store`."""
+        if (done := self.summary(board, archive_id)) is not None:
+            return done
+        cfg = self.archives.settings.boards[board]
+        archive = self.keys.archive(board, archive_id)
+        matcher = Matcher(tiers_of(cfg), int(self.client.zcard(archive)))
+        rows = self.archives.rows(board, archive, with_metadata=False)
+        ranked = ((rank, member, score) for rank, member, score, _ in rows)
+        return self.store(
+            board, archive_id, ranked, matcher, now, provisional=provisional,
+            checkpoint=checkpoint,
+        )  # fmt: skip
+
+    def store(
+        self,
+        board: str,
+        archive_id: str,
+        ranked: Iterable[tuple[int, str, float]],
+        matcher: Matcher,
+        now: datetime,
+        *,
+        provisional: bool = False,
+        absent: Iterable[int] = (),
+        checkpoint: Callable[[str], None] | None = None,
+    ) -> dict[str, Any]:
+        """Store the results of (rank, member, score) rows, rewards by ``matcher`` (its
+        ``total`` is the summary's); ``absent``: the ranks of members ranked at the close
+        but forgotten since, counted in the tiers' counts, as the close counted them
+        (:mod:`seasons.restore` reproduces results as they stood). Returns the summary.
 
         Idempotent: complete results (their summary exists) are kept as they are; otherwise
         every member's field is written again (the archive is write-once, so with the same
         values), one HSET of :data:`CHUNK` fields at a time, and the summary last. The claims
         hash is never touched.
         """
-        done = self.summary(board, archive_id)
-        if done is not None:
+        if (done := self.summary(board, archive_id)) is not None:
             return done
-        cfg = self.archives.settings.boards[board]
-        archive = self.keys.archive(board, archive_id)
         results = self.keys.results(board, archive_id)
-        total = int(self.client.zcard(archive))
-        matcher = Matcher(tiers_of(cfg), total)
         counts = [0] * len(matcher.tiers)
-        rows = self.archives.rows(board, archive, with_metadata=False)
-        for part in batched(rows, CHUNK):
+        for rank in absent:
+            if (i := matcher.tier(rank)) is not None:
+                counts[i] += 1
+        for part in batched(ranked, CHUNK):
             mapping: dict[str, str] = {}
-            for rank, member, score, _ in part:
+            for rank, member, score in part:
                 i = matcher.tier(rank)
                 if i is not None:
                     counts[i] += 1
@@ -216,7 +247,7 @@ class Results:
             checkpoint("rows-written")
         summary = {
             "season": archive_id, "board": board, "provisional": provisional,
-            "computed_at": utc_text(now, "seconds"), "total": total,
+            "computed_at": utc_text(now, "seconds"), "total": matcher.total,
             "tiers": [
                 {"tier": t.label, "reward": t.reward, "count": n}
                 for t, n in zip(matcher.tiers, counts, strict=True)

@@ -170,6 +170,12 @@ def test_erasure_still_rewrites_with_replace(env: Archives, r: redis.Redis) -> N
     r.zrem(env.keys.archive(BOARD, SEASON), "bob")
     env.write_files(BOARD, SEASON, T2, replace=True)
     rest = {m: s for m, s in ROWS.items() if m != "bob"}
-    assert file_rows(data) == expected_rows(rest, META)
-    assert json.loads(manifest.read_text())["count"] == len(rest)
+    # The others keep their ranks at the close: bob leaves a gap at line 2, recorded with
+    # its score (what shared or dense ranks after it depend on), not its id.
+    closed = expected_rows(ROWS, META)
+    assert file_rows(data) == [row for row in closed if row[1] != "bob"]
+    written = json.loads(manifest.read_text())
+    assert written["count"] == len(rest)
+    assert written["removed"] == [{"line": 2, "score": ROWS["bob"]}]
+    assert written["created_at"] == "2026-03-01T12:00:00Z"  # the close's (T1), kept
     env.verify(BOARD, SEASON)

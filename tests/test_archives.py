@@ -61,7 +61,10 @@ def test_manifest_and_verify(settings_factory, r, tmp_path: Path) -> None:
     for board in sim.settings.boards:
         data, manifest_path = files(sim, board, "S1")
         raw = json.loads(manifest_path.read_text())
-        assert list(raw) == ["board", "season", "count", "score_sum", "sha256", "created_at"]
+        assert list(raw) == [
+            "board", "season", "count", "score_sum", "sha256", "created_at", "tiers", "removed"
+        ]  # fmt: skip
+        assert raw["tiers"] == [] and raw["removed"] == []  # no reward tiers, nothing forgotten
         rows = file_rows(data)
         assert rows == sim.expected_rows(board, "S1")
         assert raw["count"] == len(rows) and raw["sha256"] == sha256_of(data)

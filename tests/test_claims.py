@@ -10,6 +10,9 @@ and across a SIGKILL of an AOF-persisted redis-server.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import threading
 import warnings
 from collections.abc import Callable, Iterator
@@ -23,8 +26,9 @@ import pytest
 from click.testing import CliRunner
 from http_support import SETTINGS, START, WRITE_TOKEN, serving
 from redis_server import RedisServer
+from worker_support import toml_text
 
-from seasons import Seasons
+from seasons import Seasons, claimlog
 from seasons.cli import CliState, cli
 from seasons.clock import ManualClock
 from seasons.config import Settings
@@ -344,10 +348,13 @@ def test_cli_exit_statuses_and_json(
 
 
 def test_claims_survive_a_redis_restart_from_aof(
-    settings_factory: Callable[..., Settings], clock: ManualClock
+    settings_factory: Callable[..., Settings], clock: ManualClock, tmp_path: Path
 ) -> None:
     with RedisServer(args=["--appendonly", "yes", "--appendfsync", "always"]) as server:
-        settings = settings_factory(**SETTINGS, redis={"url": server.url, "cluster": False})
+        settings = settings_factory(
+            **SETTINGS, redis={"url": server.url, "cluster": False},
+            archive={"dir": str(tmp_path / "archive")},
+        )  # fmt: skip
         with Seasons(settings, clock=clock) as s:
             publish(s.client, s.keys, "kills", SEASON, standings())
             first = s.claim("kills", SEASON, "p00")
@@ -417,3 +424,203 @@ def test_a_member_with_a_slash_claims_over_http(
     assert got.status_code == 200, got.text
     assert (got.json()["member"], got.json()["reward"]) == ("team/ann", "gold")
     assert app.claim("kills", SEASON, "team/ann").already_claimed is True
+
+
+# --- the claims log: claims outlive Redis (docs/boards.md#rewards) ----------------------------
+
+
+def claims_log(settings: Settings, season: str = SEASON) -> Path:
+    return settings.archive.dir / "seasons" / "kills" / f"{season}.claims.jsonl"
+
+
+def log_lines(settings: Settings) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in claims_log(settings).read_text().splitlines()]
+
+
+def test_a_claim_is_logged_and_fsynced_before_it_is_answered(
+    app: Seasons, settings: Settings, http: TestClient, ref: dict[str, dict[str, Any]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    log = claims_log(settings)
+    synced: list[tuple[int, int]] = []  # (device, inode) of each fsync, file or directory
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        st = os.fstat(fd)
+        synced.append((st.st_dev, st.st_ino))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    first = app.claim("kills", SEASON, "p02", claim_id="pay-1")
+    assert first.already_claimed is False
+    # Answered only after the line was written and fsynced, and the new file's folder too.
+    inode = (log.stat().st_dev, log.stat().st_ino)
+    folder = (log.parent.stat().st_dev, log.parent.stat().st_ino)
+    assert inode in synced and folder in synced
+    want = {
+        "board": "kills", "season": SEASON, "member": "p02", "reward": ref["p02"]["reward"],
+        "rank": ref["p02"]["rank"], "claim_id": "pay-1", "claimed_at": first.claimed_at,
+    }  # fmt: skip
+    assert log_lines(settings) == [want]
+    # A resend with its id answers false again, so it is logged again; another id answers
+    # true and logs nothing.
+    synced.clear()
+    assert app.claim("kills", SEASON, "p02", claim_id="pay-1").already_claimed is False
+    assert synced == [inode]  # the file, once: the folder is synced when the file is created
+    assert app.claim("kills", SEASON, "p02", claim_id="pay-2").already_claimed is True
+    assert log_lines(settings) == [want, want]
+    got = http.post(claim_path("p00"), headers={**WRITES, "Idempotency-Key": "http-1"})
+    assert got.status_code == 200 and got.json()["already_claimed"] is False
+    assert log_lines(settings)[-1] == {
+        **want, "member": "p00", "reward": "gold", "rank": 1, "claim_id": "http-1",
+        "claimed_at": got.json()["claimed_at"],
+    }  # fmt: skip
+    # A forget takes the member's lines out of the log (and its claim out of Redis).
+    forgotten = app.forget("p02")
+    assert str(claims_log(settings)) in forgotten.boards["kills"].files_rewritten
+    assert [line["member"] for line in log_lines(settings)] == ["p00"]
+
+
+CLAIMER = """
+import json, sys
+from pathlib import Path
+from seasons import Seasons
+from seasons.config import load_settings
+
+name, members, go = sys.argv[1], json.loads(sys.argv[2]), Path(sys.argv[3])
+answers = []
+with Seasons(load_settings()) as s:
+    while not go.exists():
+        pass
+    for m in members:
+        for _ in range(3):  # the first claim, then two resends with its id
+            c = s.claim("kills", "S2", m, claim_id=f"{name}-{m}")
+            answers.append([m, f"{name}-{m}", c.already_claimed])
+print(json.dumps(answers))
+"""
+
+
+def test_claims_from_two_processes_append_whole_lines(
+    app: Seasons, settings: Settings, ref: dict[str, dict[str, Any]], tmp_path: Path
+) -> None:
+    rewarded = sorted(m for m, r in ref.items() if r["reward"] is not None)
+    config = tmp_path / "seasons.toml"
+    config.write_text(toml_text(settings))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SEASONS_")}
+    env["SEASONS_CONFIG"] = str(config)
+    go = tmp_path / "go"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", CLAIMER, name, json.dumps(order), str(go)],
+            env=env,
+            stdout=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+        for name, order in (("a", rewarded), ("b", rewarded[::-1]))
+    ]
+    go.touch()
+    answers = []
+    for p in procs:
+        out, _ = p.communicate(timeout=60)
+        assert p.returncode == 0
+        answers += json.loads(out)
+    won = [(m, cid) for m, cid, already in answers if not already]
+    # One winner per reward; every answer false is one whole line of the log, no other line.
+    assert sorted({m for m, _ in won}) == rewarded
+    assert len({m for m, _ in won}) == len(set(won))
+    lines = log_lines(settings)
+    assert sorted((line["member"], line["claim_id"]) for line in lines) == sorted(won)
+    stored = app.client.hgetall(app.keys.claims("kills", SEASON))
+    for line in lines:
+        claim = json.loads(stored[line["member"]])
+        assert (claim["claim_id"], claim["claimed_at"]) == (line["claim_id"], line["claimed_at"])
+        assert (line["rank"], line["reward"]) == (ref[line["member"]]["rank"],
+                                                  ref[line["member"]]["reward"])  # fmt: skip
+
+
+def test_an_unwritable_claims_log_is_a_503_and_a_resend_logs_it(
+    app: Seasons, settings: Settings, http: TestClient, ref: dict[str, dict[str, Any]]
+) -> None:
+    log = claims_log(settings)
+    log.parent.mkdir(parents=True)
+    log.symlink_to("/dev/full")  # every write fails as on a full disk (ENOSPC)
+    key = {**WRITES, "Idempotency-Key": "pay-full"}
+    got = http.post(claim_path("p01"), headers=key)
+    assert got.status_code == 503, got.text
+    body = got.json()
+    assert body["error"] == "claims_log_unavailable"
+    assert str(log) in body["message"] and "No space left on device" in body["message"]
+    assert "same claim id 'pay-full'" in body["message"]
+    assert body["details"] == {"file": str(log), "claim_id": "pay-full"}
+    # The claim stands in Redis: another claim is told it was claimed (nothing to log).
+    assert http.post(claim_path("p01"), headers=WRITES).json()["already_claimed"] is True
+    stored = json.loads(app.client.hget(app.keys.claims("kills", SEASON), "p01"))
+    assert stored["claim_id"] == "pay-full"
+    # The CLI says the same, exit status 1 (the claims log is not the user's input).
+    run = CliRunner().invoke(
+        cli, ["claim", "kills", "p01", "--season", SEASON, "--id", "pay-full"],
+        obj=CliState(clock=ManualClock(START), settings=settings),
+    )  # fmt: skip
+    assert run.exit_code == 1 and "claims log" in run.output
+    log.unlink()  # space again
+    resent = http.post(claim_path("p01"), headers=key)
+    assert resent.status_code == 200 and resent.json()["already_claimed"] is False
+    assert [(line["member"], line["claim_id"]) for line in log_lines(settings)] == [
+        ("p01", "pay-full")
+    ]
+
+
+def test_a_forget_rewriting_the_log_loses_no_concurrent_claim(tmp_path: Path) -> None:
+    # Appends from another process while the log is rewritten again and again without one
+    # member: each append lands in the file that stays (the rewrite's lock, then the
+    # appender's check that its file was not replaced), none in a file renamed over.
+    log = tmp_path / "kills" / "S2.claims.jsonl"
+    gone = claimlog.LoggedClaim("kills", "S2", "gone", "gold", 1, "c", "t")
+    go = tmp_path / "go"
+    appender = subprocess.Popen(
+        [sys.executable, "-c", APPENDER, str(log), str(go)], stdout=subprocess.PIPE, text=True
+    )
+    go.touch()
+    rewrites = 0
+    while appender.poll() is None:
+        claimlog.append(log, gone)
+        rewrites += claimlog.without_member(log, "gone")
+    out, _ = appender.communicate(timeout=60)
+    assert appender.returncode == 0 and int(out) == APPENDS
+    lines = log.read_bytes().splitlines()
+    assert sorted(claimlog.parse(line + b"\n").member for line in lines) == sorted(
+        f"m{i:04d}" for i in range(APPENDS)
+    )
+    assert rewrites >= 2
+
+
+APPENDS = 300
+APPENDER = f"""
+import sys
+from pathlib import Path
+from seasons import claimlog
+
+log, go = Path(sys.argv[1]), Path(sys.argv[2])
+while not go.exists():
+    pass
+for i in range({APPENDS}):
+    claimlog.append(log, claimlog.LoggedClaim("kills", "S2", f"m{{i:04d}}", "gold", 1, "c", "t"))
+print({APPENDS})
+"""
+
+
+def test_a_line_cut_short_is_dropped_by_the_next_claim(
+    app: Seasons, settings: Settings, ref: dict[str, dict[str, Any]]
+) -> None:
+    # Power lost during an append, before its fsync: a last line without its newline, whose
+    # claim was never answered. The next claim starts on a line of its own, without it.
+    first = app.claim("kills", SEASON, "p00", claim_id="pay-0")
+    log = claims_log(settings)
+    whole = log.read_bytes()
+    with log.open("ab") as f:
+        f.write(b'{"board":"kills","season":"S2","member":"p0')
+    second = app.claim("kills", SEASON, "p01", claim_id="pay-1")
+    assert log.read_bytes().startswith(whole)
+    assert [(c["member"], c["claimed_at"]) for c in log_lines(settings)] == [
+        ("p00", first.claimed_at), ("p01", second.claimed_at)
+    ]  # fmt: skip

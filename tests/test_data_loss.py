@@ -257,10 +257,13 @@ def server() -> Iterator[RedisServer]:
         yield s
 
 
-def played(settings_factory, server: RedisServer, tmp_path: Path) -> tuple[Settings, Sim, datetime]:
+def played(
+    settings_factory, server: RedisServer, tmp_path: Path, **overrides: Any
+) -> tuple[Settings, Sim, datetime]:
     """S1 of two boards played to its end; S1 not closed yet. Returns the instant to close at."""
     settings = season_settings(
-        settings_factory, tmp_path / "archive", redis={"url": server.url}, worker=FAST
+        settings_factory, tmp_path / "archive", redis={"url": server.url}, worker=FAST,
+        **overrides,
     )  # fmt: skip
     sim = Sim(settings, seed=3)
     for i in range(7):
@@ -347,6 +350,82 @@ def test_redis_emptied_under_a_running_worker(
         assert worker.stop() == 0
     finally:
         worker.kill()
+        client.close()
+
+
+# --- claims and results across a data loss -----------------------------------------------------
+
+# The first matching tier wins: kills (each member its own rank) and laps (shared ranks).
+REWARDS = {
+    "kills": [{"ranks": "1", "reward": "gold"}, {"ranks": "2-3", "reward": "silver"},
+              {"top_percent": 50, "reward": "bronze"}],
+    "laps": [{"ranks": "1", "reward": "gold"}, {"top_percent": 60, "reward": "bronze"}],
+}  # fmt: skip
+
+
+def test_claims_and_results_come_back_as_they_stood(
+    settings_factory, server: RedisServer, tmp_path: Path
+) -> None:
+    boards = {b: {**cfg, "rewards": REWARDS[b]} for b, cfg in BOARDS.items()}
+    settings, sim, at = played(settings_factory, server, tmp_path, boards=boards)
+    client = server.client()
+    worker = Proc(
+        [sys.executable, "-c", RUN_WORKER, at.isoformat()], environment(settings, tmp_path)
+    )
+    app = Seasons(settings, clock=ManualClock(at))
+    try:
+        poll(
+            "S1 archived",
+            lambda: client.hget(f"{NS}:job:close_season:S1", "finished"),
+            worker.lines,
+        )
+        results = {b: f"{NS}:{{{b}}}:results:S1" for b in sorted(settings.boards)}
+        claims = {b: f"{NS}:{{{b}}}:claims:S1" for b in sorted(settings.boards)}
+        # The close's ranks, from the reference model: rank 1 of each board is forgotten.
+        expected = {b: sim.expected_rows(b, S1) for b in sorted(settings.boards)}
+        first = {b: rows[0][1] for b, rows in expected.items()}
+        rank, second = next((r, m) for r, m, _, _ in expected["kills"] if m not in first.values())
+        assert rank in (2, 3)  # silver, and its rank must not move up
+        paid = app.claim("kills", S1, second, claim_id="pay-2")
+        assert (paid.already_claimed, paid.rank, paid.reward) == (False, rank, "silver")
+        app.claim("kills", S1, first["kills"], claim_id="pay-1")
+        for member in sorted(set(first.values())):
+            app.forget(member)
+        log = settings.archive.dir / NS / "kills" / "S1.claims.jsonl"
+        logged = [json.loads(line) for line in log.read_text().splitlines()]
+        assert [(c["member"], c["claim_id"], c["reward"]) for c in logged] == [
+            (second, "pay-2", "silver")
+        ]
+        # What Redis held before the loss: the close's results, less the forgotten members.
+        held = {b: client.hgetall(k) for b, k in results.items()}
+        held_claims = {b: client.hgetall(k) for b, k in claims.items()}
+        for b, rows in expected.items():
+            kept = {m.encode(): rank for rank, m, _, _ in rows if m not in first.values()}
+            assert {m: json.loads(v)["rank"] for m, v in held[b].items() if m} == kept
+        assert json.loads(held["kills"][second.encode()])["reward"] == "silver"
+
+        client.flushall()
+        poll("safe mode", lambda: read_safe_mode(client, Keys(NS)), worker.lines)
+        restored = cli_run(settings, at, "restore", "--all")
+        assert restored.exit_code == 0, restored.output
+        assert "safe mode is over" in restored.output
+
+        # Results and claims are what they were, byte for byte, ranks and rewards included.
+        assert {b: client.hgetall(k) for b, k in results.items()} == held
+        assert {b: client.hgetall(k) for b, k in claims.items()} == held_claims
+        again = app.claim("kills", S1, second, claim_id="pay-3")
+        assert (again.already_claimed, again.claimed_at) == (True, paid.claimed_at)
+        resent = app.claim("kills", S1, second, claim_id="pay-2")
+        assert (resent.already_claimed, resent.rank, resent.reward) == (False, rank, "silver")
+        poll(
+            "the worker out of safe mode",
+            lambda: "safe_mode" not in (heartbeat(client) or {"safe_mode": 1}),
+            worker.lines,
+        )
+        assert worker.stop() == 0
+    finally:
+        worker.kill()
+        app.close()
         client.close()
 
 

@@ -654,14 +654,20 @@ def test_forget_member_everywhere(http: TestClient, app: Seasons, events: list) 
 
 
 def test_demo_reset_reseeds_a_demo_namespace(
-    make_client: ClientFactory, clock: ManualClock
+    make_client: ClientFactory, clock: ManualClock, base: dict[str, Any]
 ) -> None:
     c = make_client(namespace="demo-test")
     c.post("/v1/scores", json={"events": [{"board": "kills", "member": "stray", "value": 1}]})
+    # A claims log of an earlier demo season: its claims go with Redis's, or a restore would
+    # bring them back over the new data set.
+    log = Path(base["archive"]["dir"]) / "demo-test" / "kills" / "S1.claims.jsonl"
+    log.parent.mkdir(parents=True)
+    log.write_text("{}\n")
     resp = c.post("/v1/admin/demo/reset", json={"days": 3, "players": 20})
     assert resp.status_code == 200, resp.text
     body = resp.json()
     assert body["deleted_keys"] > 0 and body["seeded"]["applied"] > 0
+    assert not log.exists() and body["deleted_files"] >= 1
     top = c.get("/v1/boards/kills/day", params={"limit": 1000}).json()
     assert top["total"] > 0 and "stray" not in {e["member"] for e in top["entries"]}
     # Seeded again: the same data set (deterministic), so the same standings.

@@ -23,13 +23,15 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 from reference import snapshot, zset
-from worker_support import local, season_settings, today, toml_text
+from worker_support import BOARDS, local, season_settings, today, toml_text
 
 from seasons import Seasons
 from seasons.cli import CliState, cli
 from seasons.clock import ManualClock
 from seasons.config import Settings
 from seasons.errors import ArchiveRejected
+from seasons.files import MANIFEST_MAX
+from seasons.models import RewardsPage
 from seasons.restore import Restorer
 
 NS = "seasons"
@@ -194,6 +196,18 @@ BAD: list[tuple[str, str, list[Any], dict[str, Any], str]] = [
     ("board not a text", "S2", good(), {"board": ["kills"]}, "board must be a text, got list"),
     ("season with a slash", "S2", good(), {"season": "../S2"}, "season '../S2' is not a season id"),
     ("a field missing", "S2", good(), {"created_at": None}, "lacks created_at"),
+    # Rewards are recomputed, never trusted: no tiers at the close, so every reward is null.
+    ("forged reward", "S2", [_line(1, "a", 5), {**_line(2, "b", 4), "reward": "gold"}],
+     {"tiers": []}, "line 2: reward 'gold' is not the one rank 2 gets, None"),
+    ("tiers not a list", "S2", good(), {"tiers": "gold"}, "its tiers 'gold' are not a list"),
+    ("a tier backwards", "S2", good(), {"tiers": [{"ranks": "3-1", "reward": "x"}]},
+     "its tiers[0]"),
+    ("removed past the end", "S2", good(), {"removed": [{"line": 8, "score": 1}]},
+     "its removed[0]"),
+    ("removed out of order", "S2", _desc(("a", 5), ("b", 4)),
+     {"removed": [{"line": 1, "score": 1}]}, "its removed line 1 has score 1.0, out of"),
+    ("ranks ignore a gap", "S2", _desc(("a", 5), ("b", 4)),
+     {"removed": [{"line": 1, "score": 9}]}, "line 1: rank 1 should be 2"),
 ]  # fmt: skip
 
 
@@ -433,7 +447,8 @@ RAW_MANIFESTS: list[tuple[str, bytes, str]] = [
     ("not an object", b'["kills", "S2"]', "it is a JSON list, not an object"),
     ("not JSON", b'{"board": "kills",', "is invalid: Expecting property name"),
     ("not UTF-8", b'{"board": "k\xffills"}', "is invalid: 'utf-8' codec can't decode"),
-    ("over 64 KiB", b'{"board": "kills"' + b" " * 70_000 + b"}", "larger than 65536 bytes"),
+    ("over the limit", b'{"board": "kills"' + b" " * MANIFEST_MAX + b"}",
+     f"larger than {MANIFEST_MAX} bytes"),
 ]  # fmt: skip
 
 
@@ -638,3 +653,112 @@ def test_a_file_that_is_not_a_regular_file_is_refused_at_once(env: Env, case: st
     assert f"is not a regular file ({kind})" in run.output, run.output
     assert "nothing restored" in run.output and "Traceback" not in run.output
     assert snapshot(env.r) == before
+
+
+# --- rewards and claims as they stood at the close (seasons.closed, seasons.claimlog) -------
+
+TIERS = [{"ranks": "1", "reward": "gold"}, {"ranks": "2-3", "reward": "silver"}]
+
+
+def with_rewards(lines: list[dict[str, Any]], rewards: dict[int, str]) -> list[dict[str, Any]]:
+    """The lines with the reward of each rank (null below the tiers), as a close writes them."""
+    return [{**ln, "reward": rewards.get(ln["rank"])} for ln in lines]
+
+
+@pytest.fixture
+def tiered(settings_factory, r, tmp_path: Path):
+    boards = {"kills": {**BOARDS["kills"], "rewards": TIERS}, "laps": BOARDS["laps"]}
+    e = Env(season_settings(settings_factory, tmp_path / "archive", boards=boards), r, tmp_path)
+    yield e
+    e.app.close()
+
+
+def test_a_forged_reward_is_refused_with_force_too(tiered: Env) -> None:
+    lines = with_rewards(good(), {1: "gold", 2: "silver", 3: "silver"})
+    data = write_archive(tiered.tmp / "in", "S1", lines, tiers=TIERS)
+    result = tiered.cli("restore", str(data))
+    assert result.exit_code == 0, result.output
+    assert tiered.app.rewards("kills", "S1", lines[3]["member"]).reward is None
+    before = tiered.digest()
+    # Rank 4 made gold, the file's sha256 and the manifest written to match.
+    forged = [dict(ln) for ln in lines]
+    forged[3]["reward"] = "gold"
+    folder = tiered.tmp / "forged"
+    for standings in (forged, [{**ln, "score": ln["score"] + 100} for ln in forged]):
+        data = write_archive(folder, "S1", standings, tiers=TIERS)
+        for flags in ((), ("--force",)):
+            result = tiered.cli("restore", str(data), *flags)
+            assert result.exit_code == 2, result.output
+            text = " ".join(result.output.split())
+            assert "line 4: reward 'gold' is not the one rank 4 gets, None" in text
+            assert tiered.digest() == before
+
+
+def test_an_old_manifest_gets_rewards_recomputed_not_read(tiered: Env) -> None:
+    # A manifest written before "tiers": the configured tiers give the rewards, whatever the
+    # lines say (a forget before then left rewards that no longer match their lines' ranks).
+    lines = with_rewards(good(), {1: "silver", 4: "gold"})
+    result = tiered.cli("restore", str(write_archive(tiered.tmp / "in", "S1", lines)), "--force")
+    assert result.exit_code == 0, result.output
+    got = [tiered.app.rewards("kills", "S1", ln["member"]).reward for ln in lines]
+    assert got == ["gold", "silver", "silver", None, None, None]
+
+
+def test_the_tiers_of_the_close_stand_over_the_configured_ones(tiered: Env) -> None:
+    # The close's tiers (recorded in the manifest) granted gold to ranks 1-3; the board's
+    # configuration says otherwise now. Restore gives the results of the close.
+    then = [{"ranks": "1-3", "reward": "gold"}]
+    lines = with_rewards(good(), {1: "gold", 2: "gold", 3: "gold"})
+    data = write_archive(tiered.tmp / "in", "S2", lines, tiers=then)
+    result = tiered.cli("restore", str(data))
+    assert result.exit_code == 0, result.output
+    got = [tiered.app.rewards("kills", "S2", ln["member"]).reward for ln in lines]
+    assert got == ["gold", "gold", "gold", None, None, None]
+    page = tiered.app.rewards("kills", "S2")
+    assert isinstance(page, RewardsPage)
+    summary = page.summary
+    assert [(t.tier, t.reward, t.count) for t in summary.tiers] == [("1-3", "gold", 3)]
+    # The same lines under the configured tiers are refused: line 2 would be silver.
+    other = write_archive(tiered.tmp / "other", "S2", lines, tiers=TIERS)
+    result = tiered.cli("restore", str(other))
+    assert result.exit_code == 2 and "line 2: reward 'gold'" in " ".join(result.output.split())
+
+
+def test_the_claims_log_is_checked_and_loaded_back(tiered: Env) -> None:
+    lines = with_rewards(good(), {1: "gold", 2: "silver", 3: "silver"})
+    data = write_archive(tiered.tmp / "in", "S1", lines)
+    log = data.with_name("S1.claims.jsonl")
+
+    def claim(n: int, claim_id: str, **over: Any) -> str:
+        ln = lines[n]
+        row = {
+            "board": "kills", "season": "S1", "member": ln["member"], "reward": ln["reward"],
+            "rank": ln["rank"], "claim_id": claim_id, "claimed_at": f"2026-01-0{n + 2}T00:00:00Z",
+        }  # fmt: skip
+        return json.dumps({**row, **over}) + "\n"
+
+    claims = claim(0, "c-0") + claim(0, "c-0") + claim(1, "c-1", member="gone") + claim(2, "c-2")
+    # A claim whose reward is not the member's result: refused, naming the line.
+    log.write_text(claims + claim(1, "c-1", reward="gold"))
+    before = tiered.digest()
+    result = tiered.cli("restore", str(data))
+    assert result.exit_code == 2, result.output
+    assert "line 5: claims 'gold' at rank 2, but member" in " ".join(result.output.split())
+    assert tiered.digest() == before
+    # A member forgotten since (no line), a resend, and a last line cut off (never answered).
+    log.write_text(claims + claim(1, "c-9")[:30])
+    result = tiered.cli("restore", str(data))
+    assert result.exit_code == 0, result.output
+    stored = tiered.r.hgetall(f"{NS}:{{kills}}:claims:S1")
+    assert {k.decode(): json.loads(v) for k, v in stored.items()} == {
+        lines[n]["member"]: {
+            "claimed_at": f"2026-01-0{n + 2}T00:00:00Z", "reward": lines[n]["reward"],
+            "rank": lines[n]["rank"], "claim_id": f"c-{n}",
+        }
+        for n in (0, 2)
+    }  # fmt: skip
+    assert (
+        tiered.app.claim("kills", "S1", lines[0]["member"], claim_id="c-0").already_claimed is False
+    )
+    assert tiered.app.claim("kills", "S1", lines[0]["member"]).already_claimed is True
+    assert tiered.app.claim("kills", "S1", lines[1]["member"]).already_claimed is False

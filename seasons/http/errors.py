@@ -31,6 +31,8 @@ BackendUnavailable                     503     Redis unreachable; retry later
 BackendFull (backend_full)             503     Redis at maxmemory (noeviction) refuses writes
 BackendReadOnly (backend_read_only)    503     Redis is a read-only replica
 EvictionPolicy, DataLoss               503     the server is unsafe to write to (see /readyz)
+ClaimsLogUnavailable                   503     a claim could not be appended to its claims
+  (claims_log_unavailable)                      log under archive.dir; resend the same key
 anything else                          500     ``internal_error``, with no details
 =====================================  ======  =============================================
 
@@ -145,6 +147,7 @@ STATUS: tuple[tuple[type[errors.SeasonsError], int], ...] = (
     (errors.BackendUnavailable, 503),
     (errors.EvictionPolicy, 503),
     (errors.DataLoss, 503),
+    (errors.ClaimsLogUnavailable, 503),
 )
 
 # Documented on every route, so the OpenAPI schema lists each status a client can get.

@@ -9,6 +9,7 @@ from __future__ import annotations
 from seasons.api import Seasons
 from seasons.archives import DATA_SUFFIX, MANIFEST_SUFFIX
 from seasons.catalog import archive_dir
+from seasons.claimlog import CLAIMS_SUFFIX
 from seasons.connection import scan_keys
 from seasons.errors import Conflict
 
@@ -18,7 +19,8 @@ DEMO_PREFIX = "demo"
 
 def reset_namespace(s: Seasons) -> tuple[int, int]:
     """Delete every key of every configured board, the worker's job state (so it closes and
-    archives again from scratch) and the boards' archive files. Locks and the heartbeat are
+    archives again from scratch) and the boards' archive files and claims logs (their claims
+    are gone from Redis: a restore must not bring them back). Locks and the heartbeat are
     kept: a running worker carries on. Returns (keys deleted, files deleted)."""
     ns = s.settings.namespace
     if not ns.startswith(DEMO_PREFIX):
@@ -39,7 +41,7 @@ def reset_namespace(s: Seasons) -> tuple[int, int]:
         if not folder.is_dir():
             continue
         for path in folder.iterdir():
-            if path.name.endswith((DATA_SUFFIX, MANIFEST_SUFFIX)) and path.is_file():
+            if path.name.endswith((DATA_SUFFIX, MANIFEST_SUFFIX, CLAIMS_SUFFIX)) and path.is_file():
                 path.unlink(missing_ok=True)
                 files += 1
     return deleted, files

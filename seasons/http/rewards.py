@@ -78,7 +78,10 @@ def get_rewards(
         "`claimed_at`, with `already_claimed` true, except a resend with the recording "
         "claim's `Idempotency-Key`. 404 `no_reward` for a member without "
         "reward; 409 `rewards_not_ready` before the results exist, `provisional` for a "
-        "snapshot's."
+        "snapshot's. An answer with `already_claimed` false is first appended to the "
+        "season's claims log under `archive.dir` and fsynced, so it survives a Redis that "
+        "lost its data; 503 `claims_log_unavailable` when it cannot be (the claim stands: "
+        "resend with the same `Idempotency-Key`)."
     ),
 )  # fmt: skip
 def claim_reward(
