@@ -42,6 +42,7 @@ from seasons.http import (
 from seasons.http.deps import Services
 from seasons.http.fast import FastReads
 from seasons.http.guard import Guard, Rules, document
+from seasons.http.head import HeadAsGet
 from seasons.http.jobs import job_stats_reader
 from seasons.http.metrics import Metrics, MetricsMiddleware
 
@@ -105,9 +106,10 @@ def create_app(
     # From the routes as included: each one's access level, query parameters and body.
     rules = Rules(api)
     # The last added is the outermost: the metrics see the guard's answers too, and the fast
-    # reads come after the guard's checks.
+    # reads come after the guard's checks; a HEAD is a GET to all but the metrics.
     api.add_middleware(FastReads, services=api.state.services, rules=rules)
     api.add_middleware(Guard, rules=rules, api=settings.api)
+    api.add_middleware(HeadAsGet)
     api.add_middleware(MetricsMiddleware, metrics=metrics)
     schema = api.openapi
 
