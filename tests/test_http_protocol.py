@@ -173,24 +173,23 @@ def big_header(size: int, path: str = "/healthz") -> Iterator[bytes]:
 
 
 def test_a_header_of_several_mb_gets_431_and_others_are_answered_meanwhile(port: int) -> None:
-    with socket.create_connection(("127.0.0.1", port), timeout=PATIENCE) as probe:
+    pieces = big_header(8 * MB)
+    with (
+        socket.create_connection(("127.0.0.1", port), timeout=PATIENCE) as probe,
+        socket.create_connection(("127.0.0.1", port), timeout=PATIENCE) as big,
+    ):
+        big.sendall(next(pieces) + next(pieces))  # 64 KiB of the header: not refused yet
+        # Answered while the big head is unfinished on its open connection.
         probe.sendall(get("/healthz"))
         assert read(probe).status == 200
-        with (
-            socket.create_connection(("127.0.0.1", port), timeout=PATIENCE) as big,
-            sending(big, big_header(8 * MB)) as big_done,
-        ):
-            # Answered while the big head is being sent or refused: its connection is open.
-            answered_meanwhile = 0
-            while not big_done.is_set() and answered_meanwhile < 20:
+        with sending(big, pieces) as big_done:  # the other 8 MB
+            while not big_done.is_set():
                 probe.sendall(get("/healthz"))
                 assert read(probe).status == 200
-                answered_meanwhile += 1
             reply = read(big, until_closed=True)
         body = reply.error(431, "headers_too_large")
         assert body["details"] == {"header_limit": 16 * KiB, "limit": 64 * KiB}
         assert reply.closed and reply.headers["connection"] == "close"
-        assert answered_meanwhile >= 1
         probe.sendall(get("/healthz"))
         assert read(probe).status == 200
 
@@ -257,7 +256,7 @@ def test_a_client_dribbling_its_headers_gets_408_and_others_are_answered(port: i
         elapsed = time.monotonic() - start
     body = reply.error(408, "request_timeout")
     assert body["details"] == {"setting": "api.header_timeout", "seconds": TIMEOUT}
-    assert reply.closed and TIMEOUT * 0.9 < elapsed < PATIENCE, elapsed
+    assert reply.closed and TIMEOUT / 2 < elapsed < PATIENCE, elapsed
     assert answered >= 2
 
 
@@ -265,7 +264,7 @@ def test_a_connection_that_sends_nothing_is_closed(port: int) -> None:
     with socket.create_connection(("127.0.0.1", port), timeout=PATIENCE) as idle:
         start = time.monotonic()
         assert closed_after(idle)
-        assert TIMEOUT * 0.9 < time.monotonic() - start < PATIENCE
+        assert TIMEOUT / 2 < time.monotonic() - start < PATIENCE
 
 
 @pytest.mark.parametrize("chunked", [False, True], ids=["content-length", "chunked"])
@@ -287,7 +286,7 @@ def test_a_client_dribbling_its_body_gets_408(port: int, chunked: bool) -> None:
         elapsed = time.monotonic() - start
     found = reply.error(408, "request_timeout")
     assert found["details"] == {"setting": "api.body_timeout", "seconds": TIMEOUT}
-    assert reply.closed and TIMEOUT * 0.9 < elapsed < PATIENCE, elapsed
+    assert reply.closed and TIMEOUT / 2 < elapsed < PATIENCE, elapsed
 
 
 def test_a_body_sent_in_time_is_read_whole(port: int) -> None:
