@@ -13,7 +13,8 @@ end of that turn in one call. Flow control, closing and aborting go to the real 
 **A bounded head.** httptools gathers a header's value, and uvicorn the request target, by
 joining the pieces each read brings, on the event loop and before any app code runs: one
 64 MB header sent in 64 KB pieces held every other request for seconds. The protocol never
-lets more than the limits' worth of an unfinished head reach the parser, and answers:
+lets more than the limits' worth of an unfinished head (or of a chunked body's trailer
+lines) reach the parser, and answers:
 
 ======  =============================  ==================================================
 status  code                           when
@@ -142,7 +143,7 @@ class HttpTools(HttpToolsProtocol):
         self.header_timeout = header_timeout
         self.body_timeout = body_timeout
         self._phase = Phase.IDLE
-        self._room = HEAD_ROOM  # bytes the unfinished head may still take
+        self._room = HEAD_ROOM  # bytes the parser may still take in without a callback
         self._header_bytes = 0
         self._chunked = False  # a Transfer-Encoding: chunked came
         self._deadline: asyncio.TimerHandle | None = None
@@ -161,21 +162,23 @@ class HttpTools(HttpToolsProtocol):
     def data_received(self, data: bytes) -> None:
         if self._refused:
             return  # answered and closing: the rest is not parsed
-        # An unfinished head gets at most its room: what is past it is not parsed (nor joined).
-        while self._phase is not Phase.BODY and len(data) > self._room:
+        # What the parser takes in without handing anything on (a head; a chunked body's
+        # trailers, header lines after the last chunk) gets at most HEAD_ROOM bytes: what
+        # is past that is not parsed, nor joined. A piece of body hands itself on (on_body).
+        rest: bytes | memoryview = data
+        while len(rest) > self._room:
             if self._room == 0:
                 self._refuse(self._head_too_large())
                 return
-            fits, data = data[: self._room], data[self._room :]
+            fits, rest = memoryview(rest)[: self._room], memoryview(rest)[self._room :]
             self._room = 0
             if not self._feed(fits):
                 return
-        if self._phase is not Phase.BODY:
-            self._room -= len(data)
-        if self._feed(data) and self._deadline is None and self._phase is not Phase.IDLE:
+        self._room -= len(rest)
+        if self._feed(rest) and self._deadline is None and self._phase is not Phase.IDLE:
             self._arm(self.header_timeout if self._phase is Phase.HEAD else self.body_timeout)
 
-    def _feed(self, data: bytes) -> bool:
+    def _feed(self, data: bytes | memoryview) -> bool:
         """Parse ``data``; False if the connection is no longer this protocol's to read (a
         request refused, or a WebSocket upgrade)."""
         self._unset_keepalive_if_required()
@@ -242,6 +245,10 @@ class HttpTools(HttpToolsProtocol):
             self._check_authority()
         super().on_headers_complete()
         self._phase = Phase.BODY  # self.cycle is this request's from here on
+
+    def on_body(self, body: bytes) -> None:
+        self._room = HEAD_ROOM
+        super().on_body(body)
 
     def on_message_complete(self) -> None:
         self._phase = Phase.IDLE
