@@ -26,7 +26,8 @@ class HeadAsGet:
             return
 
         async def send_as_head(message: Message) -> None:
-            # One scope for all: the guard's redactions reach the access log through it.
+            # The scope itself, not a copy, is handed on: the layers outside read what those
+            # inside write in it (the route a request took, for the metrics).
             scope["method"] = "HEAD"
             try:
                 await send(message)

@@ -22,7 +22,8 @@ status  code                           when
 414     url_too_long                   the request target over :data:`MAX_TARGET_BYTES`
                                        (shorter ones are the guard's to measure)
 431     headers_too_large              one header line over :data:`MAX_HEADER_BYTES`, the
-                                       header lines over :data:`MAX_HEADERS_BYTES`
+                                       header lines over :data:`MAX_HEADERS_BYTES` (a
+                                       chunked body's trailer lines count with them)
 501     unsupported_transfer_encoding  a ``Transfer-Encoding`` other than one ``chunked``
 400     bad_request                    an absolute-form target (``POST http://h/...``)
                                        whose authority is not the ``Host`` header as sent;
