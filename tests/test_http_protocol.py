@@ -371,6 +371,13 @@ def test_head_answers_as_get_without_the_body(port: int, path: str) -> None:
     }
 
 
+def test_head_is_counted_as_head_by_the_route_it_took(port: int) -> None:
+    assert ask(port, get("/healthz", method="HEAD"), head_only=True).status == 200
+    metrics = ask(port, get("/metrics")).body.decode()
+    line = 'seasons_http_requests_total{method="HEAD",route="/healthz",status="200"}'
+    assert line in metrics, [x for x in metrics.splitlines() if "HEAD" in x]
+
+
 def test_head_of_a_post_only_route_is_405_as_its_get(port: int) -> None:
     head = ask(port, get("/v1/scores", method="HEAD"), head_only=True)
     got = ask(port, get("/v1/scores"))
