@@ -20,7 +20,15 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import (
     BaseSettings,
     EnvSettingsSource,
@@ -56,6 +64,15 @@ def _duration(value: Any) -> Any:
 
 
 Duration = Annotated[timedelta, BeforeValidator(_duration)]
+
+
+def _positive(value: timedelta) -> timedelta:
+    if value <= timedelta(0):
+        raise ValueError("must be a positive duration")
+    return value
+
+
+PositiveDuration = Annotated[Duration, AfterValidator(_positive)]
 
 
 class _Section(BaseModel):
@@ -385,6 +402,10 @@ class ApiSettings(_Section):
     trusted_proxies: tuple[str, ...] = ()
     # Request bodies over this many bytes get 413 (by Content-Length, and while streaming).
     max_body_bytes: int = Field(default=DEFAULT_MAX_BODY, ge=1024, le=1024 * 1024 * 1024)
+    # A request whose headers (or body) have not all arrived this long after they began gets
+    # 408 and its connection is closed (`seasons serve`'s protocol, seasons/http/server.py).
+    header_timeout: PositiveDuration = timedelta(seconds=10)
+    body_timeout: PositiveDuration = timedelta(seconds=30)
     # `seasons serve` on a non-loopback address with an empty write or admin token refuses to
     # start unless this is true (reads for everyone; writes/admin still from loopback only).
     allow_empty_tokens: bool = False

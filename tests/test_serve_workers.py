@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -105,6 +106,14 @@ def test_two_workers_on_one_port_add_up_their_metrics_and_stop_on_sigterm(
                 assert [float(v) for v in PAGE_LINE.findall(text)] == [sent], text
                 # Read from Redis at scrape time by the answering worker only: one sample.
                 assert len(re.findall(r"^seasons_job_state_up ", text, re.M)) == 1
+
+            # The workers run seasons serve's own protocol, settings included: its 431.
+            for _ in range(4):
+                with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+                    sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: ")
+                    with contextlib.suppress(OSError):  # refused and closed before the end
+                        sock.sendall(b"a" * 100_000 + b"\r\n\r\n")
+                    assert sock.recv(65536).startswith(b"HTTP/1.1 431 ")
 
             proc.proc.send_signal(signal.SIGTERM)
             assert proc.exit_status() == 0, proc.output

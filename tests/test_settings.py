@@ -369,3 +369,19 @@ def test_month_weights_are_checked_like_the_others(load: Load, bad: str) -> None
     assert problem.startswith("boards.kills.month_weights: weight 2 is "), problem
     fine = load(f"[boards.kills]\nmonth_weights = [1, {MAX_WEIGHT}]\n").boards["kills"]
     assert math.isfinite(fine.month_weight(2) * 2**53 * 3660)
+
+
+# -- the HTTP deadlines --------------------------------------------------------------------
+
+
+def test_http_deadlines_are_positive_durations(load: Load) -> None:
+    api = load('[api]\nheader_timeout = "PT1S"\nbody_timeout = 2.5\n', {}).api
+    assert (api.header_timeout, api.body_timeout) == (timedelta(seconds=1), timedelta(seconds=2.5))
+    defaults = load("", {}).api
+    assert (defaults.header_timeout, defaults.body_timeout) == (
+        timedelta(seconds=10), timedelta(seconds=30),
+    )  # fmt: skip
+    for bad in ('"PT0S"', "0", '"-PT1S"'):
+        with pytest.raises(ConfigError) as info:
+            load(f"[api]\nheader_timeout = {bad}\n", {})
+        assert "api.header_timeout" in str(info.value), str(info.value)

@@ -43,6 +43,7 @@ from seasons.http.access_log import SafeQuery
 from seasons.http.deps import Services
 from seasons.http.fast import FastReads
 from seasons.http.guard import Guard, Rules, document
+from seasons.http.head import HeadAsGet
 from seasons.http.jobs import job_stats_reader
 from seasons.http.metrics import Metrics, MetricsMiddleware
 
@@ -110,10 +111,11 @@ def create_app(
     # From the routes as included: each one's access level, query parameters and body.
     rules = Rules(api)
     # The last added is the outermost: the metrics see the guard's answers too, the fast
-    # reads come after the guard's checks, and the access log never sees a query value that
-    # no route takes.
+    # reads come after the guard's checks, a HEAD is a GET to all but the metrics, and the
+    # access log never sees a query value that no route takes.
     api.add_middleware(FastReads, services=api.state.services, rules=rules)
     api.add_middleware(Guard, rules=rules, api=settings.api)
+    api.add_middleware(HeadAsGet)
     api.add_middleware(MetricsMiddleware, metrics=metrics)
     api.add_middleware(SafeQuery, rules=rules)
     schema = api.openapi

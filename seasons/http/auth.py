@@ -46,6 +46,8 @@ LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "[::1]"})
 _LOOPBACK_PEERS = (IPv4Address("127.0.0.1"), IPv6Address("::1"))
 # A same-origin fetch() and a typed URL; "same-site" is another origin (another port too).
 _LOCAL_FETCH_SITES = frozenset({b"same-origin", b"none"})
+# Content-Encoding values that leave a body as sent.
+_NO_CODING = frozenset({b"", b"identity"})
 # Longest header text quoted back in a message.
 _QUOTE = 100
 
@@ -62,6 +64,8 @@ class Head:
     fetch_site: bytes | None = None
     content_type: bytes | None = None
     content_length: bytes | None = None
+    # A Content-Encoding other than identity (the last such one), which no route decodes.
+    content_encoding: bytes | None = None
     forwarding: list[tuple[bytes, bytes]] = field(default_factory=list)
 
     @classmethod
@@ -76,6 +80,8 @@ class Head:
                 head.content_type = value
             elif name == b"content-length":
                 head.content_length = value
+            elif name == b"content-encoding" and value.strip().lower() not in _NO_CODING:
+                head.content_encoding = value
             elif name == b"origin":
                 head.origin = value
             elif name == b"sec-fetch-site":

@@ -1,7 +1,9 @@
 """HTTP statuses for Seasons errors, and the handlers that write every error as one JSON shape.
 
 Every error response is ``{"error": <code>, "message": <human text>, "details": ...}``. This is
-the only place that maps the domain's errors (:mod:`seasons.errors`) to HTTP statuses:
+the only place that maps the domain's errors (:mod:`seasons.errors`) and the HTTP layer's own
+(the guard's, the server protocol's: :mod:`seasons.http.guard`, :mod:`seasons.http.server`)
+to HTTP statuses:
 
 =====================================  ======  =============================================
 error class (code)                     status  why
@@ -22,6 +24,16 @@ BodyTooLarge (body_too_large)          413     body over api.max_body_bytes (sea
 UrlTooLong (url_too_long)              414     path + query over guard.MAX_URL_BYTES
 UnsupportedMediaType                   415     a JSON route's body is not JSON (text/plain, forms)
   (unsupported_media_type)
+UnsupportedContentEncoding             415     a body with a Content-Encoding (gzip...): bodies
+  (unsupported_content_encoding)                are read as sent, never decoded
+BadRequest (bad_request)               400     not HTTP/1.1 the server parses, or a request
+                                                line naming another host than Host
+RequestTimeout (request_timeout)       408     headers or body not all sent within
+                                                api.header_timeout / api.body_timeout
+HeadersTooLarge (headers_too_large)    431     one header line over 16 KiB, or all of them
+                                                over 64 KiB (seasons.http.server)
+UnsupportedTransferEncoding            501     a Transfer-Encoding other than plain chunked
+  (unsupported_transfer_encoding)
 UnknownParameter (unknown_parameter)   422     a query parameter the route does not take
 Conflict, ArchiveError                 409     the request conflicts with stored state
 RewardsNotReady (rewards_not_ready)    409     the season's results are not computed yet
@@ -88,6 +100,38 @@ class UnsupportedMediaType(errors.SeasonsError):
     code = "unsupported_media_type"
 
 
+class UnsupportedContentEncoding(errors.SeasonsError):
+    """A request body sent with a Content-Encoding (gzip, br...): the server never decodes one,
+    and reading it as sent would take compressed bytes for JSON."""
+
+    code = "unsupported_content_encoding"
+
+
+class BadRequest(errors.SeasonsError):
+    """A request that is not HTTP/1.1 as the server parses it, or whose request line names
+    another host than its ``Host`` header."""
+
+    code = "bad_request"
+
+
+class RequestTimeout(errors.SeasonsError):
+    """The request's headers, or its body, did not all arrive in time."""
+
+    code = "request_timeout"
+
+
+class HeadersTooLarge(errors.SeasonsError):
+    """A header line, or the header lines together, over the server's limits."""
+
+    code = "headers_too_large"
+
+
+class UnsupportedTransferEncoding(errors.SeasonsError):
+    """A Transfer-Encoding the server does not apply: anything but plain ``chunked``."""
+
+    code = "unsupported_transfer_encoding"
+
+
 class InvalidJson(errors.SeasonsError):
     """The request body is not JSON (or is empty where the route takes one)."""
 
@@ -137,6 +181,11 @@ STATUS: tuple[tuple[type[errors.SeasonsError], int], ...] = (
     (errors.NotFound, 404),
     (errors.InvalidInput, 422),
     (InvalidJson, 400),
+    (BadRequest, 400),
+    (RequestTimeout, 408),
+    (HeadersTooLarge, 431),
+    (UnsupportedTransferEncoding, 501),
+    (UnsupportedContentEncoding, 415),
     (Unauthorized, 401),
     (Forbidden, 403),
     (BodyTooLarge, 413),
@@ -165,7 +214,7 @@ GUARD_RESPONSES: dict[int, str] = {
     400: "Request body is not JSON (invalid_json)",
     413: "Request body over api.max_body_bytes",
     414: "Path and query string too long",
-    415: "Content-Type is not JSON",
+    415: "Content-Type is not JSON, or the body has a Content-Encoding",
     422: "Unknown query parameter",
 }
 AUTH_RESPONSES: dict[int | str, dict[str, Any]] = {
@@ -198,8 +247,13 @@ def error_response(
 
 def response_of(exc: errors.SeasonsError) -> JSONResponse:
     """The error response for ``exc``: its status, the one JSON shape, and for a 401 the
-    ``WWW-Authenticate`` challenge."""
-    headers = {"WWW-Authenticate": "Bearer"} if isinstance(exc, Unauthorized) else None
+    ``WWW-Authenticate`` challenge (for a Content-Encoding refused, ``Accept-Encoding``)."""
+    headers = (
+        {"WWW-Authenticate": "Bearer"} if isinstance(exc, Unauthorized)
+        # The codings the server takes (RFC 9110, 12.5.3): none.
+        else {"Accept-Encoding": "identity"} if isinstance(exc, UnsupportedContentEncoding)
+        else None
+    )  # fmt: skip
     return error_response(status_of(exc), exc.code, exc.message, exc.details, headers)
 
 

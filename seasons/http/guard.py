@@ -17,6 +17,9 @@ status  code                       when
                                    counted while a chunked body streams in)
 ======  =========================  ====================================================
 
+A route with a JSON body also refuses a ``Content-Encoding`` (gzip...) with 415
+``unsupported_content_encoding``, after the Content-Type: no route decodes a body.
+
 What each route needs is read once, when the app is built, from FastAPI's own route data
 (:class:`Rules`): its access level from the ``WriteAccess``/``AdminAccess`` dependency it
 declares, its query parameters, whether it takes a body. A GET without a query string (the
@@ -49,6 +52,7 @@ from seasons.http.errors import (
     GUARD_RESPONSES,
     BodyTooLarge,
     UnknownParameter,
+    UnsupportedContentEncoding,
     UnsupportedMediaType,
     UrlTooLong,
     response_of,
@@ -250,6 +254,13 @@ class Guard:
             raise UnsupportedMediaType(
                 f"{rule.path} takes a JSON body (Content-Type: application/json), not {media!r}",
                 {"content_type": media},
+            )
+        if head.content_encoding is not None:
+            coding = head.content_encoding.decode("latin-1")[:100]
+            raise UnsupportedContentEncoding(
+                f"{rule.path} reads its JSON body as sent: no Content-Encoding is decoded "
+                f"(got {coding!r})",
+                {"content_encoding": coding},
             )
         if head.content_length is not None:
             if _length(head.content_length) > self.max_body:
