@@ -5,7 +5,7 @@ Starts its own redis-server and a real ``seasons serve`` (one process), then sen
 connection, while another connection asks ``GET /healthz`` back to back. It prints how the
 big request ended (its status, or that the server closed the connection), how long it took,
 and the longest wait of a ``/healthz`` answer on the other connection meanwhile: the stall
-one client's head causes everyone else (issue 20, item 1: 8 s for 64 MB before the head was
+one client's head causes everyone else (8 s for 64 MB, measured before the head was
 bounded). Timings depend on the machine; nothing here is asserted.
 """
 

@@ -33,11 +33,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
-from seasons.archives import MANIFEST_SUFFIX, Manifest, atomic_write
+from seasons.archives import MANIFEST_SUFFIX, Manifest
 from seasons.catalog import archive_dir
 from seasons.config.settings import Settings
 from seasons.connection import RedisClient, text
 from seasons.errors import ArchiveError
+from seasons.files import atomic_write
 from seasons.keys import Keys
 from seasons.lifecycle import EventType, Lifecycle, event_id
 

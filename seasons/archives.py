@@ -45,7 +45,7 @@ from seasons.clock import utc_text
 from seasons.config.settings import NAME_RE, Settings
 from seasons.errors import ArchiveError, ArchiveExists
 from seasons.events import shown
-from seasons.files import MANIFEST_MAX, open_regular
+from seasons.files import MANIFEST_MAX, atomic_write, fsync_dir, open_regular
 from seasons.keys import Keys
 from seasons.reads import Reads
 from seasons.rewards import CHUNK as RESULTS_CHUNK
@@ -195,33 +195,8 @@ def sha256_read(f: IO[bytes]) -> str:
     return digest.hexdigest()
 
 
-def atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> None:
-    """Write ``path`` through a temporary file in its directory: fsync, rename, fsync the
-    directory. A crash leaves the old file or the new one, never half of one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{secrets.token_hex(4)}")
-    try:
-        with tmp.open("wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    _fsync_dir(path.parent)
-
-
 def _tmp_path(path: Path) -> Path:
     return path.with_name(f".{path.name}.tmp-{secrets.token_hex(4)}")
-
-
-def _fsync_dir(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _write_synced(path: Path, write: Callable[[IO[bytes]], None]) -> None:
@@ -241,7 +216,7 @@ def _place(tmp: Path, path: Path) -> None:
             f"{path} appeared while it was being written: archives are write-once",
             {"file": str(path)},
         ) from None
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
 
 
 def _place_bytes(path: Path, data: bytes) -> None:

@@ -22,7 +22,6 @@ import errno
 import fcntl
 import json
 import os
-import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +30,7 @@ from typing import Any
 from seasons.catalog import archive_dir
 from seasons.config.settings import Settings
 from seasons.errors import ClaimsLogUnavailable
-from seasons.files import open_regular
+from seasons.files import atomic_write, fsync_dir, open_regular
 
 CLAIMS_SUFFIX = ".claims.jsonl"
 FIELDS = ("board", "season", "member", "reward", "rank", "claim_id", "claimed_at")
@@ -94,7 +93,7 @@ def append(path: Path, claim: LoggedClaim) -> None:
             finally:
                 os.close(fd)
             if created:
-                _fsync_dir(path.parent)
+                fsync_dir(path.parent)
             return
     except OSError as exc:
         raise ClaimsLogUnavailable(
@@ -140,7 +139,7 @@ def _make_dirs(folder: Path) -> None:
         folder.mkdir()
     except FileExistsError:
         return  # made by another process meanwhile (or not a folder: the open will say)
-    _fsync_dir(folder.parent)
+    fsync_dir(folder.parent)
 
 
 def _same_file(fd: int, path: Path) -> bool:
@@ -150,14 +149,6 @@ def _same_file(fd: int, path: Path) -> bool:
         return False
     mine = os.fstat(fd)
     return (mine.st_dev, mine.st_ino) == (st.st_dev, st.st_ino)
-
-
-def _fsync_dir(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def parse(raw: bytes) -> LoggedClaim:
@@ -219,17 +210,7 @@ def without_member(path: Path, member: str) -> bool:
             f.seek(0)
             if sum(1 for _ in f) == len(kept):
                 return False
-        tmp = path.with_name(f".{path.name}.tmp-{secrets.token_hex(4)}")
-        try:
-            with tmp.open("wb") as out:
-                out.writelines(kept)
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
-        _fsync_dir(path.parent)
+        atomic_write(path, lambda out: out.writelines(kept))
         return True
     finally:
         os.close(fd)

@@ -1,12 +1,16 @@
-"""Opening a file that something outside Seasons may have put in place (an archive file or
-manifest to restore, a claims log, a manifest listed by the catalog): only a regular file,
-opened without blocking, so a FIFO or a device is refused at once instead of hanging or
-reading forever."""
+"""Files Seasons keeps beside Redis (archives, manifests, claims logs, the namespace marker).
+
+Reading one that something outside Seasons may have put in place: only a regular file, opened
+without blocking, so a FIFO or a device is refused at once instead of hanging or reading
+forever. Writing one whole: through a temporary file, fsynced and renamed, the directory
+fsynced, so a crash leaves the old file or the new one."""
 
 from __future__ import annotations
 
 import os
+import secrets
 import stat
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, NoReturn
 
@@ -49,3 +53,29 @@ def _file_kind(mode: int) -> str:
         stat.S_ISBLK: "block device", stat.S_ISSOCK: "socket",
     }  # fmt: skip
     return next((name for test, name in kinds.items() if test(mode)), "special file")
+
+
+def atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> None:
+    """Write ``path`` through a temporary file in its directory: fsync, rename, fsync the
+    directory. A crash leaves the old file or the new one, never half of one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{secrets.token_hex(4)}")
+    try:
+        with tmp.open("wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    fsync_dir(path.parent)
+
+
+def fsync_dir(folder: Path) -> None:
+    """Make a rename or a new file in ``folder`` durable."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -53,6 +53,9 @@ def make_settings(factory: Any, tmp_path: Path, boards: dict[str, Any] = BOARDS,
                   **more: Any) -> Settings:  # fmt: skip
     return factory(**{
         "timezone": "Europe/Berlin", "retention": "P3D", "boards": boards,
+        # Weeks begin with the seasons, on today's weekday, so the current week holds no day
+        # older than the current season's first (within retention, whatever today is).
+        "week_start": today().strftime("%A").lower(),
         "seasons": {"length_days": 7, "anchor": today().isoformat()},
         "archive": {"dir": str(tmp_path / "archive")}, **more,
     })  # fmt: skip
