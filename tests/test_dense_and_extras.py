@@ -30,10 +30,11 @@ from hypothesis import strategies as st
 from reference import around_start, climb_targets, gap_up, percentile, ranked
 
 from seasons import Seasons
-from seasons.archives import Archives, line, read_rows
+from seasons.archives import Archives, Row, line, read_rows
 from seasons.cli import CliState, cli
 from seasons.clock import ManualClock
 from seasons.config import Settings
+from seasons.config.settings import BoardSettings
 from seasons.errors import ArchiveRejected, InvalidInput, LimitExceeded
 from seasons.http.app import create_app
 from seasons.restore import Restorer, _read_checked
@@ -59,6 +60,12 @@ NAMES = [f"p{i:02d}" for i in range(30)] + ["Zed", "ann", "é", "ab", "a/b", "x 
 VALUES = st.sampled_from([-2.5, -1, -0.0, 0, 1, 1, 2, 3, 7.25, 100])
 Scores = dict[str, float]
 Triple = tuple[int, str, float]
+
+
+def read_checked(file: Path, cfg: BoardSettings) -> list[Row]:
+    """The checked rows of an archive file, as restore reads them (no count to stop at)."""
+    with file.open("rb") as f:
+        return _read_checked(f, file, cfg, count=10**9)[0]
 
 
 @pytest.fixture
@@ -262,7 +269,7 @@ def test_restore_checks_dense_ranks(settings: Settings, board: str, tmp_path: Pa
     cfg = settings.boards[board]
     scores = {f"m{i:02d}": float(v) for i, v in enumerate([4, 4, 7, 1, 1, 1, 9, 4, 2, 2])}
     rows = ranked(scores, cfg.order, "dense")
-    good = _read_checked(_gz(tmp_path / "good.jsonl.gz", rows), cfg)
+    good = read_checked(_gz(tmp_path / "good.jsonl.gz", rows), cfg)
     assert [row[:3] for row in good] == rows
     # Ranked as shared or as positions: each line whose rank differs is named.
     for other in ("shared", "member"):
@@ -270,14 +277,14 @@ def test_restore_checks_dense_ranks(settings: Settings, board: str, tmp_path: Pa
         differ = [n for n, (a, b) in enumerate(zip(rows, wrong, strict=True), 1) if a[0] != b[0]]
         assert differ
         with pytest.raises(ArchiveRejected) as info:
-            _read_checked(_gz(tmp_path / f"{other}.jsonl.gz", wrong), cfg)
+            read_checked(_gz(tmp_path / f"{other}.jsonl.gz", wrong), cfg)
         lines = [p["line"] for p in info.value.details["first"]]
         assert lines == differ, other
         assert "(ties='dense')" in info.value.message
     # A line that does not parse is the only one named: the ranks after it are not all
     # counted from its line number.
     with pytest.raises(ArchiveRejected) as info:
-        _read_checked(_gz(tmp_path / "bad.jsonl.gz", rows, {3: "not json\n"}), cfg)
+        read_checked(_gz(tmp_path / "bad.jsonl.gz", rows, {3: "not json\n"}), cfg)
     assert [p["line"] for p in info.value.details["first"]] == [3]
 
 

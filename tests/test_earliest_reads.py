@@ -29,9 +29,10 @@ from hypothesis import strategies as st
 from reference import around_start, climb_targets, gap_up, percentile, ranked
 
 from seasons import Seasons
-from seasons.archives import Archives, line, read_rows
+from seasons.archives import Archives, Row, line, read_rows
 from seasons.clock import ManualClock
 from seasons.config import Settings
+from seasons.config.settings import BoardSettings
 from seasons.errors import ArchiveRejected
 from seasons.http.app import create_app
 from seasons.keys import Keys
@@ -59,6 +60,12 @@ TIMES = st.sampled_from([1.0e9, 1.0e9, 1.0e9 + 0.25, 1.5e9, 1.5e9, 2.0e9 + 0.5, 
 Scores = dict[str, float]
 Reached = dict[str, float]
 Triple = tuple[int, str, float]
+
+
+def read_checked(file: Path, cfg: BoardSettings) -> list[Row]:
+    """The checked rows of an archive file, as restore reads them (no count to stop at)."""
+    with file.open("rb") as f:
+        return _read_checked(f, file, cfg, count=10**9)[0]
 
 
 @pytest.fixture
@@ -376,14 +383,14 @@ def test_restore_checks_earliest_ranks(settings: Settings, board: str, tmp_path:
     for attempt in range(5):
         reached = {m: float(rng.randrange(3)) for m in scores}
         rows = ranked(scores, cfg.order, "earliest", reached)
-        good = _read_checked(_gz(tmp_path / f"good{attempt}.jsonl.gz", rows), cfg)
+        good = read_checked(_gz(tmp_path / f"good{attempt}.jsonl.gz", rows), cfg)
         assert [row[:3] for row in good] == rows
     for other in ("shared", "dense"):
         wrong = ranked(scores, cfg.order, other)
         differ = [n for n, (rk, _, _) in enumerate(wrong, 1) if rk != n]
         assert differ
         with pytest.raises(ArchiveRejected) as info:
-            _read_checked(_gz(tmp_path / f"{other}.jsonl.gz", wrong), cfg)
+            read_checked(_gz(tmp_path / f"{other}.jsonl.gz", wrong), cfg)
         assert [p["line"] for p in info.value.details["first"]] == differ, other
         assert "(ties='earliest')" in info.value.message
     rows = ranked(scores, cfg.order, "earliest", {})
@@ -391,11 +398,11 @@ def test_restore_checks_earliest_ranks(settings: Settings, board: str, tmp_path:
     swapped = [(n, m, s) for n, (_, m, s) in enumerate(swapped, 1)]
     if swapped[0][2] != swapped[1][2]:
         with pytest.raises(ArchiveRejected) as info:
-            _read_checked(_gz(tmp_path / "order.jsonl.gz", swapped), cfg)
+            read_checked(_gz(tmp_path / "order.jsonl.gz", swapped), cfg)
         assert [p["line"] for p in info.value.details["first"]] == [2]
     else:
         assert [
-            row[:3] for row in _read_checked(_gz(tmp_path / "o.jsonl.gz", swapped), cfg)
+            row[:3] for row in read_checked(_gz(tmp_path / "o.jsonl.gz", swapped), cfg)
         ] == swapped
 
 
