@@ -1,6 +1,6 @@
 """``python -m bench [--quick] [--only SECTION]``: Seasons against plain Redis, side by side.
 
-Sections: ingest, reads, HTTP, memory, the rollup of week and season boards at scale, and
+Sections: ingest, reads, Redis time per request (``bench/redis_time.py``), HTTP, memory, the rollup of week and season boards at scale, and
 the results step of a season close at scale (``bench/rewards.py``).
 ``--only cluster`` (never part of the default run: it starts a local Redis Cluster of its own)
 measures one board's write rate against boards spread over the cluster's masters.
@@ -28,7 +28,18 @@ import time
 import hiredis
 import redis
 
-from bench import cluster, http, http_peers, ingest, memory, reads, rewards, rollup, soak
+from bench import (
+    cluster,
+    http,
+    http_peers,
+    ingest,
+    memory,
+    reads,
+    redis_time,
+    rewards,
+    rollup,
+    soak,
+)
 from bench.common import FULL, QUICK, Calendar, Section, own_redis
 
 
@@ -40,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
         choices=[
             "ingest",
             "reads",
+            "redis-time",
             "http",
             "memory",
             "rollup",
@@ -77,11 +89,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"sizes {sizes.describe()}")
         print(f"load average at start {_load()} ({os.cpu_count()} CPUs)", flush=True)
         sections: list[Section] = []
-        wanted = set(opts.only or ["ingest", "reads", "http", "memory", "rollup", "rewards"])
+        wanted = set(
+            opts.only or ["ingest", "reads", "redis-time", "http", "memory", "rollup", "rewards"]
+        )
         for name, run in (("ingest", ingest.run), ("reads", reads.run), ("http", http.run)):
             if name in wanted:
                 sections.append(run(server.url, sizes, calendar))
                 print("\n" + sections[-1].render(), flush=True)
+        if "redis-time" in wanted:
+            sections.append(redis_time.run(server.url, sizes, calendar))
+            print("\n" + sections[-1].render(), flush=True)
         if "memory" in wanted:
             reuse = "reads" in wanted  # the reads section leaves its board behind
             sections.append(memory.run(server.url, sizes, calendar, reuse_board=reuse))

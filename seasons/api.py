@@ -161,7 +161,7 @@ class Seasons:
     def run(self, read: Read[T]) -> T:
         """Run a prepared read (:attr:`reads`): its result (None where a read of one member
         finds it not on the board)."""
-        return read.result(self.executor.run(read.call))
+        return read.result(self.executor.run(read.call, read.plan))
 
     def top(
         self,

@@ -17,13 +17,12 @@ clear), store the complement yourself: ``floor * 10^10 + (base - clear_ts)`` wit
 far-future timestamp, i.e. ``CompositeScore([("floor", None), ("time_left", 10)])``.
 
 A board that declares its layout in config (``boards.<name>.composite``, the same parts as
-``{name, digits}`` tables) has every read answer each score's parts beside it; the read scripts
-split them, from the layout :meth:`CompositeScore.script_layout` hands them.
+``{name, digits}`` tables) has every read answer each score's parts beside it, split by
+:meth:`CompositeScore.split` where the reads write their JSON (:mod:`seasons.replies`).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 
 from seasons.events import MAX_EXACT
@@ -158,16 +157,6 @@ class CompositeScore:
     def parts(self) -> tuple[tuple[str, int | None], ...]:
         """The layout as given: ``(name, digits)`` of each part, most significant first."""
         return tuple(zip(self._names, self._widths, strict=True))
-
-    def script_layout(self) -> str:
-        """The layout as the read scripts take it (``parts`` in ``seasons/lua/lib/json.lua``):
-        ``{"names": [...], "scales": [...], "max": n}``, each part's name and multiplier,
-        most significant first, and the largest score that splits."""
-        return json.dumps(
-            {"names": list(self._names), "scales": list(self._scales), "max": self.max_score},
-            ensure_ascii=False,
-            separators=(",", ":"),
-        )
 
     def __repr__(self) -> str:
         parts = ", ".join(f"({n!r}, {w!r})" for n, w in zip(self._names, self._widths, strict=True))

@@ -20,6 +20,15 @@ once in their ``run``:
   :class:`~seasons.errors.BackendUnreachable`, a refusal as ``BackendFull`` /
   ``BackendReadOnly``, anything else (a bug of ours) as redis-py raised it.
 
+A read may also come with a :class:`Plan`: plain commands that answer it in one
+``MULTI``/``EXEC`` from a guess of what the script would have read first (the members of a
+page, whose metadata comes in the same transaction), checked against what the transaction
+read. A transaction of plain commands costs Redis a fraction of a script's time (no script
+to set up, no reply converted to Lua and back). When the guess was wrong the plan learns
+from the reply and sends the transaction again (:data:`PLAN_TRIES` in all); then the script
+answers. Plans run on
+Seasons' own connections; through a redis-py client (a cluster, TLS) the script answers.
+
 They differ only in how a command reaches Redis (the transport):
 
 - on a single server reached by ``redis://`` or ``unix://``, on connections of their own
@@ -44,7 +53,7 @@ import weakref
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import hiredis
 import redis
@@ -59,9 +68,13 @@ from seasons.connection import make_async_client, retry_policy, translated
 from seasons.scripts import Script
 from seasons.scripts import script as script  # re-exported: seasons.reads takes it from here
 
-# What a script answers: JSON (bytes on Seasons' own connections, str through a redis-py
-# client, which decodes replies), or None (nil) where a read found nothing to answer.
-Reply = bytes | str | None
+# What a read script answers: Redis's reply, its fields and values (bytes on Seasons' own
+# connections, str through a redis-py client, which decodes them; see seasons.replies), or
+# None (nil) where a read found nothing to answer.
+Reply = list[Any] | None
+
+
+Command = tuple[Any, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,11 +85,37 @@ class Call:
     keys: Sequence[str]
     args: Sequence[Any]
 
-    def evalsha(self) -> tuple[Any, ...]:
+    def evalsha(self) -> Command:
         return ("EVALSHA", self.script.sha, len(self.keys), *self.keys, *self.args)
 
-    def eval(self) -> tuple[Any, ...]:
+    def eval(self) -> Command:
         return ("EVAL", self.script.source, len(self.keys), *self.keys, *self.args)
+
+
+# Transactions a plan sends before the script answers: the first from its guess, each next
+# one from what the one before read (a page around a rank may learn the board's size, then
+# its members).
+PLAN_TRIES = 3
+
+
+class Plan(Protocol):
+    """Plain commands that answer a read in one transaction (see the module's doc)."""
+
+    def commands(self) -> list[Command]:
+        """The transaction's commands, from the current guess."""
+        ...
+
+    def settle(self, replies: list[Any]) -> Reply | _Missed:
+        """The read's reply (as its script answers it) from the transaction's replies, or
+        :data:`MISSED` when the guess was wrong (the plan has learned the right one)."""
+        ...
+
+
+class _Missed:
+    """What :meth:`Plan.settle` answers for a wrong guess."""
+
+
+MISSED = _Missed()
 
 
 def _checked(reply: Any) -> Any:
@@ -86,18 +125,47 @@ def _checked(reply: Any) -> Any:
     return reply
 
 
+def _transaction(commands: list[Command]) -> list[Command]:
+    """``commands`` in one MULTI/EXEC."""
+    return [("MULTI",), *commands, ("EXEC",)]
+
+
+def _executed(replies: list[Any]) -> list[Any]:
+    """The replies of a transaction's commands (EXEC's), or the exception of the first error
+    among them: a refused MULTI or command (EXECABORT), or a command's error."""
+    for reply in replies:
+        if isinstance(reply, ResponseError):
+            _checked(reply)
+    executed: list[Any] = replies[-1]
+    for reply in executed:
+        if isinstance(reply, ResponseError):
+            _checked(reply)
+    return executed
+
+
 # --- the protocol -------------------------------------------------------------------------
 
 
 class SyncExecutor:
     """Runs read calls, blocking (see the module's doc)."""
 
-    def __init__(self, send: Callable[[tuple[Any, ...]], Any], close: Callable[[], None]):
+    def __init__(
+        self,
+        send: Callable[[Command], Any],
+        close: Callable[[], None],
+        transact: Callable[[list[Command]], list[Any]] | None = None,
+    ):
         self._send = send
+        self._transact = transact
         self.close = close
 
-    def run(self, call: Call) -> Reply:
+    def run(self, call: Call, plan: Plan | None = None) -> Reply:
         with translated():
+            if plan is not None and self._transact is not None:
+                for _ in range(PLAN_TRIES):
+                    reply = plan.settle(self._transact(plan.commands()))
+                    if reply is not MISSED:
+                        return reply  # type: ignore[return-value]
             try:
                 return self._send(call.evalsha())
             except NoScriptError:
@@ -109,14 +177,21 @@ class AsyncExecutor:
 
     def __init__(
         self,
-        send: Callable[[tuple[Any, ...]], Awaitable[Any]],
+        send: Callable[[Command], Awaitable[Any]],
         close: Callable[[], Awaitable[None]],
+        transact: Callable[[list[Command]], Awaitable[list[Any]]] | None = None,
     ):
         self._send = send
+        self._transact = transact
         self.close = close
 
-    async def run(self, call: Call) -> Reply:
+    async def run(self, call: Call, plan: Plan | None = None) -> Reply:
         with translated():
+            if plan is not None and self._transact is not None:
+                for _ in range(PLAN_TRIES):
+                    reply = plan.settle(await self._transact(plan.commands()))
+                    if reply is not MISSED:
+                        return reply  # type: ignore[return-value]
             try:
                 return await self._send(call.evalsha())
             except NoScriptError:
@@ -132,11 +207,15 @@ def sync_executor(client: Any) -> SyncExecutor:
     sockets = _ThreadSockets(endpoint)
     retry = retry_policy()
 
-    def send(command: tuple[Any, ...]) -> Any:
+    def send(command: Command) -> Any:
         conn = sockets.get()
         return retry.call_with_retry(lambda: _checked(conn.request(command)), conn.failed)
 
-    return SyncExecutor(send, sockets.close)
+    def transact(commands: list[Command]) -> list[Any]:
+        conn = sockets.get()
+        return retry.call_with_retry(lambda: _executed(conn.requests(commands)), conn.failed)
+
+    return SyncExecutor(send, sockets.close, transact)
 
 
 def async_executor(client: Any, cfg: RedisSettings) -> AsyncExecutor:
@@ -146,17 +225,20 @@ def async_executor(client: Any, cfg: RedisSettings) -> AsyncExecutor:
     if endpoint is None:
         aclient = make_async_client(cfg)
 
-        async def client_send(command: tuple[Any, ...]) -> Any:
+        async def client_send(command: Command) -> Any:
             return await aclient.execute_command(*command)
 
         return AsyncExecutor(client_send, aclient.aclose)
     pipelined = _Pipelined(endpoint)
     retry = retry_policy(asynchronous=True)
 
-    async def send(command: tuple[Any, ...]) -> Any:
+    async def send(command: Command) -> Any:
         return await retry.call_with_retry(lambda: pipelined.request(command), pipelined.failed)
 
-    return AsyncExecutor(send, pipelined.close)
+    async def transact(commands: list[Command]) -> list[Any]:
+        return await retry.call_with_retry(lambda: pipelined.requests(commands), pipelined.failed)
+
+    return AsyncExecutor(send, pipelined.close, transact)
 
 
 # --- connections of our own ---------------------------------------------------------------
@@ -200,9 +282,9 @@ class Endpoint:
             connect_timeout=like.socket_connect_timeout,
         )
 
-    def setup(self) -> list[tuple[Any, ...]]:
+    def setup(self) -> list[Command]:
         """The commands that start each connection."""
-        out: list[tuple[Any, ...]] = []
+        out: list[Command] = []
         if self.password:
             auth = (self.username, self.password) if self.username else (self.password,)
             out.append(("AUTH", *auth))
@@ -222,10 +304,17 @@ class _Socket:
         self.sock: socket.socket | None = None
         self.reader = hiredis.Reader(replyError=ResponseError)
 
-    def request(self, command: tuple[Any, ...]) -> Any:
+    def request(self, command: Command) -> Any:
         if self.sock is None:
             self._connect()
-        return self._roundtrip(command)
+        return self._roundtrip([command])[0]
+
+    def requests(self, commands: list[Command]) -> list[Any]:
+        """The replies of ``commands`` in one transaction, sent in one write: MULTI's, each
+        command's (QUEUED) and EXEC's."""
+        if self.sock is None:
+            self._connect()
+        return self._roundtrip(_transaction(commands))
 
     def _connect(self) -> None:
         ep = self.endpoint
@@ -243,16 +332,21 @@ class _Socket:
         self.sock, self.reader = sock, hiredis.Reader(replyError=ResponseError)
         try:
             for command in ep.setup():
-                _checked(self._roundtrip(command))
+                _checked(self._roundtrip([command])[0])
         except Exception:
             self.failed()  # e.g. a wrong password: the next try starts from a new connection
             raise
 
-    def _roundtrip(self, command: tuple[Any, ...]) -> Any:
+    def _roundtrip(self, commands: list[Command]) -> list[Any]:
+        """The reply of each of ``commands``, sent in one write."""
         assert self.sock is not None
+        replies: list[Any] = []
         try:
-            self.sock.sendall(hiredis.pack_command(command))
-            while (reply := self.reader.gets()) is False:
+            self.sock.sendall(b"".join(map(hiredis.pack_command, commands)))
+            while len(replies) < len(commands):
+                if (reply := self.reader.gets()) is not False:
+                    replies.append(reply)
+                    continue
                 data = self.sock.recv(65536)
                 if not data:
                     raise RedisConnectionError("Redis closed the connection")
@@ -267,7 +361,7 @@ class _Socket:
             if isinstance(exc, RedisConnectionError):
                 raise
             raise RedisConnectionError(f"connection to Redis lost: {exc}") from exc
-        return reply
+        return replies
 
     def failed(self, *_: object) -> None:
         sock, self.sock = self.sock, None
@@ -317,8 +411,9 @@ class _Protocol(asyncio.Protocol):
         self.timeout = timeout
         self.loop = asyncio.get_running_loop()
         self.reader = hiredis.Reader(replyError=ResponseError)
-        # Each request's waiter and the loop time by which its reply is due.
-        self.pending: deque[tuple[asyncio.Future[Any], float]] = deque()
+        # Each request's waiter, the loop time by which its replies are due, the replies come
+        # so far and how many it waits for (the commands it sent together).
+        self.pending: deque[tuple[asyncio.Future[list[Any]], float, list[Any], int]] = deque()
         self.transport: asyncio.Transport | None = None
         self.sock: socket.socket | None = None  # ours: closed here if its loop is gone
         self.lost = False
@@ -332,25 +427,29 @@ class _Protocol(asyncio.Protocol):
         self.reader.feed(data)
         try:
             while (reply := self.reader.gets()) is not False:
-                waiter = self.pending.popleft()[0]
-                if not waiter.done():  # its caller may have given up (cancelled)
-                    waiter.set_result(reply)
+                waiter, _, replies, count = self.pending[0]
+                replies.append(reply)
+                if len(replies) == count:
+                    self.pending.popleft()
+                    if not waiter.done():  # its caller may have given up (cancelled)
+                        waiter.set_result(replies)
         except (hiredis.ProtocolError, IndexError) as exc:
             self.close(RedisConnectionError(f"unreadable reply from Redis: {exc}"))
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._fail(RedisConnectionError(f"Redis closed the connection{f': {exc}' if exc else ''}"))
 
-    def send(self, command: tuple[Any, ...]) -> asyncio.Future[Any]:
+    def send(self, commands: list[Command]) -> asyncio.Future[list[Any]]:
+        """The replies of ``commands``, sent together: nothing comes between them."""
         if self.lost:
             raise RedisConnectionError("the connection to Redis is closed")
         loop = self.loop
         waiter = loop.create_future()
         if not self._out:
             loop.call_soon(self._flush)
-        self._out.append(hiredis.pack_command(command))
+        self._out += map(hiredis.pack_command, commands)
         due = loop.time() + self.timeout if self.timeout is not None else math.inf
-        self.pending.append((waiter, due))
+        self.pending.append((waiter, due, [], len(commands)))
         if self._watch is None and self.timeout is not None:
             self._watch = loop.call_later(self.timeout, self._check)
         return waiter
@@ -427,9 +526,14 @@ class _Pipelined:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._connecting: asyncio.Lock | None = None
 
-    async def request(self, command: tuple[Any, ...]) -> Any:
+    async def request(self, command: Command) -> Any:
         proto = await self._connected()
-        return _checked(await proto.send(command))
+        return _checked((await proto.send([command]))[0])
+
+    async def requests(self, commands: list[Command]) -> list[Any]:
+        """EXEC's replies of ``commands`` in one transaction."""
+        proto = await self._connected()
+        return _executed(await proto.send(_transaction(commands)))
 
     async def _connected(self) -> _Protocol:
         loop = asyncio.get_running_loop()
@@ -460,8 +564,7 @@ class _Pipelined:
                 else:
                     _, proto = await loop.create_connection(protocol, sock=sock)
                 proto.sock = sock
-                setup = ep.setup()
-                replies = await asyncio.gather(*(proto.send(command) for command in setup))
+                replies = await proto.send(ep.setup()) if ep.setup() else []
         except TimeoutError as exc:  # asyncio.timeout's (the builtin)
             raise RedisTimeoutError(
                 f"no connection to Redis at {ep.where()} within {ep.connect_timeout}s"

@@ -1,33 +1,36 @@
 """The reads, prepared: each read is one Lua call, metadata included.
 
 :class:`Reads` turns a query (board, window, period, member...) into a :class:`Read`: the
-script call (:class:`seasons.executor.Call`) and what its reply is. Every read script answers
-the JSON of its result, which the HTTP server sends as it is and the Python API validates into
-its model (scores in the one form of :data:`seasons.models.Score`, with their parts beside
-them on a board with a composite layout), or nil where the member asked for is not on the
-board; the Read names the :class:`~seasons.errors.NotRanked` error that nil stands for.
-Limits and the member rule are checked here, before any Redis call, for every interface
-alike.
+script call (:class:`seasons.executor.Call`) and what its reply is. The read scripts gather
+and rank; the read writes the JSON of its result from their reply (:mod:`seasons.replies`),
+which the HTTP server sends as it is and the Python API validates into its model (scores in
+the one form of :data:`seasons.models.Score`, with their parts beside them on a board with a
+composite layout). A read of one member whose member is not on the board answers the
+:class:`~seasons.errors.NotRanked` error the Read names. Limits and the member rule are
+checked here, before any Redis call, for every interface alike.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Generic, TypeVar, cast
 
 from pydantic import TypeAdapter
 
+from seasons import replies
 from seasons import timewindows as tw
 from seasons import windows as win
 from seasons.clock import Clock, system_clock
 from seasons.config.settings import BoardSettings, Settings
 from seasons.errors import InvalidInput, LimitExceeded, NotRanked, UnknownBoard
 from seasons.events import member_problem
-from seasons.executor import Call, Reply, script
+from seasons.executor import Call, Plan, Reply, script
 from seasons.keys import Keys
 from seasons.models import Climb, Entry, EntryDetail, History, Page
+from seasons.plans import ClimbPlan, EntryPlan, Guesses, HistoryPlan, LookupPlan, PagePlan
+from seasons.replies import Writer, fields, meta, raw
 
 MAX_LIMIT = 1000
 MAX_SIZE = 101
@@ -64,6 +67,11 @@ def _not_ranked(board: str, window: str, member: str, period_id: str) -> NotRank
 T = TypeVar("T")
 
 _RANGE, _POINTS = script("read_range"), script("read_points")
+_P = "read_points.lua"
+# The fields of the read scripts' replies (their headers).
+_RANGE_FIELDS = ("total", "start", "first", "rows", "metas")
+_ENTRY_FIELDS = ("rank", "score", "meta", "total", "worse", "better")
+_CLIMB_FIELDS = ("rank", "score", "targets")
 _PAGE, _ENTRY, _ENTRIES, _HISTORY, _CLIMB = (
     TypeAdapter(Page), TypeAdapter(EntryDetail), TypeAdapter(list[Entry]), TypeAdapter(History),
     TypeAdapter(Climb),
@@ -109,29 +117,39 @@ def _check_targets(to: Any) -> list[int]:
     return ranks
 
 
+# The JSON of a read's result from the script's reply; None where the member asked for is not
+# on the board.
+Render = Callable[[Any], bytes | None]
+
+
 @dataclass(frozen=True, slots=True)
 class Read(Generic[T]):
-    """A prepared read: the call, the model its JSON reply is, and for a read of one member
-    the :class:`NotRanked` error that a nil reply (the member is not on the board) stands
-    for; ``T`` then includes None."""
+    """A prepared read: the call, how its reply is written as JSON, the model that JSON is,
+    for a read of one member the :class:`NotRanked` error that stands for the member not
+    being on the board (``T`` then includes None), and for some reads a
+    :class:`~seasons.executor.Plan` that gathers the same reply with plain commands."""
 
     call: Call
+    render: Render
     model: TypeAdapter[Any]
     absent: NotRanked | None = None
+    plan: Plan | None = None  # plain commands that may answer instead of the script
 
     def result(self, reply: Reply) -> T:
         """The model of the reply; None when the member is not on the board."""
-        if reply is None:
+        body = self.render(reply)
+        if body is None:
             if self.absent is None:
                 raise TypeError(f"{self.call.script.name} answered nil to a read of a board")
             return cast(T, None)
-        return cast(T, self.model.validate_json(reply))
+        return cast(T, self.model.validate_json(body))
 
     def body(self, reply: Reply) -> bytes:
         """The reply as an HTTP body: the result's JSON, or :class:`NotRanked`."""
-        if reply is None:
+        body = self.render(reply)
+        if body is None:
             raise self.absent or TypeError(f"{self.call.script.name} answered nil")
-        return reply if isinstance(reply, bytes) else reply.encode()
+        return body
 
 
 class Reads:
@@ -141,13 +159,18 @@ class Reads:
         self.settings = settings
         self.keys = keys
         self.clock = clock
-        # Each board's composite layout as the read scripts take it ('' for plain scores).
-        self._layouts = {
-            name: layout.script_layout() if (layout := cfg.composite_score()) else ""
-            for name, cfg in settings.boards.items()
+        # The JSON writer of each board's results (its composite layout).
+        self._writers = {
+            name: Writer(cfg.composite_score()) for name, cfg in settings.boards.items()
         }
+        # What the last reads found, for the plans' guesses (seasons.plans).
+        self._guesses = Guesses()
         # (window, "current" | "previous") -> (valid from, valid until, period): see _resolve.
         self._relative: dict[tuple[str, str], tuple[datetime, datetime, win.Period]] = {}
+        # (board, window, last) -> (valid from, valid until, KEYS, periods): see _recent.
+        self._histories: dict[
+            tuple[str, str, int], tuple[datetime, datetime, list[str], list[bytes]]
+        ] = {}
 
     # --- resolving a board, a window and a period into keys -------------------------------
 
@@ -213,10 +236,7 @@ class Reads:
         if hit is not None and hit[0] <= now < hit[1]:
             return hit[2]
         found = win.resolve_period(window, period, now, self.settings)
-        zone = self.settings.zone
-        today = tw.local_day(now, zone)
-        valid = (tw.day_start(today, zone), tw.day_end(today, zone))
-        self._relative[(window, period)] = (*valid, found)
+        self._relative[(window, period)] = (*self._today(now), found)
         return found
 
     def not_ranked(self, board: str, window: str, member: str, period: str) -> NotRanked:
@@ -252,9 +272,30 @@ class Reads:
         cfg = self.board(board)
         pid, live, archive = self.target(board, window, period)
         keys = [live, archive, self.keys.meta(board), *self._beside(board, cfg, window, pid)]
-        args = [cfg.order, cfg.ties, mode, a, b, board, window, pid, self._layouts[board]]
+        head = b'{"board":%s,"window":%s,"period":%s,"total":' % (
+            replies.text(board),
+            replies.text(window),
+            replies.text(pid),
+        )
+        writer, ties = self._writers[board], cfg.ties
+
+        def render(reply: Any) -> bytes | None:
+            if reply is None:
+                return None
+            total, start, first, rows, metas = fields(reply, _RANGE_FIELDS, "read_range.lua")
+            return writer.page(head + b"%d" % total, ties, start, first, rows, metas)
+
         absent = _not_ranked(board, window, a, pid) if mode == "member" else None
-        return Read(Call(_RANGE, keys, args), _PAGE, absent)
+        call = Call(_RANGE, keys, [cfg.order, ties, mode, a, b])
+        plan = None
+        desc, board_keys = cfg.order == "desc", (self._guesses, live, archive, keys[2])
+        if mode == "page" and (ties == "member" or (ties != "earliest" and a == 0)):
+            plan = PagePlan(*board_keys, desc, offset=a, size=b)
+        elif mode == "rank" and ties == "member":
+            plan = PagePlan(*board_keys, desc, centre=a - 1, size=b)
+        elif mode == "member" and ties == "member":
+            plan = PagePlan(*board_keys, desc, member=a, size=b)
+        return Read(call, render, _PAGE, absent, plan)
 
     def entry(self, board: str, window: str, member: str, period: str) -> Read[EntryDetail | None]:
         """``member``'s entry with its percentile, gap up and the board's total; nil if it is
@@ -262,9 +303,35 @@ class Reads:
         cfg = self.board(board)
         _check_member(member)
         pid, live, archive = self.target(board, window, period)
-        args = [cfg.order, cfg.ties, "entry", self._layouts[board], member]
-        call = Call(_POINTS, self._points_keys(board, cfg, window, pid, live, archive), args)
-        return Read(call, _ENTRY, _not_ranked(board, window, member, pid))
+        writer, name = self._writers[board], member.encode()
+
+        def render(reply: Any) -> bytes | None:
+            if reply is None:
+                return None
+            rank, score, stored, total, worse, better = fields(reply, _ENTRY_FIELDS, _P)
+            score = raw(score)
+            gap = (
+                replies.number_text(abs(float(better) - float(score)))
+                if better is not None
+                else b"null"
+            )
+            return (
+                writer.entry(rank, name, score, meta(stored))[:-1]
+                + b',"percentile":'
+                + replies.number_text(100 * worse / total)
+                + b',"gap_up":'
+                + gap
+                + b',"total":%d}' % total
+            )
+
+        args = [cfg.order, cfg.ties, "entry", member]
+        keys = self._points_keys(board, cfg, window, pid, live, archive)
+        plan = None
+        if cfg.ties in ("member", "shared"):
+            desc, shared = cfg.order == "desc", cfg.ties == "shared"
+            plan = EntryPlan(self._guesses, live, archive, keys[0], desc, shared, member)
+        call = Call(_POINTS, keys, args)
+        return Read(call, render, _ENTRY, _not_ranked(board, window, member, pid), plan)
 
     def climb(
         self, board: str, window: str, member: str, period: str, *, to: Iterable[int]
@@ -275,10 +342,36 @@ class Reads:
         ranks = _check_targets(to)
         _check_member(member)
         pid, live, archive = self.target(board, window, period)
-        layout = self._layouts[board]
-        args = [cfg.order, cfg.ties, "climb", layout, board, window, pid, member, *ranks]
+        writer = self._writers[board]
+        head = b'{"board":%s,"window":%s,"period":%s,"member":%s,"rank":' % (
+            replies.text(board),
+            replies.text(window),
+            replies.text(pid),
+            replies.text(member),
+        )
+
+        def render(reply: Any) -> bytes | None:
+            if reply is None:
+                return None
+            rank, score, targets = fields(reply, _CLIMB_FIELDS, _P)
+            here, out = float(score), []
+            for k, at in zip(ranks, targets, strict=True):
+                if at is None:
+                    out.append(b'{"rank":%d,"score":null,"gap":0}' % k)
+                    continue
+                gap = replies.number_text(abs(float(at) - here)) if rank > k else b"0"
+                out.append(b'{"rank":%d' % k + writer.score(raw(at)) + b',"gap":' + gap + b"}")
+            return (
+                head + b"%d" % rank + writer.score(raw(score)) + b',"targets":['
+                + b",".join(out) + b"]}"
+            )  # fmt: skip
+
+        args = [cfg.order, cfg.ties, "climb", member, *ranks]
         call = Call(_POINTS, self._points_keys(board, cfg, window, pid, live, archive), args)
-        return Read(call, _CLIMB, _not_ranked(board, window, member, pid))
+        plan = None
+        if cfg.ties == "member":
+            plan = ClimbPlan(self._guesses, live, archive, cfg.order == "desc", member, ranks)
+        return Read(call, render, _CLIMB, _not_ranked(board, window, member, pid), plan)
 
     def lookup(self, board: str, window: str, members: list[str], period: str) -> Read[list[Entry]]:
         """The ranked ones among ``members`` (a friends board), best first."""
@@ -291,9 +384,25 @@ class Reads:
         for member in members:
             _check_member(member)
         pid, live, archive = self.target(board, window, period)
-        args = [cfg.order, cfg.ties, "entries", self._layouts[board], *dict.fromkeys(members)]
+        writer = self._writers[board]
+
+        def render(reply: Any) -> bytes:
+            (rows,) = fields(reply, ("rows",), _P)
+            if rows and not isinstance(rows[1], bytes):  # a redis-py client's decoded text
+                rows = [x if i % 4 == 0 else meta(x) for i, x in enumerate(rows)]
+            entry = writer.entry
+            return (
+                b"[" + b",".join([entry(*rows[i : i + 4]) for i in range(0, len(rows), 4)]) + b"]"
+            )
+
+        asked = list(dict.fromkeys(members))
         keys = self._points_keys(board, cfg, window, pid, live, archive)
-        return Read(Call(_POINTS, keys, args), _ENTRIES)
+        plan = None
+        if cfg.ties == "member":
+            desc = cfg.order == "desc"
+            plan = LookupPlan(self._guesses, live, archive, keys[0], desc, asked)
+        call = Call(_POINTS, keys, [cfg.order, cfg.ties, "entries", *asked])
+        return Read(call, render, _ENTRIES, plan=plan)
 
     def history(self, board: str, member: str, window: str, *, last: int) -> Read[History]:
         """Rank and score of ``member`` in each of the last ``last`` periods, oldest first."""
@@ -301,19 +410,61 @@ class Reads:
         _limit("last", last, 1, MAX_LAST)
         spec = win.board_window(board, cfg, window)
         _check_member(member)
-        periods = win.recent_periods(window, last, self.clock(), self.settings)
+        keys, ids = self._recent(board, cfg, spec.archived, window, last)
+        writer = self._writers[board]
+        head = b'{"board":%s,"window":%s,"member":%s,"history":[' % (
+            replies.text(board),
+            replies.text(window),
+            replies.text(member),
+        )
+
+        def render(reply: Any) -> bytes:
+            (places,) = fields(reply, ("places",), _P)
+            out = []
+            for i, pid in enumerate(ids):
+                rank, score = places[2 * i], places[2 * i + 1]
+                if rank is None:
+                    out.append(pid + b'null,"score":null}')
+                else:
+                    out.append(pid + b"%d" % rank + writer.score(raw(score)) + b"}")
+            return head + b",".join(out) + b"]}"
+
+        plan = None
+        if cfg.ties == "member" and not spec.archived:
+            plan = HistoryPlan(keys[1::2], cfg.order == "desc", member)
+        call = Call(_POINTS, keys, [cfg.order, cfg.ties, "history", member])
+        return Read(call, render, _HISTORY, plan=plan)
+
+    def _recent(
+        self, board: str, cfg: BoardSettings, archived: bool, window: str, last: int
+    ) -> tuple[list[str], list[bytes]]:
+        """The KEYS of a history's read_points call and the start of each period's JSON
+        (``{"period":<id>,"rank":``), remembered until the local day ends: the last periods
+        depend on that day alone (settings are frozen)."""
+        now = self.clock()
+        hit = self._histories.get((board, window, last))
+        if hit is not None and hit[0] <= now < hit[1]:
+            return hit[2], hit[3]
+        periods = win.recent_periods(window, last, now, self.settings)
         keys = [self.keys.meta(board)]
-        layout = self._layouts[board]
-        args: list[Any] = [cfg.order, cfg.ties, "history", layout, board, window, member]
         beside = {"earliest": self.keys.reached, "dense": self.keys.distinct}.get(cfg.ties)
         for p in periods:
             live = self.keys.window(board, p.window, p.id)
-            keys += [live, self.keys.archive(board, p.id) if spec.archived else live]
+            keys += [live, self.keys.archive(board, p.id) if archived else live]
             if beside is not None:
                 own = beside(board, p.window, p.id)
-                keys += [own, beside(board, "archive", p.id) if spec.archived else own]
-            args.append(p.id)
-        return Read(Call(_POINTS, keys, args), _HISTORY)
+                keys += [own, beside(board, "archive", p.id) if archived else own]
+        ids = [b'{"period":' + replies.text(p.id) + b',"rank":' for p in periods]
+        if len(self._histories) >= len(self.settings.boards) * 64:
+            self._histories.clear()  # a bound: histories of many lengths were asked
+        self._histories[(board, window, last)] = (*self._today(now), keys, ids)
+        return keys, ids
+
+    def _today(self, now: datetime) -> tuple[datetime, datetime]:
+        """The start and end of the local day of ``now``."""
+        zone = self.settings.zone
+        today = tw.local_day(now, zone)
+        return tw.day_start(today, zone), tw.day_end(today, zone)
 
     def _points_keys(
         self, board: str, cfg: BoardSettings, window: str, pid: str, live: str, archive: str

@@ -99,31 +99,43 @@ class Executor:
             return asyncio.run(coro)
         return self._runner.run(coro)
 
-    def run(self, call: Call) -> Reply:
+    def run(self, read: Read[Any]) -> bytes | None:
+        """The JSON the read answers (None: the member is not on the board): its plan, or
+        its script, run by the executor."""
+        if self._sync is not None:
+            return read.render(self._sync.run(read.call, read.plan))
+        assert self._async is not None
+        return read.render(self._wait(self._async.run(read.call, read.plan)))
+
+    def script(self, call: Call) -> Reply:
+        """What a script call answers."""
         if self._sync is not None:
             return self._sync.run(call)
         assert self._async is not None
         return self._wait(self._async.run(call))
 
-    def many(self, calls: Sequence[Call]) -> list[Reply | BaseException]:
+    def many(self, calls: Sequence[Read[Any]]) -> list[bytes | None | BaseException]:
         """All ``calls`` at once: gathered on the event loop (pipelined on one connection),
         or spread over :data:`THREADS` threads, the calling one among them (so its kept
         connection takes part). An error is returned in the call's place."""
         if self._async is not None:
             run = self._async.run
 
-            async def gathered() -> list[Reply | BaseException]:
-                return await asyncio.gather(*(run(c) for c in calls), return_exceptions=True)
+            async def one(read: Read[Any]) -> bytes | None:
+                return read.render(await run(read.call, read.plan))
+
+            async def gathered() -> list[bytes | None | BaseException]:
+                return await asyncio.gather(*(one(c) for c in calls), return_exceptions=True)
 
             return self._wait(gathered())
         sync = self._sync
         assert sync is not None
-        out: list[Reply | BaseException] = [None] * len(calls)
+        out: list[bytes | None | BaseException] = [None] * len(calls)
 
         def work(first: int) -> None:
             for i in range(first, len(calls), THREADS):
                 try:
-                    out[i] = sync.run(calls[i])
+                    out[i] = calls[i].render(sync.run(calls[i].call, calls[i].plan))
                 except Exception as exc:
                     out[i] = exc
 
@@ -255,8 +267,8 @@ class World:
             return r.lookup(s.board, "day", s.a, s.period)
         return r.history(s.board, s.a, "day", last=s.b)
 
-    def call(self, s: Spec) -> Call:
-        return self.read(s).call
+    def call(self, s: Spec) -> Read[Any]:
+        return self.read(s)
 
     def random_spec(self, rnd: random.Random) -> Spec:
         what, board = rnd.choice(WHATS), rnd.choice(list(BOARDS))
@@ -356,7 +368,7 @@ def _score(rnd: random.Random) -> float:
     return 2**52 + rnd.randint(0, 3)
 
 
-def parsed(reply: Reply | BaseException) -> Any:
+def parsed(reply: bytes | None | BaseException) -> Any:
     if isinstance(reply, BaseException):
         raise reply
     return None if reply is None else json.loads(reply)
@@ -493,16 +505,17 @@ def test_lost_scripts_are_sent_again_once(
     specs = world.distinct(8, seed=4)
     answers_right(ex, world, specs)
     admin.script_flush()  # as a restart or a failover to a node that never saw them
-    call = world.call(specs[0])
+    read = world.call(specs[0])
+    call = read.call  # its script, whether or not a plan could answer it
     evals, evalshas = calls_of(admin, "eval"), calls_of(admin, "evalsha")
     refused = calls_of(admin, "evalsha", "failed_calls")
-    assert parsed(ex.run(call)) == world.expected(specs[0])
+    assert parsed(read.render(ex.script(call))) == world.expected(specs[0])
     # NOSCRIPT, then EVAL once, which caches the script again ...
     assert calls_of(admin, "evalsha", "failed_calls") == refused + 1
     assert calls_of(admin, "eval") == evals + 1
     assert admin.script_exists(call.script.sha) == [True]
     # ... so the next call is one EVALSHA.
-    assert parsed(ex.run(call)) == world.expected(specs[0])
+    assert parsed(read.render(ex.script(call))) == world.expected(specs[0])
     assert calls_of(admin, "eval") == evals + 1
     assert calls_of(admin, "evalsha") == evalshas + 2
     assert calls_of(admin, "evalsha", "failed_calls") == refused + 1
@@ -703,17 +716,27 @@ def test_seasons_reads_on_connections_of_its_own(
     try:
         assert isinstance(s.executor, SyncExecutor)
         assert Endpoint.of(s.client) is not None
-        s.top("kills", "day"), s.rank("kills", member, "day")  # both scripts cached
+        s.around("asc", member, "day")  # its script is cached (shared ties: no plan)
         evalshas, evals = calls_of(admin, "evalsha"), calls_of(admin, "eval")
+        execs = calls_of(admin, "exec")
         page = s.top("kills", "day", limit=7, offset=3)
-        entry = s.rank("kills", member, "day")
-        around = s.around("kills", member, "day", size=5)
-        assert calls_of(admin, "evalsha") == evalshas + 3  # one EVALSHA per read
+        # A page is a plan: its first transaction learns the page's members, the second
+        # reads their metadata with it; the next read of the page needs one.
+        assert calls_of(admin, "exec") == execs + 2
+        assert s.top("kills", "day", limit=7, offset=3) == page
+        assert calls_of(admin, "exec") == execs + 3
+        entry = s.rank("kills", member, "day")  # a plan too: its score, then the rest
+        assert calls_of(admin, "exec") == execs + 5
+        around = s.around("kills", member, "day", size=5)  # its position, rows, metadata
+        assert calls_of(admin, "exec") == execs + 8
+        shared = s.around("asc", member, "day", size=5)
+        assert calls_of(admin, "evalsha") == evalshas + 1  # the one read with no plan
         assert calls_of(admin, "eval") == evals
         assert page.model_dump() == world.expected(Spec("page", "kills", "current", 3, 7))
-        assert entry is not None and around is not None
+        assert entry is not None and around is not None and shared is not None
         assert entry.model_dump() == world.expected(Spec("entry", "kills", "current", member, 0))
         assert around.model_dump() == world.expected(Spec("member", "kills", "current", member, 5))
+        assert shared.model_dump() == world.expected(Spec("member", "asc", "current", member, 5))
         assert s.rank("kills", "nobody", "day") is None
         (mine,) = executor_connections(admin)  # the reads' own; the client never connected
 

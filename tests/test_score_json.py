@@ -15,7 +15,6 @@ import json
 import math
 import warnings
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -35,7 +34,7 @@ from seasons.composite import MAX_EXACT
 from seasons.config import Settings
 from seasons.http.app import create_app
 from seasons.models import Entry, score_json
-from seasons.scripts import assemble
+from seasons.replies import number_text, score_text
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
@@ -334,14 +333,6 @@ def check_climb(
             assert target["gap"] == "0"
 
 
-LUA = Path(__file__).parent.parent / "seasons" / "lua"
-# The read scripts' writer of scores, alone: json_score of each ARGV (a double's repr).
-SCORE_SCRIPT = assemble(
-    "score_test",
-    "--! include json\nlocal out = {}\n"
-    "for i = 1, #ARGV do out[i] = json_score(tonumber(ARGV[i])) end\nreturn out",
-    {"json": (LUA / "lib" / "json.lua").read_text()},
-)
 powers_of_two = st.integers(-1074, 1023).map(lambda n: math.ldexp(1.0, n))
 
 
@@ -358,16 +349,24 @@ powers_of_two = st.integers(-1074, 1023).map(lambda n: math.ldexp(1.0, n))
         max_size=400,
     )
 )
-def test_the_scripts_write_every_double_as_the_reference(
+def test_the_reads_write_every_double_as_the_reference(
     redis_server: RedisServer, values: list[float]
 ) -> None:
-    """Every finite double, powers of two (whose shortest digits lie above them) included."""
+    """Every finite double, powers of two (whose shortest digits lie above them) included,
+    from Redis's own text of it as a score (what the read scripts gather)."""
     client = redis.Redis.from_url(redis_server.url)
     try:
-        got = client.eval(SCORE_SCRIPT, 0, *map(repr, values))
+        client.delete("doubles")
+        members = [f"m{i}" for i in range(len(values))]
+        client.zadd("doubles", dict(zip(members, values, strict=True)))
+        # Redis's text of each score (redis-py would turn ZMSCORE's into floats).
+        texts = client.eval(
+            "return redis.call('ZMSCORE', KEYS[1], unpack(ARGV))", 1, "doubles", *members
+        )
     finally:
         client.close()
-    assert [t.decode() for t in got] == [reference_text(x) for x in values]
+    assert [score_text(t).decode() for t in texts] == [reference_text(x) for x in values]
+    assert [number_text(x).decode() for x in values] == [reference_text(x) for x in values]
 
 
 def test_reference_agrees_with_python_repr_on_its_digits() -> None:

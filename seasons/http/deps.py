@@ -39,7 +39,7 @@ class Services:
         """The JSON body of a prepared read (:class:`~seasons.errors.NotRanked` where the
         member is not on the board): awaited, so a read costs no threadpool hop and a slow
         Redis never blocks the loop."""
-        reply = await self.executor.run(read.call)
+        reply = await self.executor.run(read.call, read.plan)
         return read.body(reply)
 
     @property

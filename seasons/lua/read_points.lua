@@ -1,19 +1,17 @@
 #!lua flags=no-writes
--- Members' places on boards, in one call, answered as the JSON of the result:
---   entry    one member on one board: {"rank","member","score","parts"?,"metadata",
---            "percentile","gap_up","total"}, or nil (a nil reply) when the member is not on
---            the board;
---   entries  many members on one board (a friends lookup): a JSON array of the entries
---            {"rank","member","score","parts"?,"metadata"} of the ranked ones, best first
---            (ties in the order asked);
---   history  one member on many boards (its last periods):
---            {"board","window","member","history":[{"period","rank","score","parts"?}]}, rank
---            and score null in a period where it is not ranked;
---   climb    one member on one board and the scores at some ranks:
---            {"board","window","period","member","rank","score","parts"?,"targets":[{"rank",
---            "score","parts"?,"gap"}]}, or nil when the member is not on the board.
--- Scores, gaps and percentiles are written by lib/json.lua json_score; "parts" (the score's
--- composite parts) beside every score of a board with a composite layout.
+-- Members' places on boards, gathered in one call; the script only reads and ranks,
+-- seasons/replies.py writes the JSON of the result. Each reply is a list of named fields:
+--   entry    one member on one board: {'rank', r, 'score', s, 'meta', m, 'total', n,
+--            'worse', the members strictly worse, 'better', the nearest strictly better
+--            score (nil: none)}, or nil (a nil reply) when the member is not on the board;
+--   entries  many members on one board (a friends lookup): {'rows', {rank, member, score,
+--            meta, ...}} of the ranked ones, best first (ties in the order asked);
+--   history  one member on many boards (its last periods): {'places', {rank, score, ...}},
+--            one pair per board, both nil where it is not ranked;
+--   climb    one member on one board and the scores at some ranks: {'rank', r, 'score', s,
+--            'targets', {the score at each target rank, nil where none}}, or nil when the
+--            member is not on the board.
+-- Scores are Redis's text of them, metadata the stored JSON text (nil: none).
 --
 -- KEYS[1] meta hash
 -- KEYS[2..] pairs of (live sorted set, archive sorted set); the archive is read when it exists.
@@ -21,13 +19,11 @@
 --         ties = "dense": fours of (live, archive, live's distinct set, archive's distinct set)
 -- ARGV[1] order (desc|asc)  ARGV[2] ties (member|shared|dense|earliest)
 -- ARGV[3] shape (entry|entries|history|climb)
--- ARGV[4] the board's composite layout (lib/json.lua parts_layout), or '' for none
--- entry, entries: ARGV[5..] the members, on the board of the first pair
--- history: ARGV[5] board  ARGV[6] window  ARGV[7] member  ARGV[8..] the period id of each pair
--- climb: ARGV[5] board  ARGV[6] window  ARGV[7] period id  ARGV[8] member
---        ARGV[9..] the target ranks (1-based), on the board of the first pair
+-- entry, entries: ARGV[4..] the members, on the board of the first pair
+-- history: ARGV[4] the member, on the board of each pair
+-- climb: ARGV[4] the member  ARGV[5..] the target ranks (1-based), on the board of the first
+--        pair
 
---! include json
 --! include ranks
 
 local desc = ARGV[1] == 'desc'
@@ -35,7 +31,6 @@ local shared = ARGV[2] == 'shared'
 local dense = ARGV[2] == 'dense'
 local earliest = ARGV[2] == 'earliest'
 local shape = ARGV[3]
-local layout = parts_layout(ARGV[4], 'read_points.lua: ARGV[4]')
 local stride = (earliest or dense) and 4 or 2
 
 -- The sorted set of board `pair` (the archive once it exists), and its reach set (earliest)
@@ -77,21 +72,11 @@ local function place(key, reach, m)
   return rank_of(key, reach, m, score), score
 end
 
-local function entry(rank, m, score)
-  return json_entry(rank, m, score, redis.call('HGET', KEYS[1], m), layout)
-end
-
--- ',"score":<score>' and its parts, for Redis's text of a score.
-local function score_field(score)
-  return ',"score":' .. score_json(score) .. (layout and json_parts(layout, tonumber(score)) or '')
-end
-
 if shape == 'entry' then
   local key, reach = board(1)
-  local m = ARGV[5]
+  local m = ARGV[4]
   local rank, score = place(key, reach, m)
   if not rank then return false end
-  local total = redis.call('ZCARD', key)
   -- The members strictly worse, and the nearest strictly better score.
   local worse, better
   if desc then
@@ -103,17 +88,14 @@ if shape == 'entry' then
     better = redis.call('ZRANGE', key, '(' .. score, '-inf', 'BYSCORE', 'REV', 'LIMIT', 0, 1,
       'WITHSCORES')[2]
   end
-  local gap = 'null'
-  if better then gap = json_score(math.abs(tonumber(better) - tonumber(score))) end
-  local plain = entry(rank, m, score)
-  return string.sub(plain, 1, -2) .. ',"percentile":' .. json_score(100 * worse / total)
-    .. ',"gap_up":' .. gap .. ',"total":' .. total .. '}'
+  return {'rank', rank, 'score', score, 'meta', redis.call('HGET', KEYS[1], m),
+    'total', redis.call('ZCARD', key), 'worse', worse, 'better', better or false}
 end
 
 if shape == 'entries' then
   local key, reach = board(1)
   local found = {}
-  for i = 5, #ARGV do
+  for i = 4, #ARGV do
     local score = redis.call('ZSCORE', key, ARGV[i])
     if score then found[#found + 1] = {0, ARGV[i], score, i} end
   end
@@ -147,51 +129,48 @@ if shape == 'entries' then
     if a[1] ~= b[1] then return a[1] < b[1] end
     return a[4] < b[4]
   end)
-  local out = {}
-  for i = 1, #found do out[i] = entry(found[i][1], found[i][2], found[i][3]) end
-  return '[' .. table.concat(out, ',') .. ']'
+  local rows, metas = {}, {}
+  if #found > 0 then
+    local members = {}
+    for i = 1, #found do members[i] = found[i][2] end
+    metas = redis.call('HMGET', KEYS[1], unpack(members))
+  end
+  for i = 1, #found do
+    local f = found[i]
+    rows[4 * i - 3], rows[4 * i - 2], rows[4 * i - 1], rows[4 * i] = f[1], f[2], f[3], metas[i]
+  end
+  return {'rows', rows}
 end
 
 if shape == 'climb' then
   local key, reach = board(1)
-  local m = ARGV[8]
+  local m = ARGV[4]
   local rank, score = place(key, reach, m)
   if not rank then return false end
-  local total, here, out = redis.call('ZCARD', key), tonumber(score), {}
-  for i = 9, #ARGV do
+  local total, out = redis.call('ZCARD', key), {}
+  for i = 5, #ARGV do
     local k = tonumber(ARGV[i])
-    local at, gap = 'null', '0'
+    local at = false
     if dense then
       -- Dense rank k is reached by tying the k-th distinct score.
-      at = nth_distinct(key, reach, desc, k) or 'null'
-      if at ~= 'null' and rank > k then gap = json_score(math.abs(tonumber(at) - here)) end
+      at = nth_distinct(key, reach, desc, k) or false
     elseif k <= total then
       if desc then
         at = redis.call('ZRANGE', key, k - 1, k - 1, 'REV', 'WITHSCORES')[2]
       else
         at = redis.call('ZRANGE', key, k - 1, k - 1, 'WITHSCORES')[2]
       end
-      if rank > k then gap = json_score(math.abs(tonumber(at) - here)) end
     end
-    local there = at == 'null' and ',"score":null' or score_field(at)
-    out[#out + 1] = '{"rank":' .. ARGV[i] .. there .. ',"gap":' .. gap .. '}'
+    out[i - 4] = at
   end
-  return '{"board":' .. json_string(ARGV[5]) .. ',"window":' .. json_string(ARGV[6])
-    .. ',"period":' .. json_string(ARGV[7]) .. ',"member":' .. json_string(m) .. ',"rank":'
-    .. rank .. score_field(score) .. ',"targets":[' .. table.concat(out, ',') .. ']}'
+  return {'rank', rank, 'score', score, 'targets', out}
 end
 
 -- history
-local m, out = ARGV[7], {}
-for i = 8, #ARGV do
-  local key, reach = board(i - 7)
+local m, out = ARGV[4], {}
+for i = 1, (#KEYS - 1) / stride do
+  local key, reach = board(i)
   local rank, score = place(key, reach, m)
-  if rank then
-    out[#out + 1] = '{"period":' .. json_string(ARGV[i]) .. ',"rank":' .. rank
-      .. score_field(score) .. '}'
-  else
-    out[#out + 1] = '{"period":' .. json_string(ARGV[i]) .. ',"rank":null,"score":null}'
-  end
+  out[2 * i - 1], out[2 * i] = rank or false, score or false
 end
-return '{"board":' .. json_string(ARGV[5]) .. ',"window":' .. json_string(ARGV[6])
-  .. ',"member":' .. json_string(m) .. ',"history":[' .. table.concat(out, ',') .. ']}'
+return {'places', out}

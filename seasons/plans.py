@@ -1,0 +1,280 @@
+"""Reads answered with plain commands: the plans of :mod:`seasons.reads`.
+
+A plan (:class:`seasons.executor.Plan`) answers a read in one MULTI/EXEC of plain commands,
+gathering what the read's script would have answered, in the script's own reply: the read
+writes its JSON from either alike. Plain commands in a transaction cost Redis's one thread a
+fraction of a script's time, and answer from one instant of the board just as well.
+
+Where a read needs something it cannot know before it reads (the members of a page, whose
+metadata it returns; whether a season's archive exists yet), the plan guesses it from the
+last read of the same thing (:class:`Guesses`), reads the guess with the rest, and checks it
+against what the same transaction read: a wrong guess is never answered, it is learned and
+the read tried again, then left to the script. Reads whose next command depends on a value
+read (a rank counted from a score) stay scripts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from seasons.executor import MISSED, Command
+
+# Guesses remembered (a bound on memory: beyond it, they start again).
+REMEMBERED = 4096
+
+
+class Guesses:
+    """What the last reads found: whether each archive key existed, each board's size, and
+    the members of each page; shared by all the reads of one :class:`~seasons.reads.Reads`."""
+
+    def __init__(self) -> None:
+        self.archived: dict[str, bool] = {}
+        self.totals: dict[str, int] = {}
+        self.pages: dict[tuple[str, int, int], tuple[bytes, ...]] = {}
+
+    def remember(self, table: dict[Any, Any], key: Any, value: Any) -> None:
+        if len(table) >= REMEMBERED:
+            table.clear()
+        table[key] = value
+
+
+class _Board:
+    """The sorted set a plan reads: the live key, or the archive once it exists. Where the
+    two differ, the transaction asks EXISTS of the archive and reads the key the guess names;
+    :meth:`check` refuses a reply read from the wrong one."""
+
+    def __init__(self, guesses: Guesses, live: str, archive: str):
+        self._guesses, self._live, self._archive = guesses, live, archive
+        self._archived = False
+
+    def commands(self) -> tuple[str, list[Command]]:
+        """The key to read, and the commands that check it (first in the transaction)."""
+        if self._archive == self._live:
+            return self._live, []
+        self._archived = self._guesses.archived.get(self._archive, False)
+        key = self._archive if self._archived else self._live
+        return key, [("EXISTS", self._archive)]
+
+    def check(self, replies: list[Any]) -> list[Any] | None:
+        """The replies after the check's, or None when the guess read the wrong key."""
+        if self._archive == self._live:
+            return replies
+        exists = bool(replies[0])
+        if exists != self._archived:
+            self._guesses.remember(self._guesses.archived, self._archive, exists)
+            return None
+        return replies[1:]
+
+
+class PagePlan:
+    """A page: ZCARD, ZRANGE and HMGET of the metadata of the members the last read of the
+    same rows found (a top page changes its members far less often than it is read; a read
+    of other rows learns them in its first transaction). The rows are ``offset`` ..
+    ``offset + size - 1``, or with ``centre`` (a 0-based rank) ``size`` rows centred on it and
+    shifted at either end of the board, which needs the board's size: the last one read is
+    the guess. Around a ``member`` (on a board whose ties are ``member``), the centre is its
+    position: the first transaction reads it, each next one reads it again beside the rows
+    and checks it. On a board whose ties are ``shared`` or ``dense`` only pages from the first
+    row are planned (its rank is 1; another row's needs its score), ``earliest`` pages never
+    (their order needs the reach sets of the runs they cut)."""
+
+    __slots__ = (
+        "_guesses", "_board", "_live", "_meta", "_desc", "_offset", "_centre", "_size",
+        "_member", "_start", "_asked",
+    )  # fmt: skip
+
+    def __init__(
+        self, guesses: Guesses, live: str, archive: str, meta: str, desc: bool, *,
+        offset: int = 0, centre: int | None = None, member: str | None = None, size: int,
+    ):  # fmt: skip
+        self._guesses, self._board = guesses, _Board(guesses, live, archive)
+        self._live, self._meta, self._desc = live, meta, desc
+        self._offset, self._centre, self._size, self._member = offset, centre, size, member
+        self._start, self._asked = offset, tuple[bytes, ...]()
+
+    def _first_row(self, total: int) -> int:
+        if self._centre is None:
+            return self._offset
+        return max(0, min(self._centre - self._size // 2, total - self._size))
+
+    def commands(self) -> list[Command]:
+        key, out = self._board.commands()
+        if self._member is not None:
+            out.append(("ZREVRANK" if self._desc else "ZRANK", key, self._member))
+            if self._centre is None:  # its position first
+                return [*out, ("ZCARD", key)]
+        self._start = start = self._first_row(self._guesses.totals.get(self._live, 1 << 62))
+        self._asked = members = self._guesses.pages.get((self._live, start, self._size), ())
+        rows = (start, start + self._size - 1, *(("REV",) if self._desc else ()), "WITHSCORES")
+        out += [("ZCARD", key), ("ZRANGE", key, *rows)]
+        if members:
+            out.append(("HMGET", self._meta, *members))
+        return out
+
+    def settle(self, replies: list[Any]) -> Any:
+        got = self._board.check(replies)
+        if got is None:
+            return MISSED
+        if self._member is not None:
+            position, *got = got
+            if position is None:
+                return None  # not on the board
+            if position != self._centre:  # not read yet, or moved since
+                self._centre = position
+                self._guesses.remember(self._guesses.totals, self._live, got[0])
+                return MISSED
+        total, rows, start = got[0], got[1], self._start
+        if self._centre is not None:
+            self._guesses.remember(self._guesses.totals, self._live, total)
+            if self._first_row(total) != start:
+                return MISSED
+        members, found = self._asked, tuple(rows[::2])
+        metas = dict(zip(members, got[2], strict=True)) if members else {}
+        if found != members:
+            self._guesses.remember(self._guesses.pages, (self._live, start, self._size), found)
+            if not all(m in metas for m in found):
+                return MISSED
+        return [
+            "total", total, "start", start, "first", start + 1, "rows", rows,
+            "metas", [metas[m] for m in found],
+        ]  # fmt: skip
+
+
+class EntryPlan:
+    """A member's entry on a board whose ties are ``member`` or ``shared``: its score first,
+    then with it, in a second transaction, its rank (by position, or 1 + the members strictly
+    better), the members strictly worse, the nearest strictly better score, the board's size
+    and its metadata, checked against the score read again. A member not on the board costs
+    the first transaction alone."""
+
+    __slots__ = ("_board", "_meta", "_member", "_desc", "_shared", "_score")
+
+    def __init__(
+        self, guesses: Guesses, live: str, archive: str, meta: str, desc: bool, shared: bool,
+        member: str,
+    ):  # fmt: skip
+        self._board, self._meta, self._member = _Board(guesses, live, archive), meta, member
+        self._desc, self._shared = desc, shared
+        self._score: bytes | None = None
+
+    def commands(self) -> list[Command]:
+        key, out = self._board.commands()
+        m, s = self._member, self._score
+        out.append(("ZSCORE", key, m))
+        if s is None:
+            return out
+        above = below = b"(" + s  # the scores strictly better or worse than s, by side
+        rank: Command
+        worse: Command
+        better: Command
+        if self._desc:
+            rank = ("ZCOUNT", key, above, "+inf") if self._shared else ("ZREVRANK", key, m)
+            worse = ("ZCOUNT", key, "-inf", below)
+            better = ("ZRANGE", key, above, "+inf", "BYSCORE", "LIMIT", 0, 1, "WITHSCORES")
+        else:
+            rank = ("ZCOUNT", key, "-inf", below) if self._shared else ("ZRANK", key, m)
+            worse = ("ZCOUNT", key, above, "+inf")
+            better = ("ZRANGE", key, below, "-inf", "BYSCORE", "REV", "LIMIT", 0, 1, "WITHSCORES")
+        return [*out, rank, worse, better, ("ZCARD", key), ("HGET", self._meta, m)]
+
+    def settle(self, replies: list[Any]) -> Any:
+        got = self._board.check(replies)
+        if got is None:
+            return MISSED
+        score = got[0]
+        if score is None:
+            return None  # not on the board
+        if score != self._score:  # not read yet, or changed since
+            self._score = score
+            return MISSED
+        rank, worse, better, total, meta = got[1:]
+        return [
+            "rank", rank + 1, "score", score, "meta", meta, "total", total, "worse", worse,
+            "better", better[1] if better else None,
+        ]  # fmt: skip
+
+
+class ClimbPlan:
+    """How far a member is from some ranks, on a board whose ties are ``member``: its rank
+    and score, and the score at each of those positions."""
+
+    __slots__ = ("_board", "_member", "_desc", "_ranks")
+
+    def __init__(
+        self, guesses: Guesses, live: str, archive: str, desc: bool, member: str,
+        ranks: Sequence[int],
+    ):  # fmt: skip
+        self._board, self._member, self._desc = _Board(guesses, live, archive), member, desc
+        self._ranks = ranks
+
+    def commands(self) -> list[Command]:
+        key, out = self._board.commands()
+        m, rev = self._member, ("REV",) if self._desc else ()
+        out += [("ZREVRANK" if self._desc else "ZRANK", key, m), ("ZSCORE", key, m)]
+        return out + [("ZRANGE", key, k - 1, k - 1, *rev, "WITHSCORES") for k in self._ranks]
+
+    def settle(self, replies: list[Any]) -> Any:
+        got = self._board.check(replies)
+        if got is None:
+            return MISSED
+        position, score, *at = got
+        if position is None:
+            return None  # not on the board
+        return ["rank", position + 1, "score", score, "targets", [r[1] if r else None for r in at]]
+
+
+class LookupPlan:
+    """A lookup on a board whose ties are ``member``: each member's score and rank, and the
+    metadata of all of them (a member not on the board has none to send)."""
+
+    __slots__ = ("_board", "_meta", "_rank", "_members", "_names")
+
+    def __init__(
+        self, guesses: Guesses, live: str, archive: str, meta: str, desc: bool,
+        members: Sequence[str],
+    ):  # fmt: skip
+        self._board, self._meta = _Board(guesses, live, archive), meta
+        self._rank, self._members = "ZREVRANK" if desc else "ZRANK", members
+        self._names = [m.encode() for m in members]  # as the script's reply names them
+
+    def commands(self) -> list[Command]:
+        key, out = self._board.commands()
+        for m in self._members:
+            out += [("ZSCORE", key, m), (self._rank, key, m)]
+        if self._members:
+            out.append(("HMGET", self._meta, *self._members))
+        return out
+
+    def settle(self, replies: list[Any]) -> Any:
+        got = self._board.check(replies)
+        if got is None:
+            return MISSED
+        found = [
+            (got[2 * i + 1] + 1, i, m, got[2 * i], got[-1][i])
+            for i, m in enumerate(self._names)
+            if got[2 * i] is not None
+        ]
+        found.sort()
+        return ["rows", [x for rank, _, m, score, meta in found for x in (rank, m, score, meta)]]
+
+
+class HistoryPlan:
+    """A member's history on a board whose ties are ``member``, in a window without archives:
+    its score and rank in each period."""
+
+    __slots__ = ("_keys", "_rank", "_member")
+
+    def __init__(self, keys: Sequence[str], desc: bool, member: str):
+        self._keys, self._rank, self._member = keys, "ZREVRANK" if desc else "ZRANK", member
+
+    def commands(self) -> list[Command]:
+        m = self._member
+        return [c for key in self._keys for c in ((self._rank, key, m), ("ZSCORE", key, m))]
+
+    def settle(self, replies: list[Any]) -> Any:
+        places = []
+        for i in range(0, len(replies), 2):
+            rank, score = replies[i], replies[i + 1]
+            places += [None, None] if rank is None else [rank + 1, score]
+        return ["places", places]

@@ -1,0 +1,211 @@
+"""Plans (seasons.plans) when the board changes under them.
+
+A plan answers a read with plain commands in a transaction, from a guess (a page's members,
+the board's size, a member's score) that the transaction itself checks. Here the board is
+changed between a plan's transactions (after one, before the next), as a concurrent write
+would, and each answer must be the board's after the change: the plan learns, tries again or
+leaves the read to its script, never answers what its guess assumed. Answers are compared
+with plain-Python ranks of the scores written (tests/reference.py).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import redis
+from reference import around_start, gap_up, percentile, ranked
+
+from seasons import Seasons
+from seasons.config import Settings
+from seasons.executor import Command
+from seasons.reads import Read
+
+BOARDS = {"kills": {}, "shared": {"ties": "shared"}, "low": {"order": "asc"}}
+
+
+@dataclass
+class Meddling:
+    """A plan that runs ``change`` once, after its first transaction's replies are read."""
+
+    plan: Any
+    change: Callable[[], None]
+    transactions: int = 0
+
+    def commands(self) -> list[Command]:
+        out: list[Command] = self.plan.commands()
+        return out
+
+    def settle(self, replies: list[Any]) -> Any:
+        got = self.plan.settle(replies)
+        self.transactions += 1
+        if self.transactions == 1:
+            self.change()
+        return got
+
+
+def run(app: Seasons, read: Read[Any], change: Callable[[], None]) -> tuple[Any, int]:
+    """The read's JSON (None: not ranked) with ``change`` made after its first
+    transaction, and how many transactions it sent."""
+    assert read.plan is not None
+    meddling = Meddling(read.plan, change)
+    body = read.render(app.executor.run(read.call, meddling))
+    return (None if body is None else json.loads(body)), meddling.transactions
+
+
+@pytest.fixture
+def app(settings_factory: Callable[..., Settings], backend: str) -> Any:
+    if backend == "cluster":
+        pytest.skip("plans run on Seasons' own connections; a cluster reads with scripts")
+    with Seasons(settings_factory(boards=BOARDS)) as app:
+        yield app
+
+
+def scores_of(r: redis.Redis, key: str) -> dict[str, float]:
+    return {m.decode(): s for m, s in r.zrange(key, 0, -1, withscores=True)}
+
+
+def fill(r: redis.Redis, app: Seasons, board: str, n: int) -> tuple[str, str]:
+    key = app.reads.target(board, "day", "current")[1]
+    r.zadd(key, {f"m{i:03d}": (i * 7) % 23 for i in range(n)})  # many equal scores
+    meta = app.keys.meta(board)
+    r.hset(meta, mapping={f"m{i:03d}": json.dumps({"i": i}) for i in range(0, n, 2)})
+    return key, meta
+
+
+def entries_of(
+    r: redis.Redis, key: str, meta: str, board: str, start: int, size: int
+) -> list[dict[str, Any]]:
+    cfg = BOARDS[board]
+    rows = ranked(scores_of(r, key), cfg.get("order", "desc"), cfg.get("ties", "member"))
+    out = []
+    for rank, member, score in rows[start : start + size]:
+        stored = r.hget(meta, member)
+        metadata = json.loads(stored) if stored else {}
+        out.append({"rank": rank, "member": member, "score": score, "metadata": metadata})
+    return out
+
+
+@pytest.mark.parametrize("board", ["kills", "shared", "low"])
+def test_a_page_whose_members_change_between_transactions(
+    app: Seasons, r: redis.Redis, board: str
+) -> None:
+    """The first transaction learns the page's members; a new first member (with metadata)
+    arrives before the second, which reads the metadata of the members learned: not all of
+    the page's, so a third reads them."""
+    key, meta = fill(r, app, board, 40)
+    top = 10**6 if BOARDS[board].get("order") != "asc" else -(10**6)
+
+    def change() -> None:
+        r.zadd(key, {"newcomer": top})
+        r.hset(meta, mapping={"newcomer": '{"new":true}', "m002": '{"i":"changed"}'})
+
+    got, sent = run(app, app.reads.page(board, "day", "current", limit=5, offset=0), change)
+    assert sent == 3
+    assert got["total"] == 41
+    assert got["entries"] == entries_of(r, key, meta, board, 0, 5)
+    assert got["entries"][0] == {
+        "rank": 1,
+        "member": "newcomer",
+        "score": top,
+        "metadata": {"new": True},
+    }
+
+
+@pytest.mark.parametrize("board", ["kills", "low"])
+def test_around_a_rank_when_the_board_grows_between_transactions(
+    app: Seasons, r: redis.Redis, board: str
+) -> None:
+    """The last rows, whose first depends on the board's size: the first transaction learns
+    the size, which changes before the second."""
+    key, meta = fill(r, app, board, 30)
+    low = BOARDS[board].get("order") == "asc"
+
+    def change() -> None:  # five members more, all at the end of the board
+        r.zadd(key, {f"late{i}": (10**6 if low else -(10**6)) for i in range(5)})
+
+    got, _ = run(app, app.reads.around_rank(board, "day", 29, "current", size=6), change)
+    total = 35
+    assert got["total"] == total
+    start = around_start(28, 6, total)
+    assert got["entries"] == entries_of(r, key, meta, board, start, 6)
+
+
+@pytest.mark.parametrize("board", ["kills", "shared", "low"])
+def test_an_entry_whose_score_changes_between_transactions(
+    app: Seasons, r: redis.Redis, board: str
+) -> None:
+    key, meta = fill(r, app, board, 30)
+
+    def change() -> None:  # m005's score changes after the plan read it
+        r.zadd(key, {"m005": 11.5})
+
+    got, sent = run(app, app.reads.entry(board, "day", "m005", "current"), change)
+    assert sent == 3  # its score, the rest with the old score (refused), the rest
+    cfg = BOARDS[board]
+    order, ties = cfg.get("order", "desc"), cfg.get("ties", "member")
+    scores = scores_of(r, key)
+    rank = next(rank for rank, m, _ in ranked(scores, order, ties) if m == "m005")
+    assert got == {
+        "rank": rank,
+        "member": "m005",
+        "score": 11.5,
+        "metadata": {},
+        "percentile": percentile(scores, order, "m005"),
+        "gap_up": gap_up(scores, order, "m005"),
+        "total": 30,
+    }
+
+
+def test_an_entry_of_a_member_that_leaves_between_transactions(
+    app: Seasons, r: redis.Redis
+) -> None:
+    key, _ = fill(r, app, "kills", 10)
+    got, sent = run(
+        app, app.reads.entry("kills", "day", "m003", "current"), lambda: r.zrem(key, "m003")
+    )
+    assert (got, sent) == (None, 2)
+
+
+@pytest.mark.parametrize("board", ["kills", "low"])
+def test_around_a_member_who_moves_between_transactions(
+    app: Seasons, r: redis.Redis, board: str
+) -> None:
+    """The first transaction reads the member's position; the member moves before the
+    second, which reads it again beside the rows and sees it moved."""
+    key, meta = fill(r, app, board, 40)
+    low = BOARDS[board].get("order") == "asc"
+
+    def change() -> None:  # m007 jumps to the top
+        r.zadd(key, {"m007": -(10**6) if low else 10**6})
+
+    got, sent = run(app, app.reads.around_member(board, "day", "m007", "current", size=5), change)
+    assert sent >= 2
+    assert got["total"] == 40
+    assert got["entries"] == entries_of(r, key, meta, board, 0, 5)
+    assert got["entries"][0]["member"] == "m007"
+
+
+def test_a_climb_after_its_board_changed(app: Seasons, r: redis.Redis) -> None:
+    """A climb is one transaction: a change after it is not in its answer; the next read
+    has it."""
+    key, _ = fill(r, app, "kills", 30)
+    read = app.reads.climb("kills", "day", "m004", "current", to=[1, 3, 31])
+    got, sent = run(app, read, lambda: r.zadd(key, {"m004": 10**6}))
+    assert sent == 1
+    scores = {m: s for m, s in scores_of(r, key).items() if m != "m004"}
+    scores["m004"] = (4 * 7) % 23  # as it was
+    rows = ranked(scores, "desc", "member")
+    rank = next(rank for rank, m, _ in rows if m == "m004")
+    mine = scores["m004"]
+    assert got["rank"] == rank and got["score"] == mine
+    assert got["targets"] == [
+        {"rank": 1, "score": rows[0][2], "gap": rows[0][2] - mine if rank > 1 else 0},
+        {"rank": 3, "score": rows[2][2], "gap": rows[2][2] - mine if rank > 3 else 0},
+        {"rank": 31, "score": None, "gap": 0},
+    ]
+    again = app.run(app.reads.climb("kills", "day", "m004", "current", to=[1]))
+    assert again is not None and (again.rank, again.score) == (1, 10**6)
