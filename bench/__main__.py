@@ -1,6 +1,7 @@
 """``python -m bench [--quick] [--only SECTION]``: Seasons against plain Redis, side by side.
 
-Sections: ingest, reads, HTTP, memory, the rollup of week and season boards at scale, and
+Sections: ingest, Redis's time per event of a write against the plain commands
+(``bench/writes.py``), reads, HTTP, memory, the rollup of week and season boards at scale, and
 the results step of a season close at scale (``bench/rewards.py``).
 ``--only cluster`` (never part of the default run: it starts a local Redis Cluster of its own)
 measures one board's write rate against boards spread over the cluster's masters.
@@ -28,7 +29,18 @@ import time
 import hiredis
 import redis
 
-from bench import cluster, http, http_peers, ingest, memory, reads, rewards, rollup, soak
+from bench import (
+    cluster,
+    http,
+    http_peers,
+    ingest,
+    memory,
+    reads,
+    rewards,
+    rollup,
+    soak,
+    writes,
+)
 from bench.common import FULL, QUICK, Calendar, Section, own_redis
 
 
@@ -39,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
         "--only",
         choices=[
             "ingest",
+            "writes",
             "reads",
             "http",
             "memory",
@@ -77,8 +90,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"sizes {sizes.describe()}")
         print(f"load average at start {_load()} ({os.cpu_count()} CPUs)", flush=True)
         sections: list[Section] = []
-        wanted = set(opts.only or ["ingest", "reads", "http", "memory", "rollup", "rewards"])
-        for name, run in (("ingest", ingest.run), ("reads", reads.run), ("http", http.run)):
+        wanted = set(
+            opts.only or ["ingest", "writes", "reads", "http", "memory", "rollup", "rewards"]
+        )
+        if "ingest" in wanted:
+            sections.append(ingest.run(server.url, sizes, calendar))
+            print("\n" + sections[-1].render(), flush=True)
+        if "writes" in wanted:
+            batches = writes.QUICK_BATCHES if opts.quick else writes.FULL_BATCHES
+            sections.append(writes.run(server.url, batches, calendar))
+            print("\n" + sections[-1].render(), flush=True)
+        for name, run in (("reads", reads.run), ("http", http.run)):
             if name in wanted:
                 sections.append(run(server.url, sizes, calendar))
                 print("\n" + sections[-1].render(), flush=True)
