@@ -27,6 +27,7 @@ import statistics
 import sys
 import uuid
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from bench.common import BOARD, Calendar, Section, own_redis
@@ -76,6 +77,17 @@ def make_batch(rnd: random.Random, ids: bool, meta: bool) -> list[dict[str, Any]
             ev["metadata"] = metadata(m)
         out.append(ev)
     return out
+
+
+def seed(write: Callable[[list[dict[str, Any]]], object]) -> None:
+    """Every member on the boards with its metadata (the steady state of a live board), in
+    batches of 1000."""
+    events = [
+        {"board": BOARD, "member": f"player:{m:06d}", "value": 1, "metadata": metadata(m)}
+        for m in range(MEMBERS)
+    ]
+    for i in range(0, MEMBERS, 1000):
+        write(events[i : i + 1000])
 
 
 class Plain:
@@ -166,14 +178,8 @@ def run(url: str, batches: int, calendar: Calendar | None = None) -> Section:
     profile: dict[str, list[float]] = {}
     samples: dict[str, list[list[dict[str, Any]]]] = {}
     try:
-        # Every member on the boards with its metadata: the steady state of a live board.
-        seed = [
-            {"board": BOARD, "member": f"player:{m:06d}", "value": 1, "metadata": metadata(m)}
-            for m in range(MEMBERS)
-        ]
-        for i in range(0, MEMBERS, 1000):
-            s.submit_many(seed[i : i + 1000])
-            plain.write(seed[i : i + 1000])
+        seed(s.submit_many)
+        seed(plain.write)
         for name, (ids, meta) in CASES.items():
             rnd = random.Random(name)
             ours: list[tuple[float, float]] = []
@@ -183,18 +189,21 @@ def run(url: str, batches: int, calendar: Calendar | None = None) -> Section:
             # the wait, and one script call of a batch is likelier to be than a command).
             for _ in range(n_batches):
                 batch = make_batch(rnd, ids, meta)
-                ours.append(measure(stats, lambda b=batch: s.submit_many(b)))
-                theirs.append(measure(stats, lambda b=batch: plain.write(b)))
+                ours.append(measure(stats, partial(s.submit_many, batch)))
+                theirs.append(measure(stats, partial(plain.write, batch)))
             per_event[name] = (median_per_event(ours), median_per_event(theirs))
             samples[name] = [make_batch(rnd, ids, meta) for _ in range(min(PROFILED, batches))]
-        ours = Plain(client, settings[NS_SEASONS], calendar)  # the same keys, Seasons' namespace
+        mirror = Plain(client, settings[NS_SEASONS], calendar)  # the keys of Seasons' side
         same = all(
             client.zrange(a, 0, -1, withscores=True) == client.zrange(b, 0, -1, withscores=True)
-            for (a, _, _), (b, _, _) in zip(ours.boards, plain.boards, strict=True)
-        ) and client.hgetall(ours.meta) == client.hgetall(plain.meta)
-        # The profile writes on Seasons' side only: after the comparison.
-        for name, batches in samples.items():
-            profile[name] = profile_case(s, batches, calendar.now)
+            for (a, _, _), (b, _, _) in zip(mirror.boards, plain.boards, strict=True)
+        ) and client.hgetall(mirror.meta) == client.hgetall(plain.meta)
+        # The profile and the standings write on Seasons' side only: after the comparison.
+        for name, sample in samples.items():
+            profile[name] = profile_case(s, sample, calendar.now)
+        rnd = random.Random("standings")
+        work = [make_batch(rnd, False, False) for _ in range(min(PROFILED, batches))]
+        standings = standing_cost(url, calendar, stats, work)
     finally:
         s.close()
         client.close()
@@ -208,17 +217,40 @@ def run(url: str, batches: int, calendar: Calendar | None = None) -> Section:
         "counted once",
         "usec / event",
     )
-    for name, (ours, theirs) in per_event.items():
-        section.row(f"{name}: Seasons (write.lua)", ours[0], f"main thread CPU {ours[1]:.2f}")
-        section.row(f"{name}: plain MULTI", theirs[0], f"main thread CPU {theirs[1]:.2f}")
-    for name, (ours, theirs) in per_event.items():
-        section.ratio(f"{name}: Seasons / plain", ours[0] / theirs[0], "<=", TARGET)
-        section.ratio(f"{name}: Seasons / plain, main thread CPU", ours[1] / theirs[1])
+    for name, (us, them) in per_event.items():
+        section.row(f"{name}: Seasons (write.lua)", us[0], f"main thread CPU {us[1]:.2f}")
+        section.row(f"{name}: plain MULTI", them[0], f"main thread CPU {them[1]:.2f}")
+    for name, (us, them) in per_event.items():
+        section.ratio(f"{name}: Seasons / plain", us[0] / them[0], "<=", TARGET)
+        section.ratio(f"{name}: Seasons / plain, main thread CPU", us[1] / them[1])
+    for ties, (without, with_) in standings.items():
+        section.row(f"plain events, ties {ties}: Seasons", without)
+        section.row(f"plain events, ties {ties}: Seasons with standings", with_)
     for name, usecs in profile.items():
         for (what, _), usec in zip(SECTIONS, usecs, strict=True):
             section.row(f"{name}: {what}", usec / EVENTS_PER_BATCH, "profile")
     section.check("Seasons' boards and metadata equal the plain MULTI's", same)
     return section
+
+
+def standing_cost(
+    url: str, calendar: Calendar, stats: Any, batches: list[list[dict[str, Any]]]
+) -> dict[str, tuple[float, float]]:
+    """Per tie rule, on a board of its own seeded like the others: Redis's time per event
+    of the same batches written without and with their standings (on the season board),
+    alternating batch by batch, the median of each. The standings cost the difference."""
+    out = {}
+    for ties in ("member", "shared", "dense", "earliest"):
+        base = calendar.settings(url, f"bench-writes-{ties}")
+        cfg = base.boards[BOARD].model_copy(update={"ties": ties})
+        with Seasons(base.model_copy(update={"boards": {BOARD: cfg}}), clock=calendar.clock()) as s:
+            seed(s.submit_many)
+            without, with_ = [], []
+            for batch in batches:
+                without.append(measure(stats, partial(s.submit_many, batch)))
+                with_.append(measure(stats, partial(s.submit_many, batch, standing=True)))
+        out[ties] = (median_per_event(without)[0], median_per_event(with_)[0])
+    return out
 
 
 # Where the profile splits a call of write.lua: each section ends where its text begins.

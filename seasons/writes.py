@@ -42,7 +42,7 @@ from seasons.models import Standing, WriteResult
 from seasons.scripts import Scripts
 
 DEDUPE_WINDOW = timedelta(hours=48)
-# The shape of write.lua's arguments (its header), which the script checks: a batch of
+# The shape of write.lua's argument (its header), which the script checks: a batch of
 # another version, or with other columns of events, is refused before anything is done.
 PROTOCOL = 5
 EVENT_FIELDS = ("group", "index", "member", "value", "event_id", "metadata", "ts")
@@ -193,10 +193,9 @@ def script_args(
     standing: str | None = None,
 ) -> tuple[list[str], list[str]]:
     """KEYS and ARGV of ``write.lua`` for the events of one board: every key the batch
-    names; the batch as one JSON argument, then the events' columns as plain arguments
-    (no JSON for the script to decode per event: the fields are described in the script's
+    names, and the batch as one JSON argument (its fields are described in the script's
     header). ``standing``: a window of the board, on which the script answers each event's
-    standing after the batch (:func:`standing_window` picks it)."""
+    standing after the batch (:func:`resolve_standing_window` picks it)."""
     cfg: BoardSettings = settings.boards[board]
     board_keys = {
         "state": keys.state(board),
@@ -250,10 +249,9 @@ def script_args(
         )
     group_of = {day: n for n, day in enumerate(days)}
 
-    def row(ev: ValidEvent) -> tuple[str, ...]:  # the columns of EVENT_FIELDS, as text
+    def row(ev: ValidEvent) -> list[Any]:  # the columns of EVENT_FIELDS
         ts = ev.ts.timestamp()  # what reach sets record (ties = "earliest")
-        return (str(group_of[ev.day]), str(ev.index), ev.member, _fmt(ev.value),
-                ev.event_id or "", ev.metadata or "", _fmt(ts))  # fmt: skip
+        return [group_of[ev.day], ev.index, ev.member, ev.value, ev.event_id, ev.metadata, ts]
 
     stamp = now.timestamp()
     batch = {
@@ -273,11 +271,11 @@ def script_args(
         "keys": board_keys,
         "groups": groups,
         "event_fields": EVENT_FIELDS,
-        "events": len(events),
+        "events": [row(ev) for ev in events],  # in batch order
         "standing": None if standing is None else {"window": standing, "ties": cfg.ties},
     }
     text = json.dumps(batch, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-    return list(declared), [text, *(x for ev in events for x in row(ev))]  # in batch order
+    return list(declared), [text]
 
 
 def resolve_standing_window(board: str, cfg: BoardSettings, window: str | None) -> str:

@@ -230,14 +230,20 @@ def test_writes_on_the_fast_path_answer_as_the_route(
         ),
         # Standings: asked in the query, in the body, in both alike; an applied batch resent
         # reads them again; a duplicate event has one too.
-        ({}, json.dumps({"events": [ann, bob, {**ann, "event_id": "e-5"}]}).encode(), "?return=standing"),
+        (
+            {}, json.dumps({"events": [ann, bob, {**ann, "event_id": "e-5"}]}).encode(),
+            "?return=standing",
+        ),
         ({}, json.dumps({"events": [bob], **standing, "standing_window": "day"}).encode()),
         ({}, json.dumps({"events": [ann], **standing}).encode(), "?return=standing&window=week"),
         ({"idempotency-key": "b-2"}, json.dumps({"events": [bob], **standing}).encode()),
         ({"idempotency-key": "b-2"}, json.dumps({"events": [bob], **standing}).encode()),
         # 422: the body and the query disagree (raised in the handler); a window a board
         # does not keep; a window without standings; a return FastAPI refuses (the route's).
-        ({}, json.dumps({"events": [ann], **standing, "standing_window": "week"}).encode(), "?window=day"),
+        (
+            {}, json.dumps({"events": [ann], **standing, "standing_window": "week"}).encode(),
+            "?window=day",
+        ),
         ({}, json.dumps({"events": [ann], **standing, "standing_window": "month"}).encode()),
         ({}, json.dumps({"events": [ann]}).encode(), "?window=day"),
         ({}, json.dumps({"events": [ann]}).encode(), "?return=everything"),

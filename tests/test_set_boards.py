@@ -263,28 +263,20 @@ def test_a_value_drop_on_a_full_trimmed_board_leaves_exact_scores(
 # --- the write protocol: set boards and bases ----------------------------------------------------
 
 
-class Batch(dict[str, Any]):
-    """The decoded batch (ARGV[1]), with the events' arguments that follow it."""
-
-    events: list[str]
-
-
 def batch_of(
     settings: Settings, events: list[dict[str, Any]], batch_id: str = "x"
-) -> tuple[list[str], Batch]:
+) -> tuple[list[str], dict[str, Any]]:
     """KEYS and the decoded batch that script_args builds for ``events`` (backfill)."""
     api = [{**e, "ts": e["ts"].isoformat()} for e in events]
     valid = validate_batch(api, settings, NOW, backfill=True)
     keys, argv = script_args(
         "b", valid, settings, Keys(NS), NOW, batch_id=batch_id, digest=batch_id, backfill=True
     )
-    batch = Batch(json.loads(argv[0]))
-    batch.events = argv[1:]
-    return keys, batch
+    return keys, json.loads(argv[0])
 
 
-def run(scripts: Scripts, keys: list[str], batch: Batch) -> Any:
-    return parse_reply(scripts.write(keys=keys, args=[json.dumps(batch), *batch.events]))
+def run(scripts: Scripts, keys: list[str], batch: dict[str, Any]) -> Any:
+    return parse_reply(scripts.write(keys=keys, args=[json.dumps(batch)]))
 
 
 def state_of(r: redis.Redis) -> tuple[Any, int]:

@@ -134,31 +134,12 @@ def valid(settings: Settings, events: list[dict[str, Any]]) -> list[ValidEvent]:
     return validate_batch(events, settings, NOW, backfill=True)
 
 
-class Batch(dict[str, Any]):
-    """The decoded batch (ARGV[1]), with the events' arguments that follow it."""
-
-    events: list[str]
-
-    def argv(self) -> list[str]:
-        return [json.dumps(self), *self.events]
-
-    def rows(self) -> list[dict[str, str]]:
-        """Each event by its fields' names."""
-        width = len(self["event_fields"])
-        return [
-            dict(zip(self["event_fields"], self.events[at : at + width], strict=True))
-            for at in range(0, len(self.events), width)
-        ]
-
-
-def args_of(settings: Settings, events: list[ValidEvent], **kw: Any) -> tuple[list[str], Batch]:
+def args_of(settings: Settings, events: list[ValidEvent], **kw: Any) -> tuple[list[str], Any]:
     kw.setdefault("batch_id", "batch-1")
     kw.setdefault("digest", "digest-1")
     keys, argv = script_args("b", events, settings, Keys(NS), NOW, backfill=True, **kw)
-    batch = Batch(json.loads(argv[0]))
-    batch.events = argv[1:]
-    assert len(batch.events) == len(events) * len(writes.EVENT_FIELDS)
-    return keys, batch
+    assert len(argv) == 1
+    return keys, json.loads(argv[0])
 
 
 def named_keys(batch: dict[str, Any]) -> set[str]:
@@ -207,17 +188,14 @@ def test_a_batch_round_trips_into_the_boards_of_the_model(
     for n, part in enumerate((events[:half], events[half:])):
         evs = valid(settings, part)
         keys, batch = args_of(settings, evs, batch_id=f"batch-{n}")
-        # Self-describing: the events in batch order, by their fields' names, their count in
-        # the batch; every key the batch names declared in KEYS, and nothing else.
+        # Self-describing: the events in batch order, by their fields' names; every key the
+        # batch names declared in KEYS, and nothing else.
         assert batch["protocol"] == writes.PROTOCOL
-        assert batch["events"] == len(part)
-        rows = batch.rows()
-        assert [(int(r["index"]), r["member"], float(r["value"])) for r in rows] == [
+        rows = [dict(zip(batch["event_fields"], row, strict=True)) for row in batch["events"]]
+        assert [(r["index"], r["member"], r["value"]) for r in rows] == [
             (i, e["member"], e["value"]) for i, e in enumerate(part)
         ]
-        assert [batch["groups"][int(r["group"])]["day"] for r in rows] == [
-            e["ts"][:10] for e in part
-        ]
+        assert [batch["groups"][r["group"]]["day"] for r in rows] == [e["ts"][:10] for e in part]
         assert named_keys(batch) == set(keys) and len(keys) == len(set(keys))
         for group in batch["groups"]:
             in_season = date.fromisoformat(group["day"]) >= ANCHOR
@@ -227,7 +205,7 @@ def test_a_batch_round_trips_into_the_boards_of_the_model(
             # Trimmed and set boards read the days of the period; the others need none.
             wanted = max_entries > 0 or aggregate == "set"
             assert all(bool(r["days"]) == wanted for r in group["rollups"])
-        result = parse_reply(scripts.write(keys=keys, args=batch.argv()), f"batch-{n}")
+        result = parse_reply(scripts.write(keys=keys, args=[json.dumps(batch)]), f"batch-{n}")
         assert (result.applied, result.duplicates) == (len(part), 0)
     want = model(events, aggregate, order, max_entries)
     assert {w for w, _ in want} == {"day", "week", "season"}
@@ -252,9 +230,8 @@ def test_an_earliest_batch_names_its_reach_sets_and_each_events_time(
         for rollup in group["rollups"]:
             window, pid = rollup["key"].split(":")[-2:]
             assert rollup["reached"] == f"{NS}:{{b}}:reached:{window}:{pid}"
-    assert [float(r["ts"]) for r in batch.rows()] == [
-        datetime.fromisoformat(e["ts"]).timestamp() for e in events
-    ]
+    rows = [dict(zip(batch["event_fields"], row, strict=True)) for row in batch["events"]]
+    assert [r["ts"] for r in rows] == [datetime.fromisoformat(e["ts"]).timestamp() for e in events]
     plain = board_settings(settings_factory, aggregate=aggregate)
     keys, batch = args_of(plain, valid(plain, events))
     assert not any(":reached:" in k for k in keys)
@@ -321,15 +298,6 @@ def put(path: str, value: Any) -> Callable[[Any], None]:
         for p in parents:
             node = node[int(p)] if p.isdigit() else node[p]
         node[int(last) if last.isdigit() else last] = value
-
-    return edit
-
-
-def column(event: int, field: str, value: str) -> Callable[[Any], None]:
-    """Set ``field`` of the ``event``-th event (its argument after the batch) to ``value``."""
-
-    def edit(batch: Any) -> None:
-        batch.events[event * len(writes.EVENT_FIELDS) + writes.EVENT_FIELDS.index(field)] = value
 
     return edit
 
@@ -406,43 +374,76 @@ MALFORMED: list[tuple[str, Callable[[Any], None], str]] = [
         "event_fields: this script reads events as",
     ),
     (
-        "an event's column missing",
-        lambda b: b.events.pop(),
-        "ARGV: must be 1 + 3 x 7 arguments (the batch, then its events), got 21",
+        "event too short",
+        put("events.1", [0, 1, "ann", 3.0, None, None]),
+        "events[1]: must be an array of 7 values (event_fields), got an array",
     ),
     (
-        "an event more than counted",
-        put("events", 2),
-        "ARGV: must be 1 + 2 x 7 arguments (the batch, then its events), got 22",
+        "event as object",
+        put("events.0", {"group": 0}),
+        "events[0]: must be an array of 7 values (event_fields), got an object",
     ),
-    ("no event count", delete("events"), "events: must be an integer >= 0, got nothing"),
-    ("ts as text", column(0, "ts", "now"), 'events[0].ts: must be a number, got the string "now"'),
-    ("no ts", column(0, "ts", ""), 'events[0].ts: must be a number, got the string ""'),
-    ("event of no group", column(2, "group", "5"), "events[2].group: 5, but the batch has 2 group(s)"),
+    (
+        "ts as text",
+        put("events.0.6", "now"),
+        'events[0].ts: must be a number, got the string "now"',
+    ),
+    ("no ts", put("events.0.6", None), "events[0].ts: must be a number, got null"),
+    (
+        "no reach set field",
+        delete("groups.0.reached"),
+        "groups[0].reached: must be a string or null, got nothing",
+    ),
+    (
+        "a rollup without its reach set field",
+        delete("groups.0.rollups.0.reached"),
+        "groups[0].rollups[0].reached: must be a string or null, got nothing",
+    ),
+    (
+        "no distinct set field",
+        delete("groups.0.distinct"),
+        "groups[0].distinct: must be a string or null, got nothing",
+    ),
+    (
+        "a rollup without its distinct set field",
+        delete("groups.0.rollups.0.distinct"),
+        "groups[0].rollups[0].distinct: must be a string or null, got nothing",
+    ),
+    (
+        "an undeclared distinct set",
+        put("groups.0.rollups.0.distinct", "wpr:{b}:distinct:week:x"),
+        'groups[0].rollups[0].distinct: "wpr:{b}:distinct:week:x" is not declared in KEYS',
+    ),
+    (
+        "an undeclared reach set",
+        put("groups.0.reached", "wpr:{b}:reached:day:x"),
+        'groups[0].reached: "wpr:{b}:reached:day:x" is not declared in KEYS',
+    ),
+    (
+        "event of no group",
+        put("events.2.0", 5),
+        "events[2].group: the number 5, but the batch has 2 group(s)",
+    ),
     (
         "negative group",
-        column(2, "group", "-1"),
-        'events[2].group: must be an integer >= 0, got the string "-1"',
+        put("events.2.0", -1),
+        "events[2].group: must be an integer >= 0, got the number -1",
     ),
     (
         "value as text",
-        column(0, "value", "three"),
-        'events[0].value: must be a number, got the string "three"',
+        put("events.0.3", "3"),
+        'events[0].value: must be a number, got the string "3"',
     ),
-    (
-        "value not finite",
-        column(1, "value", "inf"),
-        'events[1].value: must be a number, got the string "inf"',
-    ),
+    ("member missing", put("events.0.2", None), "events[0].member: must be a string, got null"),
     (
         "fractional index",
-        column(0, "index", "0.5"),
-        'events[0].index: must be an integer >= 0, got the string "0.5"',
+        put("events.0.1", 0.5),
+        "events[0].index: must be an integer >= 0, got the number 0.5",
     ),
     (
         "metadata unmarked",
-        column(0, "metadata", '{"a":1}'),
-        "events[0].metadata: must be '' or begin with '=' or '~'",
+        put("events.0.5", '{"a":1}'),
+        "events[0].metadata: must begin with '=' or '~'",
     ),
     ("no standing field", delete("standing"), "standing: must be an object or null, got nothing"),
     (
@@ -454,6 +455,11 @@ MALFORMED: list[tuple[str, Callable[[Any], None], str]] = [
         "a standing with an unknown field",
         put("standing", {"window": "week", "ties": "member", "limit": 3}),
         "standing.limit: unknown field",
+    ),
+    (
+        "earliest standings without reach sets",
+        put("standing", {"window": "week", "ties": "earliest"}),
+        "standing.ties: earliest ranks need the reach set of the week board of groups[0]",
     ),
 ]
 TRIMMED: list[tuple[str, Callable[[Any], None], str]] = [
@@ -500,7 +506,7 @@ def loaded(settings_factory: Make, r: redis.Redis, connect: Any) -> Any:
         scripts = Scripts(client)
         first = valid(settings, stream()[:6])
         keys, batch = args_of(settings, first, batch_id="first")
-        assert parse_reply(scripts.write(keys=keys, args=batch.argv())).applied == 6
+        assert parse_reply(scripts.write(keys=keys, args=[json.dumps(batch)])).applied == 6
         second = valid(
             settings,
             [
@@ -527,11 +533,11 @@ def test_a_malformed_batch_is_refused_naming_the_field(
     edit(bad)
     before = state_of(r)
     with pytest.raises(ResponseError) as refused:
-        scripts.write(keys=keys, args=bad.argv())
+        scripts.write(keys=keys, args=[json.dumps(bad)])
     assert str(refused.value).startswith(f"write.lua: {message}")
     assert state_of(r) == before
     # The batch as built is fine: the edit alone made it wrong.
-    assert parse_reply(scripts.write(keys=keys, args=batch.argv())).applied == 3
+    assert parse_reply(scripts.write(keys=keys, args=[json.dumps(batch)])).applied == 3
     assert state_of(r) != before
 
 
@@ -546,7 +552,7 @@ def test_a_trimmed_board_needs_its_days(
     edit(batch)
     before = state_of(r)
     with pytest.raises(ResponseError, match="^write.lua: ") as refused:
-        scripts.write(keys=keys, args=batch.argv())
+        scripts.write(keys=keys, args=[json.dumps(batch)])
     assert str(refused.value).startswith(f"write.lua: {message}")
     assert state_of(r) == before
 
@@ -554,18 +560,14 @@ def test_a_trimmed_board_needs_its_days(
 @pytest.mark.parametrize(
     ("keys_of", "args_of_batch", "message"),
     [
-        (lambda k: k[:-1], lambda b: b.argv(), "is not declared in KEYS"),
-        (lambda k: [], lambda b: b.argv(), 'keys.state: "wpr:{b}:state" is not declared'),
-        (lambda k: k, lambda b: [json.dumps(b)[:-1], *b.events], "ARGV[1]: not JSON"),
+        (lambda k: k[:-1], lambda b: [json.dumps(b)], "is not declared in KEYS"),
+        (lambda k: [], lambda b: [json.dumps(b)], 'keys.state: "wpr:{b}:state" is not declared'),
+        (lambda k: k, lambda b: [json.dumps(b)[:-1]], "ARGV[1]: not JSON"),
         (lambda k: k, lambda b: ["[1, 2]"], "ARGV[1]: must be an object, got an array"),
-        (lambda k: k, lambda b: [*b.argv(), "1"], "ARGV: must be 1 + 3 x 7 arguments"),
-        (lambda k: k, lambda b: [json.dumps(b)], "ARGV: must be 1 + 3 x 7 arguments"),
-        (lambda k: k, lambda b: [], "ARGV: must be the batch (JSON) then its events, got nothing"),
+        (lambda k: k, lambda b: [json.dumps(b), "1"], "ARGV: must be 1 argument"),
+        (lambda k: k, lambda b: [], "ARGV: must be 1 argument (the batch as JSON), got 0"),
     ],
-    ids=[
-        "too few KEYS", "no KEYS", "not JSON", "not an object", "an argument more",
-        "no events", "none",
-    ],  # fmt: skip
+    ids=["too few KEYS", "no KEYS", "not JSON", "not an object", "two arguments", "none"],
 )
 def test_keys_and_arguments_that_do_not_match_are_refused(
     loaded: Any, r: redis.Redis, keys_of: Any, args_of_batch: Any, message: str
@@ -584,14 +586,13 @@ def test_a_resent_batch_id_is_checked_before_its_recorded_answer(
     """A batch id applied already answers its record (and rewrites it, for WAIT): only
     after the batch has been found well formed."""
     scripts, keys, batch, _ = loaded()
-    assert parse_reply(scripts.write(keys=keys, args=batch.argv())).applied == 3
-    again = copy.deepcopy(batch)
-    again["check_only"] = "no"
+    assert parse_reply(scripts.write(keys=keys, args=[json.dumps(batch)])).applied == 3
+    again = {**batch, "check_only": "no"}
     before = state_of(r)
     with pytest.raises(ResponseError, match="^write.lua: check_only: must be true or false"):
         scripts.write(keys=keys, args=[json.dumps(again)])
     assert state_of(r) == before
-    assert parse_reply(scripts.write(keys=keys, args=batch.argv())).applied == 3
+    assert parse_reply(scripts.write(keys=keys, args=[json.dumps(batch)])).applied == 3
 
 
 def test_the_python_side_raises_a_clear_error_and_writes_nothing(
@@ -605,7 +606,7 @@ def test_the_python_side_raises_a_clear_error_and_writes_nothing(
     with Seasons(settings, clock=ManualClock(NOW)) as s:
         s.submit_many([{"board": "b", "member": "ann", "value": 1}])
         before = state_of(r)
-        monkeypatch.setattr(writes, "PROTOCOL", writes.PROTOCOL - 1)
+        monkeypatch.setattr(writes, "PROTOCOL", protocol - 1)
         one = [{"board": "b", "member": "bob", "value": 2}]
         with pytest.raises(
             RuntimeError, match=f"write.lua: protocol: this script speaks protocol {protocol}"

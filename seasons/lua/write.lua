@@ -66,18 +66,17 @@
 --                                   base then the days of `days` after that day (by their
 --                                   `day`, YYYY-MM-DD): what a trimmed board recomputes
 --                                   from; `days` lists no base
---   event_fields      the names of the columns of each event: EVENT_FIELDS below
---   events            how many events follow the batch in ARGV
+--   event_fields      the names of the columns of `events`: EVENT_FIELDS below
+--   events            the events in batch order, one array each: group (its 0-based
+--                     position in `groups`), index in the batch, member, value, event_id
+--                     (or null), metadata: null, '=' .. JSON (no nulls: stored as given
+--                     when the member has no metadata yet) or '~' .. JSON (has nulls:
+--                     always merged), ts: the event's time, epoch seconds (what reach sets
+--                     record)
 --   standing          null, or {window, ties}: answer where each event's member stands
 --                     after the batch (also on a resend of an applied batch, read then) on
 --                     its group's board of `window` ('day' or a rollup's window), ranked
 --                     by `ties` ('member', 'shared', 'dense' or 'earliest', lib/ranks.lua)
--- ARGV[2..]: the events in batch order, #EVENT_FIELDS strings each (no JSON to decode: a
---   batch's size is in its events): group (its 0-based position in `groups`, decimal),
---   index in the batch (decimal), member, value (a decimal number), event_id ('' for
---   none), metadata ('' for none, '=' .. JSON: no nulls, stored as given when the member
---   has no metadata yet, or '~' .. JSON: has nulls, always merged), ts: the event's time,
---   epoch seconds as a decimal number (what reach sets record)
 -- The whole batch is checked before anything is read or written: one that does not match
 -- this description is refused with the error 'write.lua: <field>: <what is wrong>'.
 -- Events are checked and applied in batch order, whatever their day, so that duplicates
@@ -97,6 +96,7 @@
 
 local PROTOCOL = 5
 local EVENT_FIELDS = {'group', 'index', 'member', 'value', 'event_id', 'metadata', 'ts'}
+local GROUP, INDEX, MEMBER, VALUE, EVENT_ID, METADATA, TS = 1, 2, 3, 4, 5, 6, 7
 
 -- Checking the batch: each check raises '<field>: <problem>', which a pcall turns into the
 -- error reply.
@@ -272,53 +272,42 @@ local function parse_group(g, at, board)
   return group
 end
 
--- The events are many: each is read from ARGV into columns (lists in batch order, in the
--- table `parse_events` answers) and tested inline; only a bad one is looked at again, to
--- name its field.
-local function bad_event(i, a, ngroups)
-  local at = 'events[' .. (i - 1) .. '].'
-  local function number(f, count)
-    local text = ARGV[a + f]
-    local x = tonumber(text)
-    if not finite(x) or (count and (x % 1 ~= 0 or x < 0)) then
-      refuse(at .. EVENT_FIELDS[f], 'must be ' .. (count and 'an integer >= 0' or 'a number')
-        .. ', got the string ' .. json_string(text))
-    end
-    return x
-  end
-  if number(1, true) >= ngroups then
-    refuse(at .. 'group', ARGV[a + 1] .. ', but the batch has ' .. ngroups .. ' group(s)')
-  end
-  number(2, true)
-  number(4)
-  number(7)
-  refuse(at .. 'metadata', "must be '' or begin with '=' or '~', got the string "
-    .. json_string(ARGV[a + 6]))
-end
+-- kind and nullable of each column of EVENT_FIELDS, for the message of a bad event.
+local EVENT_CHECKS = {
+  {'count'}, {'count'}, {'string'}, {'number'}, {'string', true}, {'string', true}, {'number'},
+}
 
-local function parse_events(n, ngroups)
-  local tonumber, byte, width = tonumber, string.byte, #EVENT_FIELDS
-  local group, index, member, value, text, event_id, metadata, ts = {}, {}, {}, {}, {}, {}, {}, {}
-  local a = 1  -- ARGV[a + f] is the f-th column of the event
-  for i = 1, n do
-    local g, at, v, t = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 4]),
-      tonumber(ARGV[a + 7])
-    local meta = ARGV[a + 6]
-    if not g or g % 1 ~= 0 or g < 0 or g >= ngroups or not at or at % 1 ~= 0 or at < 0
-        or not v or v ~= v or v == huge or v == -huge
-        or not t or t ~= t or t == huge or t == -huge
-        or (meta ~= '' and byte(meta, 1) ~= 61 and byte(meta, 1) ~= 126) then  -- '=', '~'
-      bad_event(i, a, ngroups)
+-- The events are many: each is tested inline, and only a bad one goes through `check`,
+-- which names its field.
+local function parse_events(rows, ngroups)
+  local type, byte, width = type, string.byte, #EVENT_FIELDS
+  for i = 1, #rows do
+    local ev = rows[i]
+    if type(ev) ~= 'table' or #ev ~= width then
+      refuse('events[' .. (i - 1) .. ']', 'must be an array of ' .. width
+        .. ' values (event_fields), got ' .. describe(ev))
     end
-    local id = ARGV[a + 5]
-    group[i], index[i], member[i], value[i], text[i], ts[i] = g + 1, at, ARGV[a + 3], v,
-      ARGV[a + 4], t
-    event_id[i] = id ~= '' and id
-    metadata[i] = meta ~= '' and meta
-    a = a + width
+    -- The columns of EVENT_FIELDS.
+    local g, index, member, value, event_id, meta = ev[1], ev[2], ev[3], ev[4], ev[5], ev[6]
+    local ts = ev[7]
+    if type(g) ~= 'number' or g % 1 ~= 0 or g < 0 or g >= ngroups
+        or type(index) ~= 'number' or index % 1 ~= 0 or index < 0
+        or type(member) ~= 'string'
+        or type(value) ~= 'number' or value ~= value or value == huge or value == -huge
+        or type(ts) ~= 'number' or ts ~= ts or ts == huge or ts == -huge
+        or (event_id ~= null and type(event_id) ~= 'string')
+        or (meta ~= null and (type(meta) ~= 'string'
+          or (byte(meta, 1) ~= 61 and byte(meta, 1) ~= 126))) then  -- '=', '~'
+      local at = 'events[' .. (i - 1) .. '].'
+      for f = 1, width do
+        check(ev[f], EVENT_CHECKS[f][1], at .. EVENT_FIELDS[f], EVENT_CHECKS[f][2])
+      end
+      if g >= ngroups then
+        refuse(at .. 'group', describe(g) .. ', but the batch has ' .. ngroups .. ' group(s)')
+      end
+      refuse(at .. 'metadata', "must begin with '=' or '~', got " .. describe(meta))
+    end
   end
-  return {n = n, group = group, index = index, member = member, value = value, text = text,
-    event_id = event_id, metadata = metadata, ts = ts}
 end
 
 local STANDING_FIELDS = set({'window', 'ties'})
@@ -334,7 +323,7 @@ local function standing_board(grp, window)
 end
 
 local function parse()
-  if #ARGV < 1 then refuse('ARGV', 'must be the batch (JSON) then its events, got nothing') end
+  if #ARGV ~= 1 then refuse('ARGV', 'must be 1 argument (the batch as JSON), got ' .. #ARGV) end
   local ok, batch = pcall(cjson.decode, ARGV[1])
   if not ok then refuse('ARGV[1]', 'not JSON (' .. tostring(batch) .. ')') end
   check(batch, 'object', 'ARGV[1]')
@@ -397,12 +386,8 @@ local function parse()
     refuse('event_fields', 'this script reads events as [' .. table.concat(EVENT_FIELDS, ', ')
       .. '], the batch sends [' .. table.concat(given, ', ') .. ']')
   end
-  local n = check(batch.events, 'count', 'events')
-  if #ARGV ~= 1 + n * #EVENT_FIELDS then
-    refuse('ARGV', 'must be 1 + ' .. n .. ' x ' .. #EVENT_FIELDS .. ' arguments (the batch, '
-      .. 'then its events), got ' .. #ARGV)
-  end
-  b.events = parse_events(n, #b.groups)
+  b.events = check(batch.events, 'array', 'events')
+  parse_events(b.events, #b.groups)
   return b
 end
 
@@ -416,7 +401,17 @@ local state, events, meta = batch.keys.state, batch.keys.events, batch.keys.meta
 local batches, batch_results = batch.keys.batches, batch.keys.batch_results
 local batch_id, digest, scratch = batch.batch_id, batch.digest, batch.keys.scratch
 local groups, all = batch.groups, batch.events
-local n = all.n
+local n = #all
+
+-- The event id and the metadata of the i-th event, or false.
+local function event_id_of(i)
+  local id = all[i][EVENT_ID]
+  return id ~= null and id
+end
+local function metadata_of(i)
+  local meta = all[i][METADATA]
+  return meta ~= null and meta
+end
 
 -- `fn(key, list of arguments)` once per chunk of at most `size` of `list` (unpack has a
 -- limit), for commands that take many arguments at once.
@@ -444,7 +439,7 @@ local function standings()
   local out = {}
   local boards, order = {}, {}  -- key -> {beside, members, seen}; keys in first use
   for i = 1, n do
-    local s = groups[all.group[i]].standing
+    local s = groups[all[i][GROUP] + 1].standing
     if s then
       local b = boards[s[1]]
       if not b then
@@ -452,7 +447,7 @@ local function standings()
         boards[s[1]] = b
         order[#order + 1] = s[1]
       end
-      local m = all.member[i]
+      local m = all[i][MEMBER]
       if not b.seen[m] then
         b.seen[m] = true
         b.members[#b.members + 1] = m
@@ -466,8 +461,7 @@ local function standings()
     local scores = scores_of(key, b.members)
     local by_score, rank_of = {}, nil
     if ties == 'earliest' then
-      local ranker = earliest_ranker(key, b.beside, desc)
-      rank_of = function(m, score) return ranker(m, score) end
+      rank_of = earliest_ranker(key, b.beside, desc)
     elseif ties == 'member' then
       rank_of = function(m)
         return 1 + redis.call(desc and 'ZREVRANK' or 'ZRANK', key, m)
@@ -497,8 +491,8 @@ local function standings()
     placed[key] = here
   end
   for i = 1, n do
-    local s = groups[all.group[i]].standing
-    local p = s and placed[s[1]][all.member[i]]
+    local s = groups[all[i][GROUP] + 1].standing
+    local p = s and placed[s[1]][all[i][MEMBER]]
     out[2 * i - 1], out[2 * i] = p and p[1] or false, p and p[2] or false
   end
   return out
@@ -536,7 +530,7 @@ end
 local errors = {'rejected'}
 local function reject(i, field, code, message)
   local k = #errors
-  errors[k + 1], errors[k + 2], errors[k + 3], errors[k + 4] = all.index[i], field, code, message
+  errors[k + 1], errors[k + 2], errors[k + 3], errors[k + 4] = all[i][INDEX], field, code, message
 end
 
 for _, grp in ipairs(groups) do
@@ -566,7 +560,7 @@ end
 -- ZMSCORE of the ids, one HMGET of the members given metadata.
 local id_list, meta_members, wanted = {}, {}, {}
 for i = 1, n do
-  local id = all.event_id[i]
+  local id = event_id_of(i)
   if id and not wanted[id] then
     wanted[id] = true
     id_list[#id_list + 1] = id
@@ -575,8 +569,8 @@ end
 local recorded = scores_of(events, id_list)  -- id -> when it was applied, or false
 wanted = {}
 for i = 1, n do
-  local m = all.member[i]
-  if all.metadata[i] and not wanted[m] then
+  local m = all[i][MEMBER]
+  if metadata_of(i) and not wanted[m] then
     wanted[m] = true
     meta_members[#meta_members + 1] = m
   end
@@ -592,8 +586,8 @@ end
 local seen, merged_meta = {}, {}
 local duplicate, meta_text = {}, {}
 for i = 1, n do
-  local grp = groups[all.group[i]]
-  local event_id, given_meta = all.event_id[i], all.metadata[i]
+  local grp = groups[all[i][GROUP] + 1]
+  local event_id, given_meta = event_id_of(i), metadata_of(i)
   if grp.season_state then
     reject(i, 'ts', 'season_closed', 'season ' .. grp.season .. ' is ' .. grp.season_state)
   elseif grp.day_closed then
@@ -609,7 +603,7 @@ for i = 1, n do
     seen[event_id] = true
   end
   if given_meta and not duplicate[i] then
-    local member = all.member[i]
+    local member = all[i][MEMBER]
     local as_given = given_meta:sub(1, 1) == '='
     local given = given_meta:sub(2)
     local current = merged_meta[member]
@@ -769,13 +763,13 @@ local function prefetch_scores()
       w.list[#w.list + 1] = member
     end
   end
-  for i = 1, all.n do
+  for i = 1, n do
     if not duplicate[i] then
-      local grp = groups[all.group[i]]
-      if grp.distinct then want(grp.key, all.member[i]) end
+      local grp = groups[all[i][GROUP] + 1]
+      if grp.distinct then want(grp.key, all[i][MEMBER]) end
       if max_entries == 0 then
         for _, r in ipairs(grp.rollups) do
-          if r.distinct then want(r.key, all.member[i]) end
+          if r.distinct then want(r.key, all[i][MEMBER]) end
         end
       end
     end
@@ -857,22 +851,22 @@ prefetch_scores()
 -- leaves it (one HSET, one HDEL), in the order of first change.
 local new_ids, final_meta, meta_order = {}, {}, {}
 for i = 1, n do
-  local grp = groups[all.group[i]]
+  local grp = groups[all[i][GROUP] + 1]
   if duplicate[i] then
     duplicates = duplicates + 1
   else
-    local member, value, given = all.member[i], all.value[i], all.text[i]
+    local member, value = all[i][MEMBER], all[i][VALUE]
     grp.applied = grp.applied + 1
     local changed = true
     if grp.reached then
       local old = score_of(grp.key, member)
-      put(grp.key, member, given)
+      put(grp.key, member, value)
       changed = old == nil or score_of(grp.key, member) ~= old
-      reach(grp.reached, member, old, value, all.ts[i], changed)
+      reach(grp.reached, member, old, value, all[i][TS], changed)
     elseif grp.distinct then
-      put_distinct(grp.key, grp.distinct, member, given)
+      put_distinct(grp.key, grp.distinct, member, value)
     else
-      put(grp.key, member, given)  -- the value's text as sent: Redis reads it as Lua would
+      put(grp.key, member, value)
     end
     local rollups = grp.rollups
     for j = 1, #rollups do
@@ -886,15 +880,15 @@ for i = 1, n do
         put_trimmed(r.key, r.days, member, value, r.weight, r.distinct)
       elseif r.reached then
         local x = r.weight * value
-        reach(r.reached, member, score_of(r.key, member), x, all.ts[i], changed)
+        reach(r.reached, member, score_of(r.key, member), x, all[i][TS], changed)
         put(r.key, member, x)
       elseif r.distinct then
         put_distinct(r.key, r.distinct, member, r.weight * value)
       else
-        put(r.key, member, r.weight == 1 and given or r.weight * value)
+        put(r.key, member, r.weight * value)
       end
     end
-    local id = all.event_id[i]
+    local id = event_id_of(i)
     if id then
       new_ids[#new_ids + 1] = now
       new_ids[#new_ids + 1] = id
