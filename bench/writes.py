@@ -43,6 +43,7 @@ from seasons.writes import DEDUPE_WINDOW, batch_digest, script_args
 
 NS_SEASONS = "bench-writes-seasons"
 NS_PLAIN = "bench-writes-plain"
+NS_FLOOR = "bench-writes-floor"
 EVENTS_PER_BATCH = 100
 MEMBERS = 10_000
 FULL_BATCHES = 1000  # per case, and as many of the plain MULTI
@@ -56,6 +57,7 @@ CASES = {  # name -> (event ids, metadata)
 }
 SEPARATORS = (",", ":")  # metadata JSON as Seasons stores it: compact, sorted keys
 PROFILED = 50  # batches per case whose script call is split into sections
+STANDING_BATCHES = 200  # batches per tie rule written without, then with standings
 
 
 def metadata(m: int) -> dict[str, Any]:
@@ -107,6 +109,8 @@ class Plain:
                                 win.expire_at(period, settings)))  # fmt: skip
         self.events, self.meta = keys.events(BOARD), keys.meta(BOARD)
         self.batches, self.results = keys.batches(BOARD), keys.batch_results(BOARD)
+        assert len(self.boards) == 3  # FLOOR writes three boards
+        self.floor = client.register_script(FLOOR)
 
     def write(self, batch: list[dict[str, Any]]) -> None:
         tx = self.client.pipeline(transaction=True)
@@ -119,7 +123,7 @@ class Plain:
                 tx.zincrby(key, weight * ev["value"], ev["member"])
             if "metadata" in ev:
                 data[ev["member"]] = json.dumps(
-                    ev["metadata"], separators=(",", ":"), sort_keys=True
+                    ev["metadata"], separators=SEPARATORS, sort_keys=True
                 )
         if data:
             tx.hset(self.meta, mapping=data)
@@ -134,6 +138,31 @@ class Plain:
         tx.expire(self.batches, dedupe)
         tx.expire(self.results, dedupe)
         tx.execute()
+
+    def scripted(self, batch: list[dict[str, Any]]) -> None:
+        """The same commands as :meth:`write` for a batch without event ids or metadata,
+        run by a minimal script (FLOOR): what Redis counts for them inside any script."""
+        argv: list[Any] = [self.now, int(DEDUPE_WINDOW.total_seconds()), uuid.uuid4().hex]
+        argv += [expire_at for _, _, expire_at in self.boards]
+        for ev in batch:
+            argv += [ev["member"], *(repr(float(w * ev["value"])) for _, w, _ in self.boards)]
+        keys = [k for k, _, _ in self.boards] + [self.events, self.batches, self.results]
+        self.floor(keys=keys, args=argv)
+
+
+# The plain MULTI of a batch without event ids or metadata, as a script that only runs it.
+FLOOR = """
+for i = 7, #ARGV, 4 do
+  for b = 1, 3 do redis.call('ZINCRBY', KEYS[b], ARGV[i + b], ARGV[i]) end
+end
+for b = 1, 3 do redis.call('EXPIREAT', KEYS[b], ARGV[3 + b]) end
+redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', ARGV[1] - ARGV[2])
+redis.call('EXPIRE', KEYS[4], ARGV[2])
+redis.call('ZADD', KEYS[5], ARGV[1], ARGV[3])
+redis.call('HSET', KEYS[6], ARGV[3], ((#ARGV - 6) / 4) .. ' 0')
+redis.call('EXPIRE', KEYS[5], ARGV[2])
+redis.call('EXPIRE', KEYS[6], ARGV[2])
+"""
 
 
 def snapshot(stats: Any) -> tuple[dict[str, int], float]:
@@ -177,9 +206,13 @@ def run(url: str, batches: int, calendar: Calendar | None = None) -> Section:
     per_event: dict[str, tuple[tuple[float, float], tuple[float, float]]] = {}
     profile: dict[str, list[float]] = {}
     samples: dict[str, list[list[dict[str, Any]]]] = {}
+    # The plain MULTI's commands run by a minimal script, on boards of their own.
+    floored = Plain(client, calendar.settings(url, NS_FLOOR), calendar)
+    floor: list[tuple[float, float]] = []
     try:
         seed(s.submit_many)
         seed(plain.write)
+        seed(floored.write)
         for name, (ids, meta) in CASES.items():
             rnd = random.Random(name)
             ours: list[tuple[float, float]] = []
@@ -191,6 +224,8 @@ def run(url: str, batches: int, calendar: Calendar | None = None) -> Section:
                 batch = make_batch(rnd, ids, meta)
                 ours.append(measure(stats, partial(s.submit_many, batch)))
                 theirs.append(measure(stats, partial(plain.write, batch)))
+                if not (ids or meta):
+                    floor.append(measure(stats, partial(floored.scripted, batch)))
             per_event[name] = (median_per_event(ours), median_per_event(theirs))
             samples[name] = [make_batch(rnd, ids, meta) for _ in range(min(PROFILED, batches))]
         mirror = Plain(client, settings[NS_SEASONS], calendar)  # the keys of Seasons' side
@@ -202,7 +237,7 @@ def run(url: str, batches: int, calendar: Calendar | None = None) -> Section:
         for name, sample in samples.items():
             profile[name] = profile_case(s, sample, calendar.now)
         rnd = random.Random("standings")
-        work = [make_batch(rnd, False, False) for _ in range(min(PROFILED, batches))]
+        work = [make_batch(rnd, False, False) for _ in range(min(STANDING_BATCHES, batches))]
         standings = standing_cost(url, calendar, stats, work)
     finally:
         s.close()
@@ -220,9 +255,15 @@ def run(url: str, batches: int, calendar: Calendar | None = None) -> Section:
     for name, (us, them) in per_event.items():
         section.row(f"{name}: Seasons (write.lua)", us[0], f"main thread CPU {us[1]:.2f}")
         section.row(f"{name}: plain MULTI", them[0], f"main thread CPU {them[1]:.2f}")
+    floor_usec, floor_cpu = median_per_event(floor)
+    section.row("plain events: the plain MULTI's commands in a script", floor_usec,
+                f"main thread CPU {floor_cpu:.2f}")  # fmt: skip
     for name, (us, them) in per_event.items():
         section.ratio(f"{name}: Seasons / plain", us[0] / them[0], "<=", TARGET)
         section.ratio(f"{name}: Seasons / plain, main thread CPU", us[1] / them[1])
+    them = per_event["plain events"][1]
+    section.ratio("plain events: the same commands in a script / plain", floor_usec / them[0])
+    section.ratio("plain events: the same, main thread CPU", floor_cpu / them[1])
     for ties, (without, with_) in standings.items():
         section.row(f"plain events, ties {ties}: Seasons", without)
         section.row(f"plain events, ties {ties}: Seasons with standings", with_)
