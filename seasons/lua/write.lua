@@ -413,8 +413,8 @@ local function metadata_of(i)
   return meta ~= null and meta
 end
 
--- `fn(key, list of arguments)` once per chunk of at most `size` of `list` (unpack has a
--- limit), for commands that take many arguments at once.
+-- `fn(...)` with each run of at most `size` items of `list` as its arguments (unpack has
+-- a limit), for a command that takes many at once.
 local function chunked(list, size, fn)
   for from = 1, #list, size do fn(unpack(list, from, math.min(from + size - 1, #list))) end
 end
@@ -657,7 +657,6 @@ if #errors > 1 then return errors end
 if check_only then return {'applied', 0, 0} end
 
 -- Pass 2: apply.
-
 local function put(key, member, value)
   if aggregate == 'sum' then
     redis.call('ZINCRBY', key, value, member)
