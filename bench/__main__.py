@@ -1,6 +1,8 @@
 """``python -m bench [--quick] [--only SECTION]``: Seasons against plain Redis, side by side.
 
-Sections: ingest, reads, Redis time per request (``bench/redis_time.py``), HTTP, memory, the rollup of week and season boards at scale, and
+Sections: ingest, Redis's time per event of a write against the plain commands
+(``bench/writes.py``), reads, Redis's time per read against the plain commands
+(``bench/redis_time.py``), HTTP, memory, the rollup of week and season boards at scale, and
 the results step of a season close at scale (``bench/rewards.py``).
 ``--only cluster`` (never part of the default run: it starts a local Redis Cluster of its own)
 measures one board's write rate against boards spread over the cluster's masters.
@@ -39,6 +41,7 @@ from bench import (
     rewards,
     rollup,
     soak,
+    writes,
 )
 from bench.common import FULL, QUICK, Calendar, Section, own_redis
 
@@ -50,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
         "--only",
         choices=[
             "ingest",
+            "writes",
             "reads",
             "redis-time",
             "http",
@@ -90,18 +94,27 @@ def main(argv: list[str] | None = None) -> int:
         print(f"load average at start {_load()} ({os.cpu_count()} CPUs)", flush=True)
         sections: list[Section] = []
         wanted = set(
-            opts.only or ["ingest", "reads", "redis-time", "http", "memory", "rollup", "rewards"]
+            opts.only
+            or ["ingest", "writes", "reads", "redis-time", "http", "memory", "rollup", "rewards"]
         )
-        for name, run in (("ingest", ingest.run), ("reads", reads.run), ("http", http.run)):
+        if "ingest" in wanted:
+            sections.append(ingest.run(server.url, sizes, calendar))
+            print("\n" + sections[-1].render(), flush=True)
+        if "writes" in wanted:
+            batches = writes.QUICK_BATCHES if opts.quick else writes.FULL_BATCHES
+            sections.append(writes.run(server.url, batches, calendar))
+            print("\n" + sections[-1].render(), flush=True)
+        for name, run in (("reads", reads.run), ("http", http.run)):
             if name in wanted:
                 sections.append(run(server.url, sizes, calendar))
                 print("\n" + sections[-1].render(), flush=True)
-        if "redis-time" in wanted:
-            sections.append(redis_time.run(server.url, sizes, calendar))
-            print("\n" + sections[-1].render(), flush=True)
         if "memory" in wanted:
             reuse = "reads" in wanted  # the reads section leaves its board behind
             sections.append(memory.run(server.url, sizes, calendar, reuse_board=reuse))
+            print("\n" + sections[-1].render(), flush=True)
+        if "redis-time" in wanted:
+            server.client().flushall()
+            sections.append(redis_time.run(server.url, sizes, calendar))
             print("\n" + sections[-1].render(), flush=True)
         if "rollup" in wanted:
             server.client().flushall()

@@ -13,7 +13,7 @@ from seasons.config.loading import load_settings
 from seasons.config.settings import Settings
 from seasons.connection import RedisClient, make_client
 from seasons.erasure import Cleared, Forgotten
-from seasons.errors import BackendUnreachable
+from seasons.errors import BackendUnreachable, InvalidInput
 from seasons.executor import sync_executor
 from seasons.keys import Keys
 from seasons.lifecycle import Lifecycle, LifecycleEvents
@@ -37,6 +37,7 @@ from seasons.writes import (
     check_batch,
     check_batch_id,
     new_batch_id,
+    resolve_standing_window,
 )
 
 # A write that meets a connection error or timeout (BackendUnreachable, after redis-py's own
@@ -98,6 +99,8 @@ class Seasons:
         event_id: str | None = None,
         metadata: Mapping[str, Any] | None = None,
         batch_id: str | None = None,
+        standing: bool = False,
+        standing_window: str | None = None,
     ) -> WriteResult:
         """Record one score event (a batch of one, see :meth:`submit_many`). Raises
         :class:`seasons.errors.BatchRejected` if invalid."""
@@ -108,7 +111,9 @@ class Seasons:
             event["event_id"] = event_id
         if metadata is not None:
             event["metadata"] = metadata
-        return self.submit_many([event], batch_id=batch_id)
+        return self.submit_many(
+            [event], batch_id=batch_id, standing=standing, standing_window=standing_window
+        )
 
     def submit_many(
         self,
@@ -116,6 +121,8 @@ class Seasons:
         *,
         batch_id: str | None = None,
         backfill: bool = False,
+        standing: bool = False,
+        standing_window: str | None = None,
     ) -> WriteResult:
         """Record a batch: validated whole, then applied atomically per board.
 
@@ -123,13 +130,31 @@ class Seasons:
         batch safe to send again for 48 hours: a resend answers the original result and
         writes nothing. The same id with other events raises
         :class:`seasons.errors.BatchIdReused`. A connection error or timeout during the
-        write, which may or may not have run, is retried here with the same id."""
+        write, which may or may not have run, is retried here with the same id.
+
+        ``standing``: the result's ``standings`` hold, per event, its member's rank and
+        score after the batch on the board of the event's day in ``standing_window``
+        (default ``season``; :class:`seasons.errors.BadWindow` if a board of the batch keeps
+        no such window), read by the same script call as the write. A resend of an applied
+        batch reads them when resent."""
         batch_id = new_batch_id() if batch_id is None else check_batch_id(batch_id)
         events = list(events)
         now = self.clock()
         valid = check_batch(
             self.client, self.scripts, events, self.settings, self.keys, now, backfill=backfill
         )
+        windows = None
+        if standing:
+            boards = self.settings.boards
+            windows = {
+                b: resolve_standing_window(b, boards[b], standing_window)
+                for b in dict.fromkeys(ev.board for ev in valid)
+            }
+        elif standing_window is not None:
+            raise InvalidInput(
+                "standing_window names the window of the standings: it needs standing",
+                {"field": "standing_window"},
+            )
         timed = {i for i, ev in enumerate(events) if _ts(ev) is not None}
         digest = batch_digest(valid, timed)
 
@@ -144,6 +169,7 @@ class Seasons:
                 batch_id=batch_id,
                 digest=digest,
                 backfill=backfill,
+                standing=windows,
             )
 
         # Each resend carries the same batch id, events and `now`: the script answers a

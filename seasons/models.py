@@ -63,6 +63,21 @@ class Event(BaseModel):
     metadata: dict[str, MetaValue] | None = None
 
 
+class Standing(BaseModel):
+    """Where an event's member stands after its batch was applied (a write asked for it)."""
+
+    index: int = Field(description="The event's position in the batch")
+    board: str
+    member: str
+    window: str
+    period: str | None = Field(
+        description="The period of the event's day on that window; null for a day in no "
+        "season (between explicit seasons)"
+    )
+    rank: int | None = Field(description="By the board's ties rule; null when not on the board")
+    score: Score | None = Field(description="null when not on the board (trimmed away)")
+
+
 class WriteResult(BaseModel):
     """What a write batch did. A resend of the same batch id answers the original result."""
 
@@ -73,6 +88,12 @@ class WriteResult(BaseModel):
         default=None,
         exclude_if=lambda v: v is None,
         description="The batch's id (the Idempotency-Key, or generated): resend with it",
+    )
+    standings: list[Standing] | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,
+        description="With return=standing: one per event, in batch order, read after the "
+        "batch was applied (on a resend: when resent); absent otherwise",
     )
 
 

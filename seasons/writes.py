@@ -38,16 +38,19 @@ from seasons.events import (
     validate_batch,
 )
 from seasons.keys import STATE_FOLDED, Keys
-from seasons.models import WriteResult
+from seasons.models import Standing, WriteResult
 from seasons.scripts import Scripts
 
 DEDUPE_WINDOW = timedelta(hours=48)
 # The shape of write.lua's argument (its header), which the script checks: a batch of
 # another version, or with other columns of events, is refused before anything is done.
-PROTOCOL = 4
+PROTOCOL = 5
 EVENT_FIELDS = ("group", "index", "member", "value", "event_id", "metadata", "ts")
 # How write.lua's refusals of a malformed batch begin.
 REFUSAL = "write.lua: "
+# The window a write answers standings on when none is asked: every board keeps it
+# (BoardSettings.windows), and it is what a season's rewards are granted from.
+STANDING_WINDOW = "season"
 
 
 def _fmt(x: float) -> str:
@@ -187,10 +190,12 @@ def script_args(
     digest: str,
     backfill: bool = False,
     check_only: bool = False,
+    standing: str | None = None,
 ) -> tuple[list[str], list[str]]:
     """KEYS and ARGV of ``write.lua`` for the events of one board: every key the batch
     names, and the batch as one JSON argument (its fields are described in the script's
-    header)."""
+    header). ``standing``: a window of the board, on which the script answers each event's
+    standing after the batch (:func:`resolve_standing_window` picks it)."""
     cfg: BoardSettings = settings.boards[board]
     board_keys = {
         "state": keys.state(board),
@@ -267,17 +272,35 @@ def script_args(
         "groups": groups,
         "event_fields": EVENT_FIELDS,
         "events": [row(ev) for ev in events],  # in batch order
+        "standing": None if standing is None else {"window": standing, "ties": cfg.ties},
     }
     text = json.dumps(batch, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
     return list(declared), [text]
 
 
-def parse_reply(reply: list[Any], batch_id: str | None = None) -> WriteResult:
+def resolve_standing_window(board: str, cfg: BoardSettings, window: str | None) -> str:
+    """The window on which a write answers the standing of ``board``'s events: ``window``
+    (:class:`BadWindow` if the board keeps no such window), or :data:`STANDING_WINDOW`."""
+    if window is None:
+        return STANDING_WINDOW
+    return win.board_window(board, cfg, window).name
+
+
+def parse_reply(
+    reply: list[Any],
+    batch_id: str | None = None,
+    standing: tuple[str, list[ValidEvent], Settings] | None = None,
+) -> WriteResult:
     """Turn the script's reply into a result, or raise :class:`BatchRejected` (a closed day
-    or season, metadata too large once merged) or :class:`BatchIdReused`."""
+    or season, metadata too large once merged) or :class:`BatchIdReused`. ``standing``: the
+    window the call was asked standings on, its events in batch order and the settings,
+    which name each event's period."""
     kind = _text(reply[0])
     if kind == "applied":
-        return WriteResult(applied=int(reply[1]), duplicates=int(reply[2]), batch_id=batch_id)
+        result = WriteResult(applied=int(reply[1]), duplicates=int(reply[2]), batch_id=batch_id)
+        if standing is not None:
+            result.standings = _standings(reply[3:], *standing)
+        return result
     if kind == "reused":
         raise BatchIdReused(_text(reply[1]), {"batch_id": batch_id})
     if kind == "rejected":
@@ -298,6 +321,31 @@ def parse_reply(reply: list[Any], batch_id: str | None = None) -> WriteResult:
 
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _standings(
+    rows: list[Any], window: str, events: list[ValidEvent], settings: Settings
+) -> list[Standing]:
+    """The standing of each event from write.lua's (rank, score) pairs, in the same order:
+    the score is Redis's text of it (the double it holds, read exactly), nil off the board."""
+    if len(rows) != 2 * len(events):
+        raise RuntimeError(f"write.lua answered {len(rows)} values for {len(events)} standings")
+    spec = win.spec(window)
+    out = []
+    for ev, rank, score in zip(events, rows[::2], rows[1::2], strict=True):
+        period = spec.period_of_day(ev.day, settings)
+        out.append(
+            Standing(
+                index=ev.index,
+                board=ev.board,
+                member=ev.member,
+                window=window,
+                period=None if period is None else period.id,
+                rank=None if rank is None else int(rank),
+                score=None if score is None else float(score),
+            )
+        )
+    return out
 
 
 def check_batch(
@@ -361,6 +409,7 @@ def apply_batch(
     batch_id: str,
     digest: str,
     backfill: bool = False,
+    standing: dict[str, str] | None = None,
 ) -> WriteResult:
     """Apply validated events as the batch ``batch_id``. One board: one atomic script call.
     Several boards: every board is checked first, then applied (one pipeline each; on a
@@ -372,7 +421,11 @@ def apply_batch(
     The same id with another ``digest`` raises :class:`BatchIdReused`, nothing written.
 
     With ``redis.wait_replicas`` > 0 the writes are followed by ``WAIT`` on their own
-    connection, and a shortfall raises :class:`NotReplicated`."""
+    connection, and a shortfall raises :class:`NotReplicated`.
+
+    ``standing``: board -> window (:func:`resolve_standing_window`); the result then holds each
+    event's standing on its board's window, read by the same script call after the batch
+    (on a resend: read then)."""
     by_board: dict[str, list[ValidEvent]] = defaultdict(list)
     for ev in events:
         by_board[ev.board].append(ev)
@@ -382,12 +435,16 @@ def apply_batch(
     if len(by_board) > 1:
         _run(client, scripts, by_board, settings, keys, now, backfill, batch, check_only=True)
     results = _run(
-        client, scripts, by_board, settings, keys, now, backfill, batch, check_only=False
-    )
+        client, scripts, by_board, settings, keys, now, backfill, batch, check_only=False,
+        standing=standing,
+    )  # fmt: skip
     return WriteResult(
         applied=sum(r.applied for r in results),
         duplicates=sum(r.duplicates for r in results),
         batch_id=batch_id,
+        standings=None
+        if standing is None
+        else sorted((s for r in results for s in r.standings or ()), key=lambda s: s.index),
     )
 
 
@@ -402,8 +459,10 @@ def _run(
     batch: tuple[str, str],
     *,
     check_only: bool,
+    standing: dict[str, str] | None = None,
 ) -> list[WriteResult]:
     batch_id, digest = batch
+    windows = {b: None if standing is None else standing[b] for b in by_board}
     calls = [
         script_args(
             b,
@@ -415,6 +474,7 @@ def _run(
             digest=digest,
             backfill=backfill,
             check_only=check_only,
+            standing=windows[b],
         )
         for b, evs in by_board.items()
     ]
@@ -424,9 +484,11 @@ def _run(
     )
     problems: list[dict[str, Any]] = []
     results = []
-    for reply in replies:
+    for (b, evs), reply in zip(by_board.items(), replies, strict=True):
+        window = windows[b]
+        asked = None if window is None else (window, evs, settings)
         try:
-            results.append(parse_reply(reply, batch_id))
+            results.append(parse_reply(reply, batch_id, asked))
         except BatchRejected as exc:
             problems += exc.details
     if problems:

@@ -32,9 +32,18 @@ def step_of(event: st.SearchStrategy[dict[str, Any]], batch: int) -> st.SearchSt
     )
 
 
-def play(s: Seasons, r: Any, model: Model, clock: ManualClock, drawn: list[Any]) -> None:
+def play(
+    s: Seasons,
+    r: Any,
+    model: Model,
+    clock: ManualClock,
+    drawn: list[Any],
+    *,
+    standing: str | None = None,
+) -> None:
     """Each step on the clock, or as a batch through both Seasons and the model: they must
-    agree on what is accepted, and a rejected batch changes nothing in Redis."""
+    agree on what is accepted, and a rejected batch changes nothing in Redis. ``standing``:
+    each batch asks the standings on that window, which must be the model's."""
     for kind, arg in drawn:
         if kind == "advance":
             clock.advance(timedelta(minutes=arg))
@@ -60,8 +69,29 @@ def play(s: Seasons, r: Any, model: Model, clock: ManualClock, drawn: list[Any])
             assert {p["index"] for p in err.value.details} == {i for i, _ in exc.problems}
             assert snapshot(r) == before
             continue
-        result = s.submit_many(events)
+        if standing is None:
+            result = s.submit_many(events)
+        else:
+            result = s.submit_many(events, standing=True, standing_window=standing)
+            got = [(x.member, x.window, x.period, x.rank, x.score) for x in result.standings or ()]
+            assert got == expected_standings(model, stamped, standing)
         assert (result.applied, result.duplicates) == want
+
+
+def expected_standings(
+    model: Model, stamped: list[tuple[dict[str, Any], datetime]], window: str
+) -> list[tuple[str, str, str | None, int | None, float | None]]:
+    """(member, window, period, rank, score) of each event after its batch, as the model
+    ranks the board of the event's day in ``window``: None where the member is not on it."""
+    out = []
+    for ev, ts in stamped:
+        pid = model.cal.period_id(window, model.cal.local_date(ts))
+        place: dict[str, tuple[int | None, float | None]] = {}
+        if pid is not None:
+            place = {m: (rank, score) for rank, m, score in model.ranked(ev["board"], window, pid)}
+        rank, score = place.get(ev["member"], (None, None))
+        out.append((ev["member"], window, pid, rank, score))
+    return out
 
 
 def rebuild_all(

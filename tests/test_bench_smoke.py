@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # bench/ is not an installed package
     sys.path.insert(0, str(ROOT))
 
-from bench import ingest, memory, reads, rewards  # noqa: E402
+from bench import ingest, memory, reads, rewards, writes  # noqa: E402
 from bench.common import BOARD, TINY, Calendar  # noqa: E402
 from seasons import Seasons  # noqa: E402
 
@@ -38,6 +38,15 @@ def test_ingest_methods_write_identical_boards(redis_url: str) -> None:
         assert sum(day.values()) == sum(e["value"] for e in ingest.make_events(TINY))
     finally:
         client.close()
+
+
+def test_writes_section_writes_what_the_plain_commands_write(redis_url: str) -> None:
+    """bench/writes.py: Seasons' boards and metadata equal the plain MULTI's, and its
+    profile finds every section of write.lua it splits the call at."""
+    section = writes.run(redis_url, 3, Calendar.for_today())
+    assert section.correct, section.render()
+    profiled = [label for label, _, note in section.rows if note == "profile"]
+    assert len(profiled) == len(writes.CASES) * len(writes.SECTIONS)
 
 
 def test_board_differences_sees_a_changed_score(redis_url: str) -> None:

@@ -207,7 +207,9 @@ def test_writes_on_the_fast_path_answer_as_the_route(
     from seasons.http import fast, scores
 
     ann = {"board": "kills", "member": "ann", "value": 2, "event_id": "e-1"}
-    requests: list[tuple[dict[str, str], bytes]] = [
+    bob = {"board": "laps", "member": "bob", "value": 61.5}
+    standing = {"return": "standing"}
+    requests: list[tuple[dict[str, str], bytes] | tuple[dict[str, str], bytes, str]] = [
         (
             {},
             json.dumps(
@@ -226,7 +228,26 @@ def test_writes_on_the_fast_path_answer_as_the_route(
             {},
             json.dumps({"events": [{**ann, "event_id": f"m-{i}"} for i in range(10_001)]}).encode(),
         ),
-    ]
+        # Standings: asked in the query, in the body, in both alike; an applied batch resent
+        # reads them again; a duplicate event has one too.
+        (
+            {}, json.dumps({"events": [ann, bob, {**ann, "event_id": "e-5"}]}).encode(),
+            "?return=standing",
+        ),
+        ({}, json.dumps({"events": [bob], **standing, "standing_window": "day"}).encode()),
+        ({}, json.dumps({"events": [ann], **standing}).encode(), "?return=standing&window=week"),
+        ({"idempotency-key": "b-2"}, json.dumps({"events": [bob], **standing}).encode()),
+        ({"idempotency-key": "b-2"}, json.dumps({"events": [bob], **standing}).encode()),
+        # 422: the body and the query disagree (raised in the handler); a window a board
+        # does not keep; a window without standings; a return FastAPI refuses (the route's).
+        (
+            {}, json.dumps({"events": [ann], **standing, "standing_window": "week"}).encode(),
+            "?window=day",
+        ),
+        ({}, json.dumps({"events": [ann], **standing, "standing_window": "month"}).encode()),
+        ({}, json.dumps({"events": [ann]}).encode(), "?window=day"),
+        ({}, json.dumps({"events": [ann]}).encode(), "?return=everything"),
+    ]  # fmt: skip
 
     def run() -> tuple[list[tuple[int, Any]], Any, list[float]]:
         with TestClient(
@@ -234,9 +255,9 @@ def test_writes_on_the_fast_path_answer_as_the_route(
             base_url="http://localhost",
         ) as tc:  # fmt: skip
             answers = []
-            for headers, body in requests:
+            for headers, body, *query in requests:
                 resp = tc.post(
-                    "/v1/scores",
+                    "/v1/scores" + "".join(query),
                     content=body,
                     headers={"content-type": "application/json", **headers},
                 )
@@ -273,11 +294,25 @@ def test_writes_on_the_fast_path_answer_as_the_route(
     fast_answers = run()
     # Bodies it cannot read go to FastAPI; the bad Idempotency-Key raised in the handler.
     # A body that is not JSON is answered by the fast path itself (400 invalid_json).
-    assert taken == [True] * 6 + [False, True]
+    assert taken == [True] * 6 + [False, True] + [True] * 5 + [True] * 2 + [False]
     statuses = [status for status, _ in fast_answers[0]]
-    assert statuses == [200, 200, 200, 200, 409, 422, 422, 422, 400, 422]  # fmt: skip
-    assert fast_answers[2] == [4, 1, 2 + 10_001]  # applied, duplicate, rejected events
+    assert statuses == [200, 200, 200, 200, 409, 422, 422, 422, 400, 422] + [200] * 5 + [422] * 4
+    assert fast_answers[2] == [4 + 5, 1 + 2, 2 + 10_001 + 2]  # applied, duplicate, rejected
     assert fast_answers[0][3] == fast_answers[0][2]  # a resend answers the original result
+    assert fast_answers[0][14] == fast_answers[0][13]  # and reads the standings again
+    answers = [answer for _, answer in fast_answers[0]]
+    assert "standings" not in answers[0]
+    first = answers[10]["standings"]
+    assert [(s["index"], s["member"], s["window"], s["period"]) for s in first] == [
+        (0, "ann", "season", "S3"), (1, "bob", "season", "S3"), (2, "ann", "season", "S3"),
+    ]  # fmt: skip
+    assert (first[0]["rank"], first[0]["score"]) == (first[2]["rank"], first[2]["score"])
+    assert [s["window"] for s in answers[11]["standings"] + answers[12]["standings"]] == [
+        "day",
+        "week",
+    ]
+    errors = [answer["error"] for answer in answers[15:]]
+    assert errors == ["invalid_input", "bad_window", "invalid_input", "invalid_input"]
     empty()
     monkeypatch.delitem(fast.FAST, scores.post_scores)
     assert run() == fast_answers

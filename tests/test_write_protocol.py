@@ -307,9 +307,13 @@ MALFORMED: list[tuple[str, Callable[[Any], None], str]] = [
     (
         "another version",
         put("protocol", 2),
-        "protocol: this script speaks protocol 4, got the number 2",
+        f"protocol: this script speaks protocol {writes.PROTOCOL}, got the number 2",
     ),
-    ("no version", delete("protocol"), "protocol: this script speaks protocol 4, got nothing"),
+    (
+        "no version",
+        delete("protocol"),
+        f"protocol: this script speaks protocol {writes.PROTOCOL}, got nothing",
+    ),
     ("missing field", delete("max_entries"), "max_entries: must be an integer >= 0, got nothing"),
     ("missing key", delete("keys.meta"), "keys.meta: must be a string, got nothing"),
     ("no scratch key", delete("keys.scratch"), "keys.scratch: must be a string, got nothing"),
@@ -440,6 +444,22 @@ MALFORMED: list[tuple[str, Callable[[Any], None], str]] = [
         "metadata unmarked",
         put("events.0.5", '{"a":1}'),
         "events[0].metadata: must begin with '=' or '~'",
+    ),
+    ("no standing field", delete("standing"), "standing: must be an object or null, got nothing"),
+    (
+        "a standing of no tie rule",
+        put("standing", {"window": "week", "ties": "best"}),
+        'standing.ties: must be member or shared or dense or earliest, got the string "best"',
+    ),
+    (
+        "a standing with an unknown field",
+        put("standing", {"window": "week", "ties": "member", "limit": 3}),
+        "standing.limit: unknown field",
+    ),
+    (
+        "earliest standings without reach sets",
+        put("standing", {"window": "week", "ties": "earliest"}),
+        "standing.ties: earliest ranks need the reach set of the week board of groups[0]",
     ),
 ]
 TRIMMED: list[tuple[str, Callable[[Any], None], str]] = [
@@ -582,13 +602,14 @@ def test_the_python_side_raises_a_clear_error_and_writes_nothing(
     field (a bug of ours, not BatchRejected), on one board and on several (whose check-only
     pass meets it before any board is written)."""
     settings = settings_factory(namespace=NS, boards={"b": {}, "c": {}})
+    protocol = writes.PROTOCOL
     with Seasons(settings, clock=ManualClock(NOW)) as s:
         s.submit_many([{"board": "b", "member": "ann", "value": 1}])
         before = state_of(r)
-        monkeypatch.setattr(writes, "PROTOCOL", 3)
+        monkeypatch.setattr(writes, "PROTOCOL", protocol - 1)
         one = [{"board": "b", "member": "bob", "value": 2}]
         with pytest.raises(
-            RuntimeError, match="write.lua: protocol: this script speaks protocol 4"
+            RuntimeError, match=f"write.lua: protocol: this script speaks protocol {protocol}"
         ):
             s.submit_many(one)
         assert state_of(r) == before
@@ -596,7 +617,7 @@ def test_the_python_side_raises_a_clear_error_and_writes_nothing(
         with pytest.raises(RuntimeError, match="nothing written"):
             s.submit_many(two)
         assert state_of(r) == before
-        monkeypatch.setattr(writes, "PROTOCOL", 4)
+        monkeypatch.setattr(writes, "PROTOCOL", protocol)
         monkeypatch.setattr(writes, "EVENT_FIELDS", ("group", "index", "member", "value"))
         with pytest.raises(RuntimeError, match="write.lua: event_fields: "):
             s.submit_many(two)

@@ -36,6 +36,7 @@ from seasons.cli.common import (
     CliState,
     cli,
     console,
+    fmt_score,
     json_option,
     pass_state,
     print_json,
@@ -104,6 +105,16 @@ def _meta_value(text: str) -> Any:
     "within 48 hours answer the first result.",
 )
 @click.option("--meta", multiple=True, metavar="KEY=VALUE", help="Metadata field; repeatable.")
+@click.option(
+    "--standing",
+    is_flag=True,
+    help="Also print the member's rank and score after the write (read in the same step).",
+)
+@click.option(
+    "--standing-window",
+    metavar="WINDOW",
+    help="The window of --standing (default: season).",
+)
 @json_option
 @pass_state
 def submit(
@@ -115,23 +126,34 @@ def submit(
     event_id: str | None,
     batch_id: str | None,
     meta: tuple[str, ...],
+    standing: bool,
+    standing_window: str | None,
     as_json: bool,
 ) -> None:
     """Record one score event: VALUE for MEMBER on BOARD."""
     metadata = parse_meta(meta) or None
     try:
         result = state.app.submit(
-            board, member, value, ts=ts, event_id=event_id, metadata=metadata, batch_id=batch_id
-        )
+            board, member, value, ts=ts, event_id=event_id, metadata=metadata,
+            batch_id=batch_id, standing=standing, standing_window=standing_window,
+        )  # fmt: skip
     except BatchRejected as exc:
         reasons = "; ".join(p["message"] for p in exc.details)
         raise InvalidInput(f"rejected, nothing written: {reasons}", exc.details) from None
     if as_json:
-        print_json(result.model_dump(exclude={"batch_id"}))  # the output as before batch ids
-    elif result.duplicates:
+        # The output as before batch ids; scores in the HTTP API's form (Score).
+        print_json(result.model_dump(mode="json", exclude={"batch_id"}))
+        return
+    if result.duplicates:
         click.echo(f"duplicate: event {event_id!r} was already applied; nothing changed")
     else:
         click.echo(f"applied: {member} {value} on {board}")
+    for s in result.standings or ():
+        where = f"{s.window} {s.period}" if s.period else f"{s.window} (no period that day)"
+        if s.rank is None:
+            click.echo(f"standing: {s.member} is not on {where}")
+        else:
+            click.echo(f"standing: {s.member} rank {s.rank} on {where}, score {fmt_score(s.score)}")
 
 
 # --- import -----------------------------------------------------------------------------------

@@ -171,16 +171,20 @@ def _scores(services: Services, asked: Asked) -> Answer:
     if asked.scope.get(GUARDED) != "write":
         return None  # the route's own check answers (it fails closed)
     try:
-        events = scores.ScoresIn.model_validate_json(asked.body).events
+        body = scores.ScoresIn.model_validate_json(asked.body)
     except ValidationError:
         _refuse_if_not_json(asked.body)
         return None
+    returned = asked.query.get("return")
+    if returned not in (None, "standing"):
+        return None  # the route refuses it, as FastAPI words it
     header = asked.header(_IDEMPOTENCY_KEY)
     batch_id = None if header is None else scores.batch_id_of(header)
+    standing = scores.standing_of(body, returned, asked.query.get("window"))
 
     async def write() -> bytes:
         # The write path is blocking (redis-py): in the threadpool, as FastAPI runs the route.
-        args = (services.seasons, services.metrics, events, batch_id)
+        args = (services.seasons, services.metrics, body.events, batch_id, standing)
         result = await run_in_threadpool(scores.record, *args)
         return bytes(_WRITTEN.to_json(result))
 
@@ -204,7 +208,7 @@ FAST: dict[Callable[..., Any], tuple[Handler, frozenset[str]]] = {
     boards.member_entry: (_entry, frozenset({"period"})),
     boards.member_climb: (_climb, frozenset({"to", "period"})),
     boards.member_history: (_history, frozenset({"window", "last"})),
-    scores.post_scores: (_scores, frozenset()),
+    scores.post_scores: (_scores, frozenset({"return", "window"})),
     health.healthz: (_healthz, frozenset()),
 }
 

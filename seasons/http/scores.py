@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Header
+from fastapi import APIRouter, Header, Query
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 from seasons.api import Seasons
@@ -17,6 +17,14 @@ from seasons.models import Event, WriteResult
 from seasons.writes import check_batch_id
 
 IDEMPOTENCY_KEY = "Idempotency-Key"
+_RETURN_HELP = (
+    "standing: the reply's standings give, per event, its member's rank and score after the "
+    "batch, read in the same atomic step as the write (on a resend of an applied batch: "
+    "read when resent)"
+)
+_WINDOW_HELP = (
+    "The window of the standings (a window every board of the batch keeps); default season"
+)
 
 router = APIRouter(prefix="/v1", tags=["scores"], responses={**ERROR_RESPONSES, **AUTH_RESPONSES})
 
@@ -32,6 +40,10 @@ class ScoresIn(BaseModel):
         WithJsonSchema({"type": "array", "items": Event.model_json_schema()}),
         Field(description=f"At most {MAX_BATCH} events; one bad event rejects the batch"),
     ]
+    return_: Literal["standing"] | None = Field(
+        default=None, alias="return", description=_RETURN_HELP
+    )
+    standing_window: str | None = Field(default=None, description=_WINDOW_HELP)
 
 
 @router.post(
@@ -55,16 +67,47 @@ def post_scores(
             ),
         ),
     ] = None,
+    return_: Annotated[
+        Literal["standing"] | None, Query(alias="return", description=_RETURN_HELP)
+    ] = None,
+    window: Annotated[str | None, Query(description=_WINDOW_HELP)] = None,
 ) -> WriteResult:
     batch_id = None if idempotency_key is None else batch_id_of(idempotency_key)
-    return record(s, metrics, body.events, batch_id)
+    return record(s, metrics, body.events, batch_id, standing_of(body, return_, window))
 
 
-def record(s: Seasons, metrics: Metrics, events: list[Any], batch_id: str | None) -> WriteResult:
+def standing_of(
+    body: ScoresIn, returned: str | None, window: str | None
+) -> tuple[bool, str | None]:
+    """Whether the reply carries standings, and their window, as the body (``return``,
+    ``standing_window``) or the query (``return``, ``window``) asks: each in either place,
+    or in both alike."""
+    for name, in_body, in_query in (
+        ("return", body.return_, returned), ("standing_window", body.standing_window, window),
+    ):  # fmt: skip
+        if None not in (in_body, in_query) and in_body != in_query:
+            raise InvalidInput(
+                f"{name} is {in_body!r} in the body but {in_query!r} in the query; nothing written",
+                {"field": name},
+            )
+    standing = "standing" in (body.return_, returned)
+    return standing, body.standing_window if window is None else window
+
+
+def record(
+    s: Seasons,
+    metrics: Metrics,
+    events: list[Any],
+    batch_id: str | None,
+    standing: tuple[bool, str | None] = (False, None),
+) -> WriteResult:
     """Write a batch and count its events: the route's work, and the fast path's
-    (:mod:`seasons.http.fast`), so the two cannot differ. Blocking: run it in a thread."""
+    (:mod:`seasons.http.fast`), so the two cannot differ. Blocking: run it in a thread.
+    ``standing``: whether the result carries standings, and their window."""
     try:
-        result = s.submit_many(events, batch_id=batch_id)
+        result = s.submit_many(
+            events, batch_id=batch_id, standing=standing[0], standing_window=standing[1]
+        )
     except InvalidInput:
         metrics.events.labels("rejected").inc(len(events))
         raise

@@ -73,21 +73,28 @@
 --                     when the member has no metadata yet) or '~' .. JSON (has nulls:
 --                     always merged), ts: the event's time, epoch seconds (what reach sets
 --                     record)
+--   standing          null, or {window, ties}: answer where each event's member stands
+--                     after the batch (also on a resend of an applied batch, read then) on
+--                     its group's board of `window` ('day' or a rollup's window), ranked
+--                     by `ties` ('member', 'shared', 'dense' or 'earliest', lib/ranks.lua)
 -- The whole batch is checked before anything is read or written: one that does not match
 -- this description is refused with the error 'write.lua: <field>: <what is wrong>'.
 -- Events are checked and applied in batch order, whatever their day, so that duplicates
 -- within a batch and metadata merges behave as if submitted one by one.
 -- A batch id applied on this board since dedupe_cutoff answers its recorded result at once
 -- (in check-only mode too) and writes nothing new; with another digest it is refused.
--- Returns {'applied', applied, duplicates}, {'rejected', then index, field, code, message of
--- each problem} or {'reused', message} (the batch id came with other events); on the last
--- two nothing was written.
+-- Returns {'applied', applied, duplicates} (with `standing`: then rank, score of each event
+-- in batch order, rank an integer and score Redis's text of it, both nil when the member is
+-- not on that board or the group has no board of that window), {'rejected', then index,
+-- field, code, message of each problem} or {'reused', message} (the batch id came with
+-- other events); on the last two nothing was written.
 
 --! include json
 --! include aggregate
 --! include trim
+--! include ranks
 
-local PROTOCOL = 4
+local PROTOCOL = 5
 local EVENT_FIELDS = {'group', 'index', 'member', 'value', 'event_id', 'metadata', 'ts'}
 local GROUP, INDEX, MEMBER, VALUE, EVENT_ID, METADATA, TS = 1, 2, 3, 4, 5, 6, 7
 
@@ -163,7 +170,7 @@ end
 local BATCH_FIELDS = set({
   'protocol', 'now', 'aggregate', 'order', 'max_entries', 'dedupe_cutoff', 'events_expire_at',
   'backfill', 'check_only', 'meta_max_fields', 'meta_max_bytes', 'batch_id', 'digest', 'keys',
-  'groups', 'event_fields', 'events',
+  'groups', 'event_fields', 'events', 'standing',
 })
 local BOARD_KEYS = {'state', 'events', 'meta', 'batches', 'batch_results', 'scratch'}
 local GROUP_FIELDS = set({'day', 'season', 'key', 'reached', 'distinct', 'expire_at', 'rollups'})
@@ -303,6 +310,18 @@ local function parse_events(rows, ngroups)
   end
 end
 
+local STANDING_FIELDS = set({'window', 'ties'})
+
+-- Where the standing of a group's events is read: {board, its reach or distinct set}, or
+-- false when the group has no board of `window` (a day outside every season).
+local function standing_board(grp, window)
+  if window == 'day' then return {grp.key, grp.reached or grp.distinct} end
+  for _, r in ipairs(grp.rollups) do
+    if r.window == window then return {r.key, r.reached or r.distinct} end
+  end
+  return false
+end
+
 local function parse()
   if #ARGV ~= 1 then refuse('ARGV', 'must be 1 argument (the batch as JSON), got ' .. #ARGV) end
   local ok, batch = pcall(cjson.decode, ARGV[1])
@@ -343,6 +362,19 @@ local function parse()
     if days[day] then refuse(at .. '.day', json_string(day) .. ' is the day of another group') end
     days[day] = true
   end
+  local standing = check(batch.standing, 'object', 'standing', true)
+  if standing then
+    only(standing, STANDING_FIELDS, 'standing.')
+    local window = check(standing.window, 'string', 'standing.window')
+    b.ties = one_of(standing.ties, {'member', 'shared', 'dense', 'earliest'}, 'standing.ties')
+    for g, grp in ipairs(b.groups) do
+      grp.standing = standing_board(grp, window)
+      if b.ties == 'earliest' and grp.standing and not grp.standing[2] then
+        refuse('standing.ties', 'earliest ranks need the reach set of the ' .. window
+          .. ' board of groups[' .. (g - 1) .. ']')
+      end
+    end
+  end
   local names = check(batch.event_fields, 'array', 'event_fields')
   local same = #names == #EVENT_FIELDS
   for i = 1, #EVENT_FIELDS do same = same and names[i] == EVENT_FIELDS[i] end
@@ -369,10 +401,115 @@ local state, events, meta = batch.keys.state, batch.keys.events, batch.keys.meta
 local batches, batch_results = batch.keys.batches, batch.keys.batch_results
 local batch_id, digest, scratch = batch.batch_id, batch.digest, batch.keys.scratch
 local groups, all = batch.groups, batch.events
+local n = #all
+
+-- The event id and the metadata of the i-th event, or false.
+local function event_id_of(i)
+  local id = all[i][EVENT_ID]
+  return id ~= null and id
+end
+local function metadata_of(i)
+  local meta = all[i][METADATA]
+  return meta ~= null and meta
+end
+
+-- `fn(...)` with each run of at most `size` items of `list` as its arguments (unpack has
+-- a limit), for a command that takes many at once.
+local function chunked(list, size, fn)
+  for from = 1, #list, size do fn(unpack(list, from, math.min(from + size - 1, #list))) end
+end
+
+-- The member and score of each of `members` on `key` (one ZMSCORE per 1000): member ->
+-- Redis's text of its score, or false (not on the board).
+local function scores_of(key, members)
+  local out = {}
+  for from = 1, #members, 1000 do
+    local upto = math.min(from + 999, #members)
+    local got = redis.call('ZMSCORE', key, unpack(members, from, upto))
+    for i = from, upto do out[members[i]] = got[i - from + 1] or false end
+  end
+  return out
+end
+
+-- With `standing`: where each event's member stands now on its group's board of that
+-- window, as {rank, score, ...} in batch order (false, false: not there). Each board is
+-- read once per member: one ZMSCORE of its members, then the rank of each by the board's
+-- tie rule (lib/ranks.lua), once per score where the rule ranks by score alone.
+local function standings()
+  local out = {}
+  local boards, order = {}, {}  -- key -> {beside, members, seen}; keys in first use
+  for i = 1, n do
+    local s = groups[all[i][GROUP] + 1].standing
+    if s then
+      local b = boards[s[1]]
+      if not b then
+        b = {beside = s[2], members = {}, seen = {}}
+        boards[s[1]] = b
+        order[#order + 1] = s[1]
+      end
+      local m = all[i][MEMBER]
+      if not b.seen[m] then
+        b.seen[m] = true
+        b.members[#b.members + 1] = m
+      end
+    end
+  end
+  local ties = batch.ties
+  local placed = {}  -- key -> member -> {rank, score} or false
+  for _, key in ipairs(order) do
+    local b = boards[key]
+    local scores = scores_of(key, b.members)
+    local by_score, rank_of = {}, nil
+    if ties == 'earliest' then
+      rank_of = earliest_ranker(key, b.beside, desc)
+    elseif ties == 'member' then
+      rank_of = function(m)
+        return 1 + redis.call(desc and 'ZREVRANK' or 'ZRANK', key, m)
+      end
+    else
+      local dist = ties == 'dense' and distinct_set(key, b.beside)
+      rank_of = function(_, score)
+        local r = by_score[score]
+        if not r then
+          if ties == 'dense' then
+            r = dense_rank(key, dist, desc, score)
+          elseif desc then
+            r = 1 + redis.call('ZCOUNT', key, '(' .. score, '+inf')
+          else
+            r = 1 + redis.call('ZCOUNT', key, '-inf', '(' .. score)
+          end
+          by_score[score] = r
+        end
+        return r
+      end
+    end
+    local here = {}
+    for _, m in ipairs(b.members) do
+      local score = scores[m]
+      here[m] = score and {rank_of(m, score), score} or false
+    end
+    placed[key] = here
+  end
+  for i = 1, n do
+    local s = groups[all[i][GROUP] + 1].standing
+    local p = s and placed[s[1]][all[i][MEMBER]]
+    out[2 * i - 1], out[2 * i] = p and p[1] or false, p and p[2] or false
+  end
+  return out
+end
+
+-- The reply {'applied', applied, duplicates}, with the standings when asked.
+local function answer(ap, du)
+  local reply = {'applied', ap, du}
+  if batch.ties and not check_only then
+    for _, x in ipairs(standings()) do reply[#reply + 1] = x end
+  end
+  return reply
+end
 
 -- A resend of a batch already applied (a retry after a timeout, by redis-py or the caller)
--- answers what the original did, even if the day has closed since. The record is
--- 'digest applied duplicates'.
+-- answers what the original did, even if the day has closed since; standings are read now.
+-- The record is 'digest applied duplicates'.
 local applied_at = redis.call('ZSCORE', batches, batch_id)
 if applied_at and tonumber(applied_at) >= cutoff then
   local record = redis.call('HGET', batch_results, batch_id)
@@ -385,19 +522,17 @@ if applied_at and tonumber(applied_at) >= cutoff then
     -- Rewriting the record makes this call a write, so a WAIT after it waits for the
     -- replicas to hold everything up to now, the original batch included.
     if not check_only then redis.call('HSET', batch_results, batch_id, record) end
-    return {'applied', tonumber(ap), tonumber(du)}
+    return answer(tonumber(ap), tonumber(du))
   end
 end
 
 -- Pass 1: check everything; write nothing.
 local errors = {'rejected'}
-local function reject(ev, field, code, message)
-  local n = #errors
-  errors[n + 1], errors[n + 2], errors[n + 3], errors[n + 4] = ev[INDEX], field, code, message
+local function reject(i, field, code, message)
+  local k = #errors
+  errors[k + 1], errors[k + 2], errors[k + 3], errors[k + 4] = all[i][INDEX], field, code, message
 end
 
-local seen = {}
-local merged_meta = {}
 for _, grp in ipairs(groups) do
   grp.day_closed = (not backfill) and redis.call('HEXISTS', state, 'closed:' .. grp.day) == 1
   grp.season_state = false
@@ -420,38 +555,61 @@ for _, grp in ipairs(groups) do
     end
   end
 end
+
+-- The event ids and the members' stored metadata the batch needs, each read once: one
+-- ZMSCORE of the ids, one HMGET of the members given metadata.
+local id_list, meta_members, wanted = {}, {}, {}
+for i = 1, n do
+  local id = event_id_of(i)
+  if id and not wanted[id] then
+    wanted[id] = true
+    id_list[#id_list + 1] = id
+  end
+end
+local recorded = scores_of(events, id_list)  -- id -> when it was applied, or false
+wanted = {}
+for i = 1, n do
+  local m = all[i][MEMBER]
+  if metadata_of(i) and not wanted[m] then
+    wanted[m] = true
+    meta_members[#meta_members + 1] = m
+  end
+end
+local stored_meta = {}  -- member -> its metadata JSON, or false
+for from = 1, #meta_members, 1000 do
+  local upto = math.min(from + 999, #meta_members)
+  local got = redis.call('HMGET', meta, unpack(meta_members, from, upto))
+  for j = from, upto do stored_meta[meta_members[j]] = got[j - from + 1] or false end
+end
+
 -- What pass 1 found for the i-th event: a duplicate, the metadata text to write ('' to delete).
+local seen, merged_meta = {}, {}
 local duplicate, meta_text = {}, {}
-for i = 1, #all do
-  local ev = all[i]
-  local grp = groups[ev[GROUP] + 1]
-  local event_id, given_meta = ev[EVENT_ID], ev[METADATA]
+for i = 1, n do
+  local grp = groups[all[i][GROUP] + 1]
+  local event_id, given_meta = event_id_of(i), metadata_of(i)
   if grp.season_state then
-    reject(ev, 'ts', 'season_closed', 'season ' .. grp.season .. ' is ' .. grp.season_state)
+    reject(i, 'ts', 'season_closed', 'season ' .. grp.season .. ' is ' .. grp.season_state)
   elseif grp.day_closed then
-    reject(ev, 'ts', 'late_event', 'day ' .. grp.day .. ' is closed')
+    reject(i, 'ts', 'late_event', 'day ' .. grp.day .. ' is closed')
   elseif grp.folded and aggregate == 'set' then
-    reject(ev, 'ts', 'day_folded', 'day ' .. grp.day .. ' is folded into the ' .. grp.folded[1]
+    reject(i, 'ts', 'day_folded', 'day ' .. grp.day .. ' is folded into the ' .. grp.folded[1]
       .. ' base already (through ' .. grp.folded[2] .. '), and a set board\'s base does not '
       .. 'keep which day each value came from: its events can no longer be applied')
   end
-  if event_id ~= null then
-    if seen[event_id] then
-      duplicate[i] = true
-    else
-      local at = redis.call('ZSCORE', events, event_id)
-      if at and tonumber(at) >= cutoff then duplicate[i] = true end
-      seen[event_id] = true
-    end
+  if event_id then
+    local at = recorded[event_id]
+    if seen[event_id] or (at and tonumber(at) >= cutoff) then duplicate[i] = true end
+    seen[event_id] = true
   end
-  if given_meta ~= null and not duplicate[i] then
-    local member = ev[MEMBER]
+  if given_meta and not duplicate[i] then
+    local member = all[i][MEMBER]
     local as_given = given_meta:sub(1, 1) == '='
     local given = given_meta:sub(2)
     local current = merged_meta[member]
     local same = false
     if current == nil then
-      local stored = redis.call('HGET', meta, member)
+      local stored = stored_meta[member]
       -- The metadata the member has already, sent again (games send it with every score):
       -- merging it changes nothing, and both texts are the same canonical JSON (sorted
       -- keys, compact, as seasons/events.py and json_flat write it), so compare texts.
@@ -484,10 +642,10 @@ for i = 1, #all do
       end
       local text, nfields = json_flat(current)
       if nfields > batch.meta_max_fields then
-        reject(ev, 'metadata', 'metadata_too_large', 'metadata would have ' .. nfields
+        reject(i, 'metadata', 'metadata_too_large', 'metadata would have ' .. nfields
           .. ' fields after merging (at most ' .. batch.meta_max_fields .. ')')
       elseif #text > batch.meta_max_bytes then
-        reject(ev, 'metadata', 'metadata_too_large', 'metadata would be ' .. #text
+        reject(i, 'metadata', 'metadata_too_large', 'metadata would be ' .. #text
           .. ' bytes as JSON after merging (at most ' .. batch.meta_max_bytes .. ')')
       end
       merged_meta[member] = current
@@ -604,14 +762,13 @@ local function prefetch_scores()
       w.list[#w.list + 1] = member
     end
   end
-  for i = 1, #all do
+  for i = 1, n do
     if not duplicate[i] then
-      local ev = all[i]
-      local grp = groups[ev[GROUP] + 1]
-      if grp.distinct then want(grp.key, ev[MEMBER]) end
+      local grp = groups[all[i][GROUP] + 1]
+      if grp.distinct then want(grp.key, all[i][MEMBER]) end
       if max_entries == 0 then
         for _, r in ipairs(grp.rollups) do
-          if r.distinct then want(r.key, ev[MEMBER]) end
+          if r.distinct then want(r.key, all[i][MEMBER]) end
         end
       end
     end
@@ -689,20 +846,22 @@ end
 local applied, duplicates = 0, 0
 for _, grp in ipairs(groups) do grp.applied = 0 end
 prefetch_scores()
-for i = 1, #all do
-  local ev = all[i]
-  local grp = groups[ev[GROUP] + 1]
+-- The batch's new event ids (one ZADD at the end) and each member's metadata as the batch
+-- leaves it (one HSET, one HDEL), in the order of first change.
+local new_ids, final_meta, meta_order = {}, {}, {}
+for i = 1, n do
+  local grp = groups[all[i][GROUP] + 1]
   if duplicate[i] then
     duplicates = duplicates + 1
   else
-    local member, value = ev[MEMBER], ev[VALUE]
+    local member, value = all[i][MEMBER], all[i][VALUE]
     grp.applied = grp.applied + 1
     local changed = true
     if grp.reached then
       local old = score_of(grp.key, member)
       put(grp.key, member, value)
       changed = old == nil or score_of(grp.key, member) ~= old
-      reach(grp.reached, member, old, value, ev[TS], changed)
+      reach(grp.reached, member, old, value, all[i][TS], changed)
     elseif grp.distinct then
       put_distinct(grp.key, grp.distinct, member, value)
     else
@@ -720,7 +879,7 @@ for i = 1, #all do
         put_trimmed(r.key, r.days, member, value, r.weight, r.distinct)
       elseif r.reached then
         local x = r.weight * value
-        reach(r.reached, member, score_of(r.key, member), x, ev[TS], changed)
+        reach(r.reached, member, score_of(r.key, member), x, all[i][TS], changed)
         put(r.key, member, x)
       elseif r.distinct then
         put_distinct(r.key, r.distinct, member, r.weight * value)
@@ -728,15 +887,31 @@ for i = 1, #all do
         put(r.key, member, r.weight * value)
       end
     end
-    if ev[EVENT_ID] ~= null then redis.call('ZADD', events, now, ev[EVENT_ID]) end
+    local id = event_id_of(i)
+    if id then
+      new_ids[#new_ids + 1] = now
+      new_ids[#new_ids + 1] = id
+    end
     local text = meta_text[i]
-    if text == '' then
-      redis.call('HDEL', meta, member)
-    elseif text then
-      redis.call('HSET', meta, member, text)
+    if text then
+      if final_meta[member] == nil then meta_order[#meta_order + 1] = member end
+      final_meta[member] = text
     end
   end
 end
+chunked(new_ids, 1000, function(...) redis.call('ZADD', events, ...) end)
+local meta_set, meta_del = {}, {}
+for _, member in ipairs(meta_order) do
+  local text = final_meta[member]
+  if text == '' then
+    meta_del[#meta_del + 1] = member
+  else
+    meta_set[#meta_set + 1] = member
+    meta_set[#meta_set + 1] = text
+  end
+end
+chunked(meta_set, 1000, function(...) redis.call('HSET', meta, ...) end)
+chunked(meta_del, 1000, function(...) redis.call('HDEL', meta, ...) end)
 flush_distinct()  -- before the rebuilds and trims below, which read the distinct sets
 for key, found in pairs(stale) do
   aggregate_store(key, found[1], aggregate, scratch)
@@ -775,4 +950,4 @@ redis.call('ZADD', batches, now, batch_id)
 redis.call('HSET', batch_results, batch_id, digest .. ' ' .. applied .. ' ' .. duplicates)
 redis.call('EXPIREAT', batches, batch.events_expire_at)
 redis.call('EXPIREAT', batch_results, batch.events_expire_at)
-return {'applied', applied, duplicates}
+return answer(applied, duplicates)
