@@ -20,8 +20,10 @@ from typing import Any
 
 from seasons.executor import MISSED, Command
 
-# Guesses remembered (a bound on memory: beyond it, they start again).
+# Guesses remembered, and members in the pages remembered (bounds on memory: beyond either,
+# they start again; a page holds up to 1000 members).
 REMEMBERED = 4096
+MEMBERS_REMEMBERED = 65_536
 
 
 class Guesses:
@@ -32,11 +34,19 @@ class Guesses:
         self.archived: dict[str, bool] = {}
         self.totals: dict[str, int] = {}
         self.pages: dict[tuple[str, int, int], tuple[bytes, ...]] = {}
+        self._members = 0  # in self.pages, about (a page replaced still counts)
 
     def remember(self, table: dict[Any, Any], key: Any, value: Any) -> None:
         if len(table) >= REMEMBERED:
             table.clear()
         table[key] = value
+
+    def remember_page(self, key: tuple[str, int, int], members: tuple[bytes, ...]) -> None:
+        self._members += len(members)
+        if self._members > MEMBERS_REMEMBERED or len(self.pages) >= REMEMBERED:
+            self.pages.clear()
+            self._members = len(members)
+        self.pages[key] = members
 
 
 class _Board:
@@ -132,7 +142,7 @@ class PagePlan:
         members, found = self._asked, tuple(rows[::2])
         metas = dict(zip(members, got[2], strict=True)) if members else {}
         if found != members:
-            self._guesses.remember(self._guesses.pages, (self._live, start, self._size), found)
+            self._guesses.remember_page((self._live, start, self._size), found)
             if not all(m in metas for m in found):
                 return MISSED
         return [

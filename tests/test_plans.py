@@ -19,7 +19,7 @@ import pytest
 import redis
 from reference import around_start, gap_up, percentile, ranked
 
-from seasons import Seasons
+from seasons import Seasons, plans
 from seasons.config import Settings
 from seasons.executor import Command
 from seasons.reads import Read
@@ -81,10 +81,10 @@ def entries_of(
 ) -> list[dict[str, Any]]:
     cfg = BOARDS[board]
     rows = ranked(scores_of(r, key), cfg.get("order", "desc"), cfg.get("ties", "member"))
+    stored = {m.decode(): v for m, v in r.hgetall(meta).items()}
     out = []
     for rank, member, score in rows[start : start + size]:
-        stored = r.hget(meta, member)
-        metadata = json.loads(stored) if stored else {}
+        metadata = json.loads(stored[member]) if member in stored else {}
         out.append({"rank": rank, "member": member, "score": score, "metadata": metadata})
     return out
 
@@ -209,3 +209,19 @@ def test_a_climb_after_its_board_changed(app: Seasons, r: redis.Redis) -> None:
     ]
     again = app.run(app.reads.climb("kills", "day", "m004", "current", to=[1]))
     assert again is not None and (again.rank, again.score) == (1, 10**6)
+
+
+def test_the_pages_remembered_are_bounded(
+    app: Seasons, r: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pages of 1000 members at many offsets: what the plans remember stays within its bound
+    (made small here), and every page read is still the board's."""
+    monkeypatch.setattr(plans, "MEMBERS_REMEMBERED", 2500)
+    key, meta = fill(r, app, "kills", 1200)
+    for offset in range(0, 200, 20):
+        for _ in range(2):  # the second read of a page answers from its guess
+            page = app.run(app.reads.page("kills", "day", "current", limit=1000, offset=offset))
+            want = entries_of(r, key, meta, "kills", offset, 1000)
+            assert [e.model_dump(exclude_none=True) for e in page.entries] == want
+        remembered = app.reads._guesses.pages
+        assert 0 < sum(map(len, remembered.values())) <= 2500
