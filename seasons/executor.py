@@ -26,8 +26,8 @@ page, whose metadata comes in the same transaction), checked against what the tr
 read. A transaction of plain commands costs Redis a fraction of a script's time (no script
 to set up, no reply converted to Lua and back). When the guess was wrong the plan learns
 from the reply and sends the transaction again (:data:`PLAN_TRIES` in all); then the script
-answers. Plans run on
-Seasons' own connections; through a redis-py client (a cluster, TLS) the script answers.
+answers. Plans run on Seasons' own connections; through a redis-py client (a cluster, TLS)
+the script answers.
 
 They differ only in how a command reaches Redis (the transport):
 
@@ -68,9 +68,9 @@ from seasons.connection import make_async_client, retry_policy, translated
 from seasons.scripts import Script
 from seasons.scripts import script as script  # re-exported: seasons.reads takes it from here
 
-# What a read script answers: Redis's reply, its fields and values (bytes on Seasons' own
-# connections, str through a redis-py client, which decodes them; see seasons.replies), or
-# None (nil) where a read found nothing to answer.
+# What a read script or a plan answers: Redis's reply, its fields and values (bytes on
+# Seasons' own connections, str through a redis-py client, which decodes them; see
+# seasons.replies), or None (nil) where a read found nothing to answer.
 Reply = list[Any] | None
 
 
@@ -105,17 +105,17 @@ class Plan(Protocol):
         """The transaction's commands, from the current guess."""
         ...
 
-    def settle(self, replies: list[Any]) -> Reply | _Missed:
+    def settle(self, replies: list[Any]) -> Reply | Missed:
         """The read's reply (as its script answers it) from the transaction's replies, or
         :data:`MISSED` when the guess was wrong (the plan has learned the right one)."""
         ...
 
 
-class _Missed:
+class Missed:
     """What :meth:`Plan.settle` answers for a wrong guess."""
 
 
-MISSED = _Missed()
+MISSED = Missed()
 
 
 def _checked(reply: Any) -> Any:
@@ -164,8 +164,8 @@ class SyncExecutor:
             if plan is not None and self._transact is not None:
                 for _ in range(PLAN_TRIES):
                     reply = plan.settle(self._transact(plan.commands()))
-                    if reply is not MISSED:
-                        return reply  # type: ignore[return-value]
+                    if not isinstance(reply, Missed):
+                        return reply
             try:
                 return self._send(call.evalsha())
             except NoScriptError:
@@ -190,8 +190,8 @@ class AsyncExecutor:
             if plan is not None and self._transact is not None:
                 for _ in range(PLAN_TRIES):
                     reply = plan.settle(await self._transact(plan.commands()))
-                    if reply is not MISSED:
-                        return reply  # type: ignore[return-value]
+                    if not isinstance(reply, Missed):
+                        return reply
             try:
                 return await self._send(call.evalsha())
             except NoScriptError:

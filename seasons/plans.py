@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from seasons.executor import MISSED, Command
+from seasons.executor import MISSED, Command, Missed, Reply
 
 # Guesses remembered, and members in the pages remembered (bounds on memory: beyond either,
 # they start again; a page holds up to 1000 members).
@@ -122,7 +122,7 @@ class PagePlan:
             out.append(("HMGET", self._meta, *members))
         return out
 
-    def settle(self, replies: list[Any]) -> Any:
+    def settle(self, replies: list[Any]) -> Reply | Missed:
         got = self._board.check(replies)
         if got is None:
             return MISSED
@@ -188,7 +188,7 @@ class EntryPlan:
             better = ("ZRANGE", key, below, "-inf", "BYSCORE", "REV", "LIMIT", 0, 1, "WITHSCORES")
         return [*out, rank, worse, better, ("ZCARD", key), ("HGET", self._meta, m)]
 
-    def settle(self, replies: list[Any]) -> Any:
+    def settle(self, replies: list[Any]) -> Reply | Missed:
         got = self._board.check(replies)
         if got is None:
             return MISSED
@@ -224,7 +224,7 @@ class ClimbPlan:
         out += [("ZREVRANK" if self._desc else "ZRANK", key, m), ("ZSCORE", key, m)]
         return out + [("ZRANGE", key, k - 1, k - 1, *rev, "WITHSCORES") for k in self._ranks]
 
-    def settle(self, replies: list[Any]) -> Any:
+    def settle(self, replies: list[Any]) -> Reply | Missed:
         got = self._board.check(replies)
         if got is None:
             return MISSED
@@ -256,7 +256,7 @@ class LookupPlan:
             out.append(("HMGET", self._meta, *self._members))
         return out
 
-    def settle(self, replies: list[Any]) -> Any:
+    def settle(self, replies: list[Any]) -> Reply | Missed:
         got = self._board.check(replies)
         if got is None:
             return MISSED
@@ -282,7 +282,7 @@ class HistoryPlan:
         m = self._member
         return [c for key in self._keys for c in ((self._rank, key, m), ("ZSCORE", key, m))]
 
-    def settle(self, replies: list[Any]) -> Any:
+    def settle(self, replies: list[Any]) -> Reply | Missed:
         places = []
         for i in range(0, len(replies), 2):
             rank, score = replies[i], replies[i + 1]
