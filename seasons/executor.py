@@ -26,8 +26,9 @@ page, whose metadata comes in the same transaction), checked against what the tr
 read. A transaction of plain commands costs Redis a fraction of a script's time (no script
 to set up, no reply converted to Lua and back). When the guess was wrong the plan learns
 from the reply and sends the transaction again (:data:`PLAN_TRIES` in all); then the script
-answers. Plans run on Seasons' own connections; through a redis-py client (a cluster, TLS)
-the script answers.
+answers. The script also answers when Redis is full: at its maxmemory it refuses every
+command queued in a MULTI, but runs read-only scripts. Plans run on Seasons' own connections;
+through a redis-py client (a cluster, TLS) the script answers.
 
 They differ only in how a command reaches Redis (the transport):
 
@@ -60,7 +61,7 @@ import redis
 from redis._parsers.base import BaseParser  # redis-py's table of error replies -> exceptions
 from redis.connection import Connection, UnixDomainSocketConnection
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import NoScriptError, ResponseError
+from redis.exceptions import NoScriptError, OutOfMemoryError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from seasons.config.settings import RedisSettings
@@ -163,7 +164,10 @@ class SyncExecutor:
         with translated():
             if plan is not None and self._transact is not None:
                 for _ in range(PLAN_TRIES):
-                    reply = plan.settle(self._transact(plan.commands()))
+                    try:
+                        reply = plan.settle(self._transact(plan.commands()))
+                    except OutOfMemoryError:
+                        break  # a full Redis refuses commands queued in MULTI, not read scripts
                     if not isinstance(reply, Missed):
                         return reply
             try:
@@ -189,7 +193,10 @@ class AsyncExecutor:
         with translated():
             if plan is not None and self._transact is not None:
                 for _ in range(PLAN_TRIES):
-                    reply = plan.settle(await self._transact(plan.commands()))
+                    try:
+                        reply = plan.settle(await self._transact(plan.commands()))
+                    except OutOfMemoryError:
+                        break  # a full Redis refuses commands queued in MULTI, not read scripts
                     if not isinstance(reply, Missed):
                         return reply
             try:
