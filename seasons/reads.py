@@ -1,13 +1,14 @@
-"""The reads, prepared: each read is one Lua call, metadata included.
+"""The reads, prepared: each answers from one instant of the board, metadata included.
 
-:class:`Reads` turns a query (board, window, period, member...) into a :class:`Read`: the
-script call (:class:`seasons.executor.Call`) and what its reply is. The read scripts gather
-and rank; the read writes the JSON of its result from their reply (:mod:`seasons.replies`),
-which the HTTP server sends as it is and the Python API validates into its model (scores in
-the one form of :data:`seasons.models.Score`, with their parts beside them on a board with a
-composite layout). A read of one member whose member is not on the board answers the
-:class:`~seasons.errors.NotRanked` error the Read names. Limits and the member rule are
-checked here, before any Redis call, for every interface alike.
+:class:`Reads` turns a query (board, window, period, member...) into a :class:`Read`: its
+script call (:class:`seasons.executor.Call`), for most reads a plan of plain commands in one
+transaction (:mod:`seasons.plans`), which the executor tries first, and what their reply is.
+Both gather and rank; the read writes the JSON of its result from their reply
+(:mod:`seasons.replies`), which the HTTP server sends as it is and the Python API validates
+into its model (scores in the one form of :data:`seasons.models.Score`, with their parts
+beside them on a board with a composite layout). A read of one member whose member is not
+on the board answers the :class:`~seasons.errors.NotRanked` error the Read names. Limits and
+the member rule are checked here, before any Redis call, for every interface alike.
 """
 
 from __future__ import annotations

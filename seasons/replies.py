@@ -1,8 +1,9 @@
-"""The JSON of read results, written from what the read scripts gather.
+"""The JSON of read results, written from what a read gathers.
 
-The read scripts (``seasons/lua/read_range.lua``, ``read_points.lua``) only read and rank:
-they answer Redis's own replies (members, Redis's text of each score, the stored metadata
-JSON, counts) as a list of named fields, which :func:`fields` checks. The JSON every
+A read's plan (:mod:`seasons.plans`) or its script (``seasons/lua/read_range.lua``,
+``read_points.lua``, which only read and rank) answers Redis's own replies (members, Redis's
+text of each score, the stored metadata JSON, counts) as a list of named fields, which
+:func:`fields` checks. The JSON every
 interface answers is written here, on the side that scales out: the HTTP server sends these
 bytes as they are, the Python API and the CLI validate them into the models of
 :mod:`seasons.models`, whose ``model_dump_json()`` writes the same text.
