@@ -259,9 +259,10 @@ class Seasons:
         return self.run(self.reads.lookup(board, window, list(members), period))
 
     def history(
-        self, board: str, member: str, window: str = "day", *, last: int = 14
+        self, board: str, member: str, window: str = "day", *, last: int | None = None
     ) -> list[HistoryPoint]:
-        """Rank and score of the member in each of the last ``last`` periods, oldest first."""
+        """Rank and score of the member in each of the last ``last`` periods, oldest first
+        (by default the window's own number: 14 days, 12 weeks, months or seasons)."""
         return self.run(self.reads.history(board, member, window, last=last)).history
 
     # --- rewards of a season -------------------------------------------------------------

@@ -405,11 +405,16 @@ class Reads:
         call = Call(_POINTS, keys, [cfg.order, cfg.ties, "entries", *asked])
         return Read(call, render, _ENTRIES, plan=plan)
 
-    def history(self, board: str, member: str, window: str, *, last: int) -> Read[History]:
-        """Rank and score of ``member`` in each of the last ``last`` periods, oldest first."""
+    def history(
+        self, board: str, member: str, window: str, *, last: int | None = None
+    ) -> Read[History]:
+        """Rank and score of ``member`` in each of the last ``last`` periods, oldest first;
+        ``last`` None: the window's ``history_last`` (:data:`seasons.windows.SPECS`)."""
         cfg = self.board(board)
-        _limit("last", last, 1, MAX_LAST)
         spec = win.board_window(board, cfg, window)
+        if last is None:
+            last = spec.history_last
+        _limit("last", last, 1, MAX_LAST)
         _check_member(member)
         keys, ids = self._recent(board, cfg, spec.archived, window, last)
         writer = self._writers[board]

@@ -235,6 +235,8 @@ def test_history_prints_the_history_json(run: Run, api: Seasons) -> None:
     assert [p["period"] for p in day["history"]] == [
         (TODAY - timedelta(days=13 - i)).isoformat() for i in range(14)
     ]
+    week = out_json(run("history", "kills", "m07", "--window", "week", "--json"))
+    assert len(week["history"]) == 12  # a week's history shows 12 weeks by default
 
 
 def test_human_output_is_a_table(run: Run, api: Seasons) -> None:

@@ -93,6 +93,9 @@ def test_every_fast_read_equals_the_python_api_and_the_route(
         resp = _both(http, history, "last=3")
         expected_history = app.history("kills", member, "day", last=3)
         assert resp.json()["history"] == [p.model_dump() for p in expected_history]
+        # Without last: the window's own number (12 weeks), on both paths.
+        resp = _both(http, history, "window=week")
+        assert len(resp.json()["history"]) == 12
         assert resp.json()["member"] == member
 
 

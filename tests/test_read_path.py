@@ -266,6 +266,15 @@ def test_history(world: World, board: str) -> None:
     ]
 
 
+def test_a_history_without_last_shows_its_windows_own_number(world: World) -> None:
+    """docs/http-api.md: by default a history shows 14 days, 12 weeks or 12 seasons (the
+    windows' history_last), through the Python API and the CLI's default alike."""
+    cal, s = world.model.cal, world.s
+    for window, last in (("day", 14), ("week", 12), ("season", 12)):
+        want = cal.recent(window, world.clock(), last)
+        assert [p.period for p in s.history("pts", "p01", window)] == want, window
+
+
 # --- periods ------------------------------------------------------------------------------
 
 

@@ -191,11 +191,14 @@ def around(
 @click.argument("board")
 @click.argument("member")
 @window_option("day")
-@click.option("--last", "-l", type=int, default=14, show_default=True, help="At most 400.")
+@click.option(
+    "--last", "-l", type=int, default=None,
+    help="At most 400; default: the window's own number (14 days, 12 weeks, months or seasons).",
+)  # fmt: skip
 @json_option
 @pass_state
 def history(
-    state: CliState, board: str, member: str, window: str, last: int, as_json: bool
+    state: CliState, board: str, member: str, window: str, last: int | None, as_json: bool
 ) -> None:
     """MEMBER's rank and score on BOARD in each of the last LAST periods, oldest first."""
     app = state.app

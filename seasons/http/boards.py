@@ -62,8 +62,11 @@ SizeQ = Annotated[
                json_schema_extra={"minimum": 1, "maximum": MAX_SIZE})
 ]  # fmt: skip
 LastQ = Annotated[
-    int, Query(description=f"Periods, 1-{MAX_LAST}, oldest first",
-               json_schema_extra={"minimum": 1, "maximum": MAX_LAST})
+    int | None,
+    Query(description=f"Periods, 1-{MAX_LAST}, oldest first; by default the window's own "
+                      "number (history_last of GET /v1/boards: 14 days, 12 weeks, months or "
+                      "seasons)",
+          json_schema_extra={"minimum": 1, "maximum": MAX_LAST}),
 ]  # fmt: skip
 
 
@@ -99,7 +102,7 @@ def _answers(model: Any) -> dict[int | str, dict[str, Any]]:
 )  # fmt: skip
 async def member_history(
     request: Request, services: ServicesDep, board: Board, member: Member,
-    window: WindowQ = "day", last: LastQ = 14,
+    window: WindowQ = "day", last: LastQ = None,
 ) -> JsonBody:  # fmt: skip
     read = history(services, board, path_member(request, member), window, last)
     return JsonBody(await services.body(read))
@@ -214,7 +217,9 @@ def climb(
     return services.seasons.reads.climb(board, window, member, period, to=ranks)
 
 
-def history(services: Services, board: str, member: str, window: str, last: int) -> Read[History]:
+def history(
+    services: Services, board: str, member: str, window: str, last: int | None
+) -> Read[History]:
     return services.seasons.reads.history(board, member, window, last=last)
 
 

@@ -75,6 +75,11 @@ class Asked:
 Handler = Callable[[Services, Asked], Answer]
 
 
+# A query parameter not given, where the read has a default of its own (never a value: _int
+# answers digits only).
+_ABSENT = -1
+
+
 def _int(query: Query, name: str, default: int) -> int | None:
     value = query.get(name)
     if value is None:
@@ -137,11 +142,13 @@ def _climb(services: Services, asked: Asked) -> Answer:
 
 def _history(services: Services, asked: Asked) -> Answer:
     q = asked.query
-    member, last = _member(asked.params), _int(q, "last", 14)
+    member, last = _member(asked.params), _int(q, "last", _ABSENT)
     if member is None or last is None:
         return None
     window = q.get("window", "day")
-    return boards.history(services, asked.params["board"], member, window, last)
+    return boards.history(
+        services, asked.params["board"], member, window, None if last == _ABSENT else last
+    )
 
 
 def _lookup(services: Services, asked: Asked) -> Answer:
