@@ -237,6 +237,7 @@ def test_history_prints_the_history_json(run: Run, api: Seasons) -> None:
     ]
     week = out_json(run("history", "kills", "m07", "--window", "week", "--json"))
     assert len(week["history"]) == 12  # a week's history shows 12 weeks by default
+    assert "· last 12 weeks" in run("history", "kills", "m07", "--window", "week").output
 
 
 def test_human_output_is_a_table(run: Run, api: Seasons) -> None:

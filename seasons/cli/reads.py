@@ -209,7 +209,7 @@ def history(
     # The title is a line above the table: as the table's title it would wrap to the
     # table's width, narrower than the title.
     out = console()
-    out.print(f"{board} · {member} · last {last} {window}s", highlight=False)
+    out.print(f"{board} · {member} · last {len(result.history)} {window}s", highlight=False)
     names = _part_names(result.history)
     table = Table()
     table.add_column("period")
