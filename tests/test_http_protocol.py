@@ -57,13 +57,13 @@ def port(redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory) ->
     proc = Process(Path(config), "--port", str(number))
     try:
         proc.wait_for("serving")
-        deadline = time.monotonic() + PATIENCE
-        while True:
+        for _ in range(int(PATIENCE / 0.05)):  # a server that never answers fails here
             with contextlib.suppress(OSError):
                 if ask(number, get("/healthz")).status == 200:
                     break
-            assert time.monotonic() < deadline, proc.output
             time.sleep(0.05)
+        else:
+            pytest.fail(f"seasons serve never answered /healthz:\n{proc.output}")
         yield number
     finally:
         proc.close()
@@ -288,29 +288,35 @@ def test_a_client_dribbling_its_headers_gets_408_and_others_are_answered(port: i
         socket.create_connection(("127.0.0.1", port), timeout=PATIENCE) as slow,
         socket.create_connection(("127.0.0.1", port), timeout=PATIENCE) as probe,
     ):
-        start = time.monotonic()
         slow.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")
         answered = 0
+        # A line at a time, never the blank line, while another client is answered: until
+        # the server cuts the slow one (a server without the deadline never does, and the
+        # test ends at the sockets' timeout).
         with contextlib.suppress(OSError):
-            while time.monotonic() - start < PATIENCE:
-                slow.sendall(b"X-Drip: 1\r\n")  # a line at a time, never the blank line
+            for _ in range(int(PATIENCE / 0.2)):
+                slow.sendall(b"X-Drip: 1\r\n")
                 probe.sendall(get("/healthz"))
                 assert read(probe).status == 200
                 answered += 1
                 time.sleep(0.2)
         reply = read(slow, until_closed=True)
-        elapsed = time.monotonic() - start
     body = reply.error(408, "request_timeout")
     assert body["details"] == {"setting": "api.header_timeout", "seconds": TIMEOUT}
-    assert reply.closed and TIMEOUT / 2 < elapsed < PATIENCE, elapsed
-    assert answered >= 2
+    assert reply.closed
+    assert answered >= 2  # the slow client's wait held nobody else up
 
 
 def test_a_connection_that_sends_nothing_is_closed(port: int) -> None:
     with socket.create_connection(("127.0.0.1", port), timeout=PATIENCE) as idle:
-        start = time.monotonic()
-        assert closed_after(idle)
-        assert TIMEOUT / 2 < time.monotonic() - start < PATIENCE
+        assert closed_after(idle)  # within the sockets' timeout: never, without a deadline
+
+
+def test_a_connection_idle_for_less_than_the_deadline_is_served(port: int) -> None:
+    with socket.create_connection(("127.0.0.1", port), timeout=PATIENCE) as sock:
+        time.sleep(TIMEOUT / 4)
+        sock.sendall(get("/healthz"))
+        assert read(sock).status == 200
 
 
 @pytest.mark.parametrize("chunked", [False, True], ids=["content-length", "chunked"])
@@ -322,17 +328,15 @@ def test_a_client_dribbling_its_body_gets_408(port: int, chunked: bool) -> None:
         f"{framing}\r\n"
     ).encode()
     with socket.create_connection(("127.0.0.1", port), timeout=PATIENCE) as slow:
-        start = time.monotonic()
         slow.sendall(head)
         with contextlib.suppress(OSError):
             for byte in body:  # one byte every 0.2 s: never done within the deadline
                 slow.sendall(b"1\r\n%c\r\n" % byte if chunked else bytes([byte]))
                 time.sleep(0.2)
         reply = read(slow, until_closed=True)
-        elapsed = time.monotonic() - start
     found = reply.error(408, "request_timeout")
     assert found["details"] == {"setting": "api.body_timeout", "seconds": TIMEOUT}
-    assert reply.closed and TIMEOUT / 2 < elapsed < PATIENCE, elapsed
+    assert reply.closed
 
 
 def test_a_body_sent_in_time_is_read_whole(port: int) -> None:
