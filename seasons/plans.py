@@ -9,8 +9,11 @@ Where a read needs something it cannot know before it reads (the members of a pa
 metadata it returns; whether a season's archive exists yet), the plan guesses it from the
 last read of the same thing (:class:`Guesses`), reads the guess with the rest, and checks it
 against what the same transaction read: a wrong guess is never answered, it is learned and
-the read tried again, then left to the script. Reads whose next command depends on a value
-read (a rank counted from a score) stay scripts.
+the read tried again, then left to the script. A value the read depends on (an entry's
+score, from which its rank and gap are counted; the position a page around a member is
+centred on) is guessed the same way from the last read of that member, so a member read
+again answers in one transaction; the first read of a member reads it in a transaction of
+its own. Reads whose dependent values cannot be checked so stay scripts.
 """
 
 from __future__ import annotations
@@ -20,20 +23,24 @@ from typing import Any
 
 from seasons.executor import MISSED, Command, Missed, Reply
 
-# Guesses remembered, and members in the pages remembered (bounds on memory: beyond either,
-# they start again; a page holds up to 1000 members).
-REMEMBERED = 4096
-MEMBERS_REMEMBERED = 65_536
+# Guesses remembered per table, and members in the pages remembered: bounds on memory (each
+# table starts again beyond them; a page holds up to 1000 members). Sized for the pages around
+# some tens of thousands of players who each read their own: a few tens of MB at most.
+REMEMBERED = 65_536
+MEMBERS_REMEMBERED = 262_144
 
 
 class Guesses:
-    """What the last reads found: whether each archive key existed, each board's size, and
-    the members of each page; shared by all the reads of one :class:`~seasons.reads.Reads`."""
+    """What the last reads found: whether each archive key existed, each board's size, the
+    members of each page, and each member's score and position read last (keyed by board
+    key and member); shared by all the reads of one :class:`~seasons.reads.Reads`."""
 
     def __init__(self) -> None:
         self.archived: dict[str, bool] = {}
         self.totals: dict[str, int] = {}
         self.pages: dict[tuple[str, int, int], tuple[bytes, ...]] = {}
+        self.scores: dict[tuple[str, str], bytes] = {}
+        self.positions: dict[tuple[str, str], int] = {}
         self._members = 0  # in self.pages, about (a page replaced still counts)
 
     def remember(self, table: dict[Any, Any], key: Any, value: Any) -> None:
@@ -84,10 +91,11 @@ class PagePlan:
     ``offset + size - 1``, or with ``centre`` (a 0-based rank) ``size`` rows centred on it and
     shifted at either end of the board, which needs the board's size: the last one read is
     the guess. Around a ``member`` (on a board whose ties are ``member``), the centre is its
-    position: the first transaction reads it, each next one reads it again beside the rows
-    and checks it. On a board whose ties are ``shared`` or ``dense`` only pages from the first
-    row are planned (its rank is 1; another row's needs its score), ``earliest`` pages never
-    (their order needs the reach sets of the runs they cut)."""
+    position: the one the last read around it found, read again beside the rows and checked;
+    for a member not read before, a first transaction reads it. On a board whose ties are
+    ``shared`` or ``dense`` only pages from the first row are planned (its rank is 1; another
+    row's needs its score), ``earliest`` pages never (their order needs the reach sets of the
+    runs they cut)."""
 
     __slots__ = (
         "_guesses", "_board", "_live", "_meta", "_desc", "_offset", "_centre", "_size",
@@ -100,6 +108,8 @@ class PagePlan:
     ):  # fmt: skip
         self._guesses, self._board = guesses, _Board(guesses, live, archive)
         self._live, self._meta, self._desc = live, meta, desc
+        if member is not None:
+            centre = guesses.positions.get((live, member))
         self._offset, self._centre, self._size, self._member = offset, centre, size, member
         self._start, self._asked = offset, tuple[bytes, ...]()
 
@@ -128,10 +138,13 @@ class PagePlan:
             return MISSED
         if self._member is not None:
             position, *got = got
+            where = (self._live, self._member)
             if position is None:
+                self._guesses.positions.pop(where, None)
                 return None  # not on the board
             if position != self._centre:  # not read yet, or moved since
                 self._centre = position
+                self._guesses.remember(self._guesses.positions, where, position)
                 self._guesses.remember(self._guesses.totals, self._live, got[0])
                 return MISSED
         total, rows, start = got[0], got[1], self._start
@@ -152,21 +165,23 @@ class PagePlan:
 
 
 class EntryPlan:
-    """A member's entry on a board whose ties are ``member`` or ``shared``: its score first,
-    then with it, in a second transaction, its rank (by position, or 1 + the members strictly
+    """A member's entry on a board whose ties are ``member`` or ``shared``: from its score
+    (the one the last read of it found), its rank (by position, or 1 + the members strictly
     better), the members strictly worse, the nearest strictly better score, the board's size
-    and its metadata, checked against the score read again. A member not on the board costs
-    the first transaction alone."""
+    and its metadata, with the score read again and checked. A member not read before has its
+    score read first, in a transaction of its own; a member not on the board costs that one
+    alone."""
 
-    __slots__ = ("_board", "_meta", "_member", "_desc", "_shared", "_score")
+    __slots__ = ("_guesses", "_board", "_meta", "_member", "_where", "_desc", "_shared", "_score")
 
     def __init__(
         self, guesses: Guesses, live: str, archive: str, meta: str, desc: bool, shared: bool,
         member: str,
     ):  # fmt: skip
-        self._board, self._meta, self._member = _Board(guesses, live, archive), meta, member
+        self._guesses, self._board = guesses, _Board(guesses, live, archive)
+        self._meta, self._member, self._where = meta, member, (live, member)
         self._desc, self._shared = desc, shared
-        self._score: bytes | None = None
+        self._score = guesses.scores.get(self._where)
 
     def commands(self) -> list[Command]:
         key, out = self._board.commands()
@@ -194,9 +209,11 @@ class EntryPlan:
             return MISSED
         score = got[0]
         if score is None:
+            self._guesses.scores.pop(self._where, None)
             return None  # not on the board
         if score != self._score:  # not read yet, or changed since
             self._score = score
+            self._guesses.remember(self._guesses.scores, self._where, score)
             return MISSED
         rank, worse, better, total, meta = got[1:]
         return [

@@ -225,3 +225,88 @@ def test_the_pages_remembered_are_bounded(
             assert [e.model_dump(exclude_none=True) for e in page.entries] == want
         remembered = app.reads._guesses.pages
         assert 0 < sum(map(len, remembered.values())) <= 2500
+
+
+def counted(app: Seasons, read: Read[Any]) -> tuple[Any, int]:
+    """The read's JSON and how many transactions it sent (nothing changed between them)."""
+    return run(app, read, lambda: None)
+
+
+def want_entry(r: redis.Redis, key: str, meta: str, board: str, member: str) -> dict[str, Any]:
+    cfg = BOARDS[board]
+    order, ties = cfg.get("order", "desc"), cfg.get("ties", "member")
+    scores = scores_of(r, key)
+    rank = next(rank for rank, m, _ in ranked(scores, order, ties) if m == member)
+    stored = r.hget(meta, member)
+    return {
+        "rank": rank,
+        "member": member,
+        "score": scores[member],
+        "metadata": json.loads(stored) if stored is not None else {},
+        "percentile": percentile(scores, order, member),
+        "gap_up": gap_up(scores, order, member),
+        "total": len(scores),
+    }
+
+
+@pytest.mark.parametrize("board", ["kills", "shared", "low"])
+def test_an_entry_read_again_is_one_transaction_and_follows_its_score(
+    app: Seasons, r: redis.Redis, board: str
+) -> None:
+    """The second read of a member's entry guesses its score from the first: one
+    transaction. Once its score changes, the guess is refused and the entry is the new one."""
+    key, meta = fill(r, app, board, 30)
+    first, sent = counted(app, app.reads.entry(board, "day", "m006", "current"))
+    assert (first, sent) == (want_entry(r, key, meta, board, "m006"), 2)
+    again, sent = counted(app, app.reads.entry(board, "day", "m006", "current"))
+    assert (again, sent) == (first, 1)
+    r.zadd(key, {"m006": 21.5, "m007": 30})
+    moved, sent = counted(app, app.reads.entry(board, "day", "m006", "current"))
+    assert (moved, sent) == (want_entry(r, key, meta, board, "m006"), 2)
+    assert moved["score"] == 21.5
+    r.zrem(key, "m006")
+    assert counted(app, app.reads.entry(board, "day", "m006", "current")) == (None, 1)
+    assert "m006" not in [m for _, m in app.reads._guesses.scores]
+
+
+@pytest.mark.parametrize("board", ["kills", "low"])
+def test_around_a_member_read_again_is_one_transaction_and_follows_it(
+    app: Seasons, r: redis.Redis, board: str
+) -> None:
+    """The second read around a member guesses its position (and its page's members) from
+    the first: one transaction. After it moves, the page is the one around its new place."""
+    key, meta = fill(r, app, board, 40)
+    low = BOARDS[board].get("order") == "asc"
+
+    def position(member: str) -> int:
+        rows = ranked(scores_of(r, key), "asc" if low else "desc", "member")
+        return next(i for i, (_, m, _) in enumerate(rows) if m == member)
+
+    def want(member: str) -> list[dict[str, Any]]:
+        return entries_of(r, key, meta, board, around_start(position(member), 5, 40), 5)
+
+    first, sent = counted(app, app.reads.around_member(board, "day", "m012", "current", size=5))
+    assert first["entries"] == want("m012") and sent >= 2
+    again, sent = counted(app, app.reads.around_member(board, "day", "m012", "current", size=5))
+    assert (again, sent) == (first, 1)
+    r.zadd(key, {"m012": -(10**6) if low else 10**6})  # to the top
+    moved, _ = counted(app, app.reads.around_member(board, "day", "m012", "current", size=5))
+    assert moved["entries"] == want("m012")
+    assert moved["entries"][0]["member"] == "m012"
+
+
+def test_the_members_remembered_are_bounded(
+    app: Seasons, r: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Entries and pages around many members: each table of guesses stays within its bound
+    (made small here), and every answer is still the board's."""
+    monkeypatch.setattr(plans, "REMEMBERED", 16)
+    key, meta = fill(r, app, "kills", 60)
+    for i in range(60):
+        member = f"m{i:03d}"
+        got = app.run(app.reads.entry("kills", "day", member, "current"))
+        assert got is not None
+        assert got.model_dump() == want_entry(r, key, meta, "kills", member)
+        app.run(app.reads.around_member("kills", "day", member, "current", size=3))
+        guesses = app.reads._guesses
+        assert 0 < len(guesses.scores) <= 16 and 0 < len(guesses.positions) <= 16
