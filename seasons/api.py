@@ -314,7 +314,9 @@ class Seasons:
         the archive files it is in (rewritten with new manifests), as ``seasons forget`` and
         ``DELETE /v1/admin/members/{member}`` do. A member Seasons cannot hold raises
         :class:`seasons.errors.InvalidMember` before any Redis call."""
-        from seasons.jobs import registry  # it builds its jobs on a Seasons: a cycle at import
+        # It builds its jobs on a Seasons: a cycle at import. Its full name, since mypy misses
+        # a submodule that `from seasons.jobs import` names inside such a cycle.
+        import seasons.jobs.registry as registry
 
         return Forgotten.model_validate(registry.sweeper_of(self).forget(member, self.clock()))
 
@@ -337,7 +339,7 @@ class Seasons:
         result for 48 hours. Refused with :class:`seasons.errors.Conflict` (nothing changed):
         a closing or archived season, a day folded into an all-time base, a board to
         recompute with days past retention, another clear of the board running."""
-        from seasons.jobs import registry
+        import seasons.jobs.registry as registry
 
         return registry.clear_of(self).run(
             board, window, period, self.clock(), with_days=with_days, run_id=run_id

@@ -1,6 +1,8 @@
-"""The wheel installs next to anything: built from this tree, installed with ``--no-deps`` into
-a fresh virtual environment, and used from an application that has modules of its own named
-``config`` and ``jobs``.
+"""The wheel installs next to anything: an sdist built from this tree's files (no link among
+them: ``seasons/config`` and ``seasons/jobs`` are made by scripts/setup for static tools, never
+shipped), a wheel built from that sdist, installed with ``--no-deps`` into a fresh virtual
+environment, and used from an application that has modules of its own named ``config`` and
+``jobs``.
 
 The fresh environment reaches the dependencies through a ``.pth`` line naming this project's
 site-packages. A path line only puts that folder on ``sys.path``; the ``.pth`` files inside it
@@ -18,6 +20,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import tarfile
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -85,21 +88,37 @@ def _can_build_here() -> bool:
     return (major, minor) >= (70, 1)
 
 
+def _not_links(folder: str, names: list[str]) -> set[str]:
+    """What a checkout does not hold: caches, and links (scripts/setup's, git-ignored)."""
+    return {n for n in names if n == "__pycache__" or n.endswith(".pyc")} | {
+        n for n in names if os.path.islink(os.path.join(folder, n))
+    }
+
+
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The wheel of this working tree, built from a copy (setuptools writes build/ and
+def sdist(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The sdist of this working tree, built from a copy of its files (setuptools writes
     *.egg-info next to the sources, which must not land in the tree)."""
-    tmp = tmp_path_factory.mktemp("wheel")
+    tmp = tmp_path_factory.mktemp("sdist")
     src = tmp / "src"
     src.mkdir()
     for name in SOURCES:
         if (ROOT / name).is_dir():
-            ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-            # symlinks=True: seasons/config and seasons/jobs stay links, as in the tree.
-            shutil.copytree(ROOT / name, src / name, symlinks=True, ignore=ignore)
+            shutil.copytree(ROOT / name, src / name, ignore=_not_links)
         else:
             shutil.copy2(ROOT / name, src / name)
+    assert not (src / "seasons" / "config").exists()
     out = tmp / "dist"
+    # The build backend itself (what `python -m build --sdist` calls), without fetching.
+    build = f"from setuptools import build_meta; print(build_meta.build_sdist({str(out)!r}))"
+    name = _run(sys.executable, "-c", build, cwd=src).stdout.strip().splitlines()[-1]
+    return out / name
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory, sdist: Path) -> Path:
+    """The wheel built from the sdist alone, as a package index's user would build it."""
+    out = tmp_path_factory.mktemp("wheel")
     pip: list[str | Path] = [
         sys.executable,
         "-m",
@@ -113,7 +132,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     # Without build isolation nothing is fetched; where this venv cannot build a wheel
     # (setuptools < 70.1 and no `wheel` package), pip builds in an isolated environment
     # with setuptools and wheel from the configured package index.
-    _run(*pip, *(["--no-build-isolation"] if _can_build_here() else []), src)
+    _run(*pip, *(["--no-build-isolation"] if _can_build_here() else []), sdist)
     (built,) = out.glob("seasons-*.whl")
     return built
 
@@ -202,3 +221,30 @@ def test_installed_wheel_works_next_to_app_config_and_jobs(
         assert client.keys(f"{NS}:*"), "nothing was written to the test's redis-server"
     finally:
         client.close()
+
+
+def test_sdist_holds_the_folders_as_files(sdist: Path) -> None:
+    with tarfile.open(sdist) as tar:
+        members = tar.getmembers()
+    assert not [m.name for m in members if m.issym() or m.islnk()]
+    names = {m.name.split("/", 1)[1] for m in members if "/" in m.name}
+    assert {"pyproject.toml", "config/settings.py", "jobs/worker.py"} <= names
+    assert "seasons/lua/write.lua" in names
+    assert not any(n.startswith(("seasons/config/", "seasons/jobs/")) for n in names)
+
+
+def test_installed_command_runs(
+    fresh_venv: Path, tmp_path: Path, clean_env: dict[str, str]
+) -> None:
+    done = _run(fresh_venv.parent / "seasons", "--help", cwd=tmp_path, env=clean_env)
+    assert done.stdout.startswith("Usage: seasons"), done.stdout
+    assert {"serve", "worker", "restore"} <= set(done.stdout.split())
+
+
+def test_no_links_are_committed() -> None:
+    """A checkout on a file system without symbolic links holds every file of the project."""
+    if not (ROOT / ".git").exists() or shutil.which("git") is None:
+        pytest.skip("not a git checkout")
+    staged = _run("git", "ls-files", "--stage", cwd=ROOT).stdout.splitlines()
+    assert staged, "git lists no file"
+    assert [line.split("\t", 1)[1] for line in staged if line.startswith("120000 ")] == []

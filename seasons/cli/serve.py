@@ -95,8 +95,8 @@ def serve(
 def _server_options(settings: Settings, log_level: str) -> dict[str, Any]:
     """uvicorn's options, the same for one process and for workers. httptools and uvloop:
     uvicorn's pure-Python parser and asyncio's loop cost about twice the CPU per request
-    (docs/http-performance.md); httptools with one write per response, the request head's
-    limits and the head's and body's deadlines (:mod:`seasons.http.server`). The app decides
+    (docs/benchmarks.md#the-http-server); httptools with one write per response, the request
+    head's limits and the head's and body's deadlines (:mod:`seasons.http.server`). The app decides
     itself which peers' forwarding headers to trust (api.trusted_proxies): uvicorn must not
     rewrite the client address from them (it would, for FORWARDED_ALLOW_IPS=*)."""
     from seasons.http.server import protocol

@@ -1,7 +1,7 @@
 """The fast path of the hot requests: a raw ASGI layer that answers them before FastAPI does.
 
 FastAPI's routing, dependency resolution and validation cost more CPU per request than the
-read itself (``docs/http-performance.md``). This layer sits inside the metrics middleware and
+read itself (``docs/benchmarks.md``). This layer sits inside the metrics middleware and
 the guard (so limits, access and request metrics are exactly as for any request) and in
 front of the FastAPI app. For a ``GET`` of a page, around a rank, around a member, a member's
 entry, climb or history, a ``POST`` of a lookup (and ``/healthz``) it finds the route the router
