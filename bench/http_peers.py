@@ -79,10 +79,13 @@ EMPTY_DAY = 4  # days before today: no board at all (nobody played)
 PAST_POOL = 30_000  # members (besides the load's targets) that may play on a past day
 TARGETS = 20_000  # random members the load scripts choose from
 CHECKS = 12  # random members whose answers are compared before timing
-READ_TARGET = 1.2  # Seasons / peer requests/s, every read
-WRITE_TARGET = 1.0  # Seasons / peer requests/s, POST /v1/scores
+# Seasons / peer requests/s: every read and POST /v1/scores; /healthz (no Redis) at least even.
+RATIO_TARGET = 1.2
+RATIO_TARGETS = {"healthz": 1.0}
 STARTUP_TIMEOUT = 60.0
 CONTENDERS = ("Seasons", "peer")
+# Beside them on /healthz only: the floor of the Python HTTP stack (bench/peers/floor_asgi.py).
+FLOOR = "floor"
 KINDS = {
     "top": f"GET /v1/boards/{BOARD}/day (top {TOP})",
     "around": f"GET .../members/{{m}}/around?size={AROUND}",
@@ -678,7 +681,9 @@ class Row:
 
     size: int
     kind: str
-    rounds: dict[str, list[Round]] = field(default_factory=lambda: {c: [] for c in CONTENDERS})
+    rounds: dict[str, list[Round]] = field(
+        default_factory=lambda: {c: [] for c in (*CONTENDERS, FLOOR)}
+    )
 
     def median(self, contender: str) -> Round:
         ordered = sorted(self.rounds[contender], key=lambda r: r.rate)
@@ -691,13 +696,14 @@ class Row:
 
     @property
     def target(self) -> float:
-        return WRITE_TARGET if self.kind == "post" else READ_TARGET
+        return RATIO_TARGETS.get(self.kind, RATIO_TARGET)
 
     @property
     def met(self) -> bool:
-        if self.ratio < self.target:
-            return False
-        return self.kind == "post" or self.median("Seasons").p99_ms <= self.median("peer").p99_ms
+        return (
+            self.ratio >= self.target
+            and self.median("Seasons").p99_ms <= self.median("peer").p99_ms
+        )
 
 
 @dataclass
@@ -793,21 +799,28 @@ def run_size(size: int, tmp: Path, tools: Tools, result: Result) -> None:
     (tmp / "peer.json").write_text(
         json.dumps(peer_config(plan, settings, tools.redis_url, ports["peer"], period))
     )
+    ports[FLOOR] = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("SEASONS_")}
     # As docs/http-api.md documents it: the console script, a port, settings from SEASONS_CONFIG.
     seasons_argv = [str(ROOT / ".venv" / "bin" / "seasons"), "serve", "--port",
                     str(ports["Seasons"]), *opts.serve_args]  # fmt: skip
+    floor_argv = [sys.executable, "-m", "uvicorn", "bench.peers.floor_asgi:app", "--port",
+                  str(ports[FLOOR]), "--http", "httptools", "--loop", "uvloop",
+                  "--no-access-log", "--no-server-header", "--log-level", "warning"]  # fmt: skip
     scripts = write_scripts(tmp, targets, values)
     with (
         started("seasons serve", seasons_argv, ports["Seasons"],
                 {**env, "SEASONS_CONFIG": str(config)}, tmp / "serve.log") as seasons,
         started("fastify peer", [*tools.peer_argv, str(tmp / "peer.json")], ports["peer"],
                 {**env, "TZ": "UTC"}, tmp / "peer.log") as peer,
+        started("floor", floor_argv, ports[FLOOR], {**env, "PYTHONPATH": str(ROOT)},
+                tmp / "floor.log") as floor,
     ):  # fmt: skip
-        servers = {"Seasons": seasons, "peer": peer}
+        servers = {"Seasons": seasons, "peer": peer, FLOOR: floor}
         client = redis.Redis.from_url(tools.redis_url, decode_responses=True)
         try:
-            problems = check_answers(servers, days, calendar.today, targets, plan, client)
+            compared = {name: servers[name] for name in CONTENDERS}
+            problems = check_answers(compared, days, calendar.today, targets, plan, client)
         finally:
             client.close()
         result.problems += [f"at {size:,}: {p}" for p in problems]
@@ -822,10 +835,11 @@ def run_size(size: int, tmp: Path, tools: Tools, result: Result) -> None:
                 return run_wrk(tools.wrk, scripts[kind], servers[name], seconds,
                                f"{name}-{tag}-{size}", tools)  # fmt: skip
 
-            for name in CONTENDERS if opts.warmup else ():
+            contenders = (*CONTENDERS, FLOOR) if kind == "healthz" else CONTENDERS
+            for name in contenders if opts.warmup else ():
                 once(name, opts.warmup, "warm")
             for i in range(opts.rounds):
-                for name in CONTENDERS:
+                for name in contenders:
                     timed = once(name, opts.seconds, str(i))
                     row.rounds[name].append(timed)
                     if timed.errors:
@@ -857,11 +871,20 @@ def table(rows: list[Row]) -> str:
         for r in (row.median("Seasons"), row.median("peer")):
             cells.append(f"{r.rate:,.0f} | {r.redis_cmd_us:,.1f} | {r.p50_ms:.2f} | "
                          f"{r.p99_ms:.2f} | {r.cpu_us:.0f}+{r.redis_cpu_us:.0f}")  # fmt: skip
-        rule = f">= {row.target:.1f}x" + ("" if row.kind == "post" else ", p99 <= peer's")
+        rule = f">= {row.target:.1f}x, p99 <= peer's"
         out.append(
             f"| {row.size:,} | {KINDS[row.kind]} | {cells[0]} | {cells[1]} | "
             f"{row.ratio:.2f} | {rule}: {'met' if row.met else 'MISSED'} |"
         )
+    for row in rows:
+        if row.rounds[FLOOR]:
+            f, s = row.median(FLOOR), row.median("Seasons")
+            out.append(
+                f"\n/healthz at {row.size:,}: the Python HTTP stack's floor (a one-route ASGI app "
+                f"under uvicorn + httptools + uvloop, bench/peers/floor_asgi.py) {f.rate:,.0f} "
+                f"req/s, CPU {f.cpu_us:.0f} µs/req: Seasons at {s.rate / f.rate:.2f}x of it, "
+                f"the peer at {row.median('peer').rate / f.rate:.2f}x"
+            )
     return "\n".join(out)
 
 

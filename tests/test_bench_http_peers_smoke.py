@@ -22,7 +22,7 @@ if str(ROOT) not in sys.path:  # bench/ is not an installed package
 from redis_server import RedisServer  # noqa: E402
 
 from bench import http_peers  # noqa: E402
-from bench.http_peers import CONTENDERS, KINDS, Options, Round, Row  # noqa: E402
+from bench.http_peers import CONTENDERS, FLOOR, KINDS, Options, Round, Row  # noqa: E402
 
 
 @pytest.mark.skipif(
@@ -36,7 +36,9 @@ def test_seasons_serve_and_fastify_peer_answer_alike() -> None:
     assert result.problems == []
     assert [row.kind for row in result.rows] == list(KINDS)
     for row in result.rows:
-        for name in CONTENDERS:
+        # The floor of the Python HTTP stack is timed beside them on /healthz only.
+        assert bool(row.rounds[FLOOR]) == (row.kind == "healthz")
+        for name in (*CONTENDERS, FLOOR) if row.kind == "healthz" else CONTENDERS:
             timed = row.median(name)
             assert timed.requests > 0 and timed.rate > 0, (row.kind, name)
             assert timed.errors == 0
@@ -50,6 +52,7 @@ def test_seasons_serve_and_fastify_peer_answer_alike() -> None:
     text = http_peers.table(result.rows)
     for kind in KINDS:
         assert f"| 1,500 | {KINDS[kind]} |" in text
+    assert "/healthz at 1,500: the Python HTTP stack's floor" in text
 
 
 def test_command_usec_counts_each_command_once() -> None:
@@ -96,11 +99,17 @@ def test_median_round_and_targets() -> None:
     row.rounds["peer"][2] = _round(100, 1.5)  # the peer's median round: better p99
     assert not row.met
     post = Row(10, "post")
-    post.rounds["Seasons"] = [_round(100, 9.0)]
+    post.rounds["Seasons"] = [_round(120, 1.0)]
     post.rounds["peer"] = [_round(100, 1.0)]
-    assert post.met  # writes: 1.0x is enough, p99 not part of the target
-    post.rounds["Seasons"] = [_round(99, 1.0)]
+    assert post.met  # writes: 1.2x as the reads
+    post.rounds["Seasons"] = [_round(119, 1.0)]
     assert not post.met
-    text = http_peers.table([row, post])
-    assert "MISSED" in text and text.count("\n") == 3
+    health = Row(10, "healthz")
+    health.rounds["Seasons"] = [_round(100, 1.0)]
+    health.rounds["peer"] = [_round(100, 1.0)]
+    assert health.met  # /healthz: even is enough
+    health.rounds["Seasons"] = [_round(100, 1.1)]
+    assert not health.met  # p99 counts on every row
+    text = http_peers.table([row, post, health])
+    assert "MISSED" in text and text.count("\n") == 4
     assert all(line.count("|") == 15 for line in text.splitlines())  # 14 columns
