@@ -66,7 +66,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from seasons.config.settings import RedisSettings
 from seasons.connection import make_async_client, retry_policy, translated
-from seasons.scripts import Script
+from seasons.scripts import Script, resent
 from seasons.scripts import script as script  # re-exported: seasons.reads takes it from here
 
 # What a read script or a plan answers: Redis's reply, its fields and values (bytes on
@@ -170,10 +170,8 @@ class SyncExecutor:
                         break  # a full Redis refuses commands queued in MULTI, not read scripts
                     if not isinstance(reply, Missed):
                         return reply
-            try:
-                return self._send(call.evalsha())
-            except NoScriptError:
-                return self._send(call.eval())
+            send = self._send
+            return resent(lambda: send(call.evalsha()), lambda: send(call.eval()))
 
 
 class AsyncExecutor:
@@ -199,6 +197,7 @@ class AsyncExecutor:
                         break  # a full Redis refuses commands queued in MULTI, not read scripts
                     if not isinstance(reply, Missed):
                         return reply
+            # resent()'s rule, awaited: NOSCRIPT ran nothing, so the call goes once as EVAL.
             try:
                 return await self._send(call.evalsha())
             except NoScriptError:

@@ -11,21 +11,24 @@ import hashlib
 import json
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any, NamedTuple
 
-from redis.exceptions import NoScriptError, ResponseError
+from redis.exceptions import ResponseError
 
 from seasons import timewindows as tw
 from seasons import windows as win
+from seasons.clock import Clock, system_clock
 from seasons.config.settings import BoardSettings, Settings
-from seasons.connection import is_cluster, on_one_connection
+from seasons.connection import RedisClient, is_cluster, on_one_connection
 from seasons.errors import (
     BatchIdReused,
     BatchRejected,
     InvalidBatchId,
+    InvalidInput,
     NotReplicated,
     SeasonsError,
 )
@@ -348,181 +351,257 @@ def _standings(
     return out
 
 
-def check_batch(
-    client: Any,
-    scripts: Scripts,
-    events: list[Any],
-    settings: Settings,
-    keys: Keys,
-    now: datetime,
-    *,
-    backfill: bool = False,
-) -> list[ValidEvent]:
-    """:func:`seasons.events.validate_batch`, with its hint for a late event (``seasons
-    import --backfill`` can still write the day) kept only where the backfill would write:
-    the backfill itself is asked (the write script, check-only, with ``backfill``), and an
-    event it would refuse (its season closing or archived) is refused with that reason."""
-    try:
-        return validate_batch(events, settings, now, backfill=backfill)
-    except BatchRejected as exc:
-        if backfill:
-            raise
-        problems = exc.details
-    by_index: dict[int, list[dict[str, Any]]] = defaultdict(list)
-    for p in problems:
-        by_index[p["index"]].append(p)
-    # The events whose one problem is being late; those a backfill may write by time.
-    late = [i for i, found in by_index.items() if [p["code"] for p in found] == ["late_event"]]
-    while late:
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """A checked batch as :meth:`Writes.apply` writes it. A resend after a timeout sends it
+    unchanged: the same id, events and instant, so a copy that ran answers its result."""
+
+    events: list[ValidEvent]
+    now: datetime
+    batch_id: str
+    digest: str  # batch_digest: the same id with other events is refused
+    backfill: bool = False
+    # board -> the window its standings are answered on (resolve_standing_window); None: the
+    # result holds no standings.
+    standing: dict[str, str] | None = None
+
+    def by_board(self) -> dict[str, list[ValidEvent]]:
+        """The events of each board, in batch order."""
+        out: dict[str, list[ValidEvent]] = defaultdict(list)
+        for ev in self.events:
+            out[ev.board].append(ev)
+        return out
+
+
+class Writes:
+    """The write path of one facade (:class:`seasons.api.Seasons` builds it once): its
+    client, scripts, settings, keys and clock. :meth:`check` turns a caller's events into a
+    :class:`Batch` or raises every problem of it; :meth:`apply` writes that batch."""
+
+    def __init__(
+        self, client: RedisClient, scripts: Scripts, settings: Settings, keys: Keys,
+        clock: Clock = system_clock,
+    ):  # fmt: skip
+        self.client = client
+        self.scripts = scripts
+        self.settings = settings
+        self.keys = keys
+        self.clock = clock
+
+    def check(
+        self,
+        events: Iterable[Any],
+        *,
+        batch_id: str | None = None,
+        backfill: bool = False,
+        standing: bool = False,
+        standing_window: str | None = None,
+    ) -> Batch:
+        """The batch of ``events`` at the clock's now, checked whole (:meth:`validate`):
+        :class:`BatchRejected` with every problem, :class:`InvalidBatchId`, or
+        :class:`InvalidInput` for ``standing_window`` without ``standing``. ``batch_id``:
+        generated when None. ``standing``: each board's window (:func:`resolve_standing_window`,
+        :class:`BadWindow` if a board of the batch keeps no ``standing_window``)."""
+        batch_id = new_batch_id() if batch_id is None else check_batch_id(batch_id)
+        items = list(events)
+        now = self.clock()
+        valid = self.validate(items, now, backfill=backfill)
+        windows = None
+        if standing:
+            boards = self.settings.boards
+            windows = {
+                b: resolve_standing_window(b, boards[b], standing_window)
+                for b in dict.fromkeys(ev.board for ev in valid)
+            }
+        elif standing_window is not None:
+            raise InvalidInput(
+                "standing_window names the window of the standings: it needs standing",
+                {"field": "standing_window"},
+            )
+        timed = {i for i, ev in enumerate(items) if _ts(ev) is not None}
+        return Batch(valid, now, batch_id, batch_digest(valid, timed), backfill, windows)
+
+    def validate(
+        self, events: list[Any], now: datetime, *, backfill: bool = False
+    ) -> list[ValidEvent]:
+        """:func:`seasons.events.validate_batch`, with its hint for a late event (``seasons
+        import --backfill`` can still write the day) kept only where the backfill would write:
+        the backfill itself is asked (:meth:`refusals` with ``backfill``), and an event it
+        would refuse (its season closing or archived) is refused with that reason."""
         try:
-            valid = validate_batch([events[i] for i in late], settings, now, backfill=True)
-            break
-        except BatchRejected as again:  # past retention: no hint was given
-            dropped = {late[p["index"]] for p in again.details}
-            late = [i for i in late if i not in dropped]
-    else:
-        raise BatchRejected(problems)
-    by_board: dict[str, list[ValidEvent]] = defaultdict(list)
-    for ev in valid:
-        by_board[ev.board].append(ev)
-    batch = (new_batch_id(),) * 2  # nothing is recorded under a new id: every event is checked
-    try:
-        _run(client, scripts, by_board, settings, keys, now, True, batch, check_only=True)
-    except BatchRejected as refused:
-        days = {ev.index: ev.day for ev in valid}
-        for p in refused.details:
-            problem = by_index[late[p["index"]]][0]
-            problem["message"] = late_for_good(days[p["index"]], settings, p["message"])
-    except SeasonsError:
-        pass  # Redis cannot tell now: the refusal stands as time alone decides it
-    raise BatchRejected(problems)
-
-
-def apply_batch(
-    client: Any,
-    scripts: Scripts,
-    events: list[ValidEvent],
-    settings: Settings,
-    keys: Keys,
-    now: datetime,
-    *,
-    batch_id: str,
-    digest: str,
-    backfill: bool = False,
-    standing: dict[str, str] | None = None,
-) -> WriteResult:
-    """Apply validated events as the batch ``batch_id``. One board: one atomic script call.
-    Several boards: every board is checked first, then applied (one pipeline each; on a
-    cluster one call per board), so a batch that a closed day or season would refuse on one
-    board writes nothing on any board.
-
-    A board that applied ``batch_id`` in the last 48 hours answers its recorded result in
-    both passes and writes nothing, so the result of a resend is the sum of the originals.
-    The same id with another ``digest`` raises :class:`BatchIdReused`, nothing written.
-
-    With ``redis.wait_replicas`` > 0 the writes are followed by ``WAIT`` on their own
-    connection, and a shortfall raises :class:`NotReplicated`.
-
-    ``standing``: board -> window (:func:`resolve_standing_window`); the result then holds each
-    event's standing on its board's window, read by the same script call after the batch
-    (on a resend: read then)."""
-    by_board: dict[str, list[ValidEvent]] = defaultdict(list)
-    for ev in events:
-        by_board[ev.board].append(ev)
-    if not by_board:
-        return WriteResult(applied=0, duplicates=0, batch_id=batch_id)
-    batch = (batch_id, digest)
-    if len(by_board) > 1:
-        _run(client, scripts, by_board, settings, keys, now, backfill, batch, check_only=True)
-    results = _run(
-        client, scripts, by_board, settings, keys, now, backfill, batch, check_only=False,
-        standing=standing,
-    )  # fmt: skip
-    return WriteResult(
-        applied=sum(r.applied for r in results),
-        duplicates=sum(r.duplicates for r in results),
-        batch_id=batch_id,
-        standings=None
-        if standing is None
-        else sorted((s for r in results for s in r.standings or ()), key=lambda s: s.index),
-    )
-
-
-def _run(
-    client: Any,
-    scripts: Scripts,
-    by_board: dict[str, list[ValidEvent]],
-    settings: Settings,
-    keys: Keys,
-    now: datetime,
-    backfill: bool,
-    batch: tuple[str, str],
-    *,
-    check_only: bool,
-    standing: dict[str, str] | None = None,
-) -> list[WriteResult]:
-    batch_id, digest = batch
-    windows = {b: None if standing is None else standing[b] for b in by_board}
-    calls = [
-        script_args(
-            b,
-            evs,
-            settings,
-            keys,
-            now,
-            batch_id=batch_id,
-            digest=digest,
-            backfill=backfill,
-            check_only=check_only,
-            standing=windows[b],
-        )
-        for b, evs in by_board.items()
-    ]
-    replicas = 0 if check_only else settings.redis.wait_replicas
-    replies, acked = run_write_calls(
-        client, scripts, calls, replicas=replicas, timeout_ms=settings.redis.wait_timeout_ms
-    )
-    problems: list[dict[str, Any]] = []
-    results = []
-    for (b, evs), reply in zip(by_board.items(), replies, strict=True):
-        window = windows[b]
-        asked = None if window is None else (window, evs, settings)
-        try:
-            results.append(parse_reply(reply, batch_id, asked))
+            return validate_batch(events, self.settings, now, backfill=backfill)
         except BatchRejected as exc:
-            problems += exc.details
-    if problems:
-        raise BatchRejected(sorted(problems, key=lambda p: p["index"]))
-    if replicas and min(acked) < replicas:
-        raise NotReplicated(
-            f"the write was applied on the master, but only {min(acked)} of "
-            f"{replicas} replicas acknowledged it within {settings.redis.wait_timeout_ms} ms "
-            f"(redis.wait_replicas): retry with the same batch id {batch_id!r}",
-            {"replicas": replicas, "acknowledged": min(acked), "batch_id": batch_id},
+            if backfill:
+                raise
+            problems = exc.details
+        by_index: dict[int, list[dict[str, Any]]] = defaultdict(list)
+        for p in problems:
+            by_index[p["index"]].append(p)
+        # The events whose one problem is being late; those a backfill may write by time.
+        late = [i for i, found in by_index.items() if [p["code"] for p in found] == ["late_event"]]
+        while late:
+            try:
+                valid = validate_batch([events[i] for i in late], self.settings, now, backfill=True)
+                break
+            except BatchRejected as again:  # past retention: no hint was given
+                dropped = {late[p["index"]] for p in again.details}
+                late = [i for i in late if i not in dropped]
+        else:
+            raise BatchRejected(problems)
+        try:
+            refused = self.refusals(valid, now, backfill=True)
+        except SeasonsError:
+            refused = []  # Redis cannot tell now: the refusal stands as time alone decides it
+        days = {ev.index: ev.day for ev in valid}
+        for p in refused:
+            problem = by_index[late[p["index"]]][0]
+            problem["message"] = late_for_good(days[p["index"]], self.settings, p["message"])
+        raise BatchRejected(problems)
+
+    def refusals(
+        self, valid: list[ValidEvent], now: datetime, *, backfill: bool = False
+    ) -> list[dict[str, Any]]:
+        """What the write script would refuse of validated events (a closed day, a closing or
+        archived season), asked of it in its check-only mode: nothing is written."""
+        if not valid:
+            return []
+        batch_id = new_batch_id()  # nothing is recorded under a new id: every event is checked
+        try:
+            self._run(Batch(valid, now, batch_id, batch_id, backfill), check_only=True)
+        except BatchRejected as refused:
+            return refused.details
+        return []
+
+    def apply(self, batch: Batch) -> WriteResult:
+        """Apply a checked batch. One board: one atomic script call. Several boards: every
+        board is checked first, then applied (one pipeline each; on a cluster one call per
+        board), so a batch that a closed day or season would refuse on one board writes
+        nothing on any board.
+
+        A board that applied the batch id in the last 48 hours answers its recorded result in
+        both passes and writes nothing, so the result of a resend is the sum of the originals.
+        The same id with another digest raises :class:`BatchIdReused`, nothing written.
+
+        With ``redis.wait_replicas`` > 0 the writes are followed by ``WAIT`` on their own
+        connection, and a shortfall raises :class:`NotReplicated`.
+
+        With ``batch.standing`` the result holds each event's standing on its board's window,
+        read by the same script call after the batch (on a resend: read then)."""
+        if not batch.events:
+            return WriteResult(applied=0, duplicates=0, batch_id=batch.batch_id)
+        if len(batch.by_board()) > 1:
+            self._run(batch, check_only=True)
+        results = self._run(batch, check_only=False)
+        return WriteResult(
+            applied=sum(r.applied for r in results),
+            duplicates=sum(r.duplicates for r in results),
+            batch_id=batch.batch_id,
+            standings=None
+            if batch.standing is None
+            else sorted((s for r in results for s in r.standings or ()), key=lambda s: s.index),
         )
-    return results
+
+    def _run(self, batch: Batch, *, check_only: bool) -> list[WriteResult]:
+        settings = self.settings
+        by_board = batch.by_board()
+        standing = None if check_only else batch.standing
+        windows = {b: None if standing is None else standing[b] for b in by_board}
+        calls = [
+            script_args(
+                b,
+                evs,
+                settings,
+                self.keys,
+                batch.now,
+                batch_id=batch.batch_id,
+                digest=batch.digest,
+                backfill=batch.backfill,
+                check_only=check_only,
+                standing=windows[b],
+            )  # fmt: skip
+            for b, evs in by_board.items()
+        ]
+        replicas = 0 if check_only else settings.redis.wait_replicas
+        replies, acked = self.send(calls, replicas=replicas)
+        problems: list[dict[str, Any]] = []
+        results = []
+        for (b, evs), reply in zip(by_board.items(), replies, strict=True):
+            window = windows[b]
+            asked = None if window is None else (window, evs, settings)
+            try:
+                results.append(parse_reply(reply, batch.batch_id, asked))
+            except BatchRejected as exc:
+                problems += exc.details
+        if problems:
+            raise BatchRejected(sorted(problems, key=lambda p: p["index"]))
+        if replicas and min(acked) < replicas:
+            raise NotReplicated(
+                f"the write was applied on the master, but only {min(acked)} of "
+                f"{replicas} replicas acknowledged it within {settings.redis.wait_timeout_ms} "
+                f"ms (redis.wait_replicas): retry with the same batch id {batch.batch_id!r}",
+                {"replicas": replicas, "acknowledged": min(acked), "batch_id": batch.batch_id},
+            )
+        return results
+
+    def send(
+        self, calls: list[tuple[list[str], list[str]]], *, replicas: int = 0
+    ) -> tuple[list[Any], list[int]]:
+        """Run ``write.lua`` once per (KEYS, ARGV): the replies in order, and with
+        ``replicas`` > 0 the replica count each ``WAIT`` reported (``redis.wait_timeout_ms``).
+
+        On one server, several calls share one pipeline. On a cluster each board is its own
+        slot, so each call goes to its slot's master on its own (redis-py's cluster pipeline
+        does not run scripts). ``WAIT`` counts only the writes of its own connection, so it
+        is sent on the connection that ran the scripts (:func:`on_one_connection`).
+
+        A batch that the script refuses as malformed (see :func:`_refused`) raises
+        RuntimeError."""
+        with _refused():
+            return self._send(calls, replicas)
+
+    def _send(
+        self, calls: list[tuple[list[str], list[str]]], replicas: int
+    ) -> tuple[list[Any], list[int]]:
+        client, scripts = self.client, self.scripts
+        # A pipeline of scripts that meets NOSCRIPT (Redis restarted while redis-py
+        # reconnected and resent it, which loads scripts only before its first try) ran none
+        # of them, and each carries its batch id: loaded, it runs once more (Scripts.loaded).
+        if replicas <= 0:
+            if len(calls) == 1 or is_cluster(client):
+                return [scripts.write(keys=k, args=a) for k, a in calls], []
+
+            def run() -> list[Any]:
+                pipe = client.pipeline(transaction=False)
+                for k, a in calls:
+                    scripts.write(keys=k, args=a, client=pipe)
+                return list(pipe.execute())
+
+            return scripts.loaded("write", run), []
+        timeout_ms = self.settings.redis.wait_timeout_ms
+        groups = [[c] for c in calls] if is_cluster(client) else [calls]
+        replies: list[Any] = []
+        acked: list[int] = []
+        for group in groups:
+
+            def fill(pipe: Any, group: list[tuple[list[str], list[str]]] = group) -> None:
+                for k, a in group:
+                    scripts.write(keys=k, args=a, client=pipe)
+                pipe.wait(replicas, timeout_ms)
+
+            def send(fill: Callable[[Any], None] = fill, key: str = group[0][0][0]) -> list[Any]:
+                return on_one_connection(client, key, fill)
+
+            *got, count = scripts.loaded("write", send)
+            replies += got
+            acked.append(int(count))
+        return replies, acked
 
 
-def run_write_calls(
-    client: Any,
-    scripts: Scripts,
-    calls: list[tuple[list[str], list[str]]],
-    *,
-    replicas: int = 0,
-    timeout_ms: int = 0,
-) -> tuple[list[Any], list[int]]:
-    """Run ``write.lua`` once per (KEYS, ARGV): the replies in order, and with ``replicas``
-    > 0 the replica count each ``WAIT`` reported.
-
-    On one server, several calls share one pipeline. On a cluster each board is its own
-    slot, so each call goes to its slot's master on its own (redis-py's cluster pipeline
-    does not run scripts). ``WAIT`` counts only the writes of its own connection, so it is
-    sent on the connection that ran the scripts (:func:`on_one_connection`).
-
-    A batch that the script refuses as malformed (see :func:`_refused`) raises RuntimeError.
-    """
-    with _refused():
-        return _run_calls(client, scripts, calls, replicas=replicas, timeout_ms=timeout_ms)
+def _ts(event: object) -> Any:
+    """The ``ts`` the caller gave (None if none): it is part of the batch's content."""
+    if isinstance(event, Mapping):
+        return event.get("ts")
+    return getattr(event, "ts", None)
 
 
 @contextmanager
@@ -540,53 +619,3 @@ def _refused() -> Iterator[None]:
             f"the write script refused the batch, nothing written ({exc}): a bug of Seasons, "
             "its Python and Lua halves disagree"
         ) from exc
-
-
-def _run_calls(
-    client: Any,
-    scripts: Scripts,
-    calls: list[tuple[list[str], list[str]]],
-    *,
-    replicas: int,
-    timeout_ms: int,
-) -> tuple[list[Any], list[int]]:
-    if replicas <= 0:
-        if len(calls) == 1 or is_cluster(client):
-            return [scripts.write(keys=k, args=a) for k, a in calls], []
-
-        def run() -> list[Any]:
-            pipe = client.pipeline(transaction=False)
-            for k, a in calls:
-                scripts.write(keys=k, args=a, client=pipe)
-            return list(pipe.execute())
-
-        return _loading_script(client, scripts, run), []
-    groups = [[c] for c in calls] if is_cluster(client) else [calls]
-    replies: list[Any] = []
-    acked: list[int] = []
-    for group in groups:
-
-        def fill(pipe: Any, group: list[tuple[list[str], list[str]]] = group) -> None:
-            for k, a in group:
-                scripts.write(keys=k, args=a, client=pipe)
-            pipe.wait(replicas, timeout_ms)
-
-        def send(fill: Callable[[Any], None] = fill, key: str = group[0][0][0]) -> list[Any]:
-            return on_one_connection(client, key, fill)
-
-        *got, count = _loading_script(client, scripts, send)
-        replies += got
-        acked.append(int(count))
-    return replies, acked
-
-
-def _loading_script(client: Any, scripts: Scripts, run: Callable[[], list[Any]]) -> list[Any]:
-    """``run()`` a pipeline of write scripts; if Redis lost its scripts under it (a restart
-    while redis-py reconnected and resent the pipeline, which loads scripts only before its
-    first try), load ``write.lua`` and run it once more. NOSCRIPT means no script of the
-    pipeline ran, and each carries its batch id, so the second run cannot apply twice."""
-    try:
-        return run()
-    except NoScriptError:
-        client.script_load(scripts.write.script)
-        return run()

@@ -32,7 +32,7 @@ from seasons.errors import BatchRejected, UnsupportedRedis
 from seasons.events import ValidEvent, validate_batch
 from seasons.keys import Keys
 from seasons.scripts import Scripts, assemble, names, script
-from seasons.writes import parse_reply, run_write_calls, script_args
+from seasons.writes import Writes, parse_reply, script_args
 
 NS = "wpr"
 NOW = datetime(2035, 6, 13, 9, 0, tzinfo=UTC)  # a Wednesday
@@ -630,7 +630,7 @@ def test_the_python_side_raises_a_clear_error_and_writes_nothing(
         evs = validate_batch(one, settings, NOW)
         call = script_args("b", evs, settings, Keys(NS), NOW, batch_id="x", digest="x")
         with pytest.raises(RuntimeError, match="write.lua: keys.state: "):
-            run_write_calls(client, Scripts(client), [(call[0][1:], call[1])])
+            Writes(client, Scripts(client), settings, Keys(NS)).send([(call[0][1:], call[1])])
     finally:
         client.close()
 
