@@ -17,6 +17,8 @@ import re
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
+from redis.client import Pipeline
+
 from seasons import claimlog
 from seasons import timewindows as tw
 from seasons.clock import utc_text
@@ -197,7 +199,7 @@ class Rewards:
             return reply
         timeout = self.s.settings.redis.wait_timeout_ms
 
-        def fill(pipe: Any) -> None:
+        def fill(pipe: Pipeline) -> None:
             self.s.scripts.claim(keys=keys, args=args, client=pipe)
             pipe.wait(replicas, timeout)
 

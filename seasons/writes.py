@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any, NamedTuple
 
+from redis.client import Pipeline
 from redis.exceptions import ResponseError
 
 from seasons import timewindows as tw
@@ -583,12 +584,14 @@ class Writes:
         acked: list[int] = []
         for group in groups:
 
-            def fill(pipe: Any, group: list[tuple[list[str], list[str]]] = group) -> None:
+            def fill(pipe: Pipeline, group: list[tuple[list[str], list[str]]] = group) -> None:
                 for k, a in group:
                     scripts.write(keys=k, args=a, client=pipe)
                 pipe.wait(replicas, timeout_ms)
 
-            def send(fill: Callable[[Any], None] = fill, key: str = group[0][0][0]) -> list[Any]:
+            def send(
+                fill: Callable[[Pipeline], None] = fill, key: str = group[0][0][0]
+            ) -> list[Any]:
                 return on_one_connection(client, key, fill)
 
             *got, count = scripts.loaded("write", send)
