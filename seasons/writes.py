@@ -187,11 +187,11 @@ class Writes:
         else:
             raise BatchRejected(problems)
         try:
-            refused = self.refusals(valid, now, backfill=True)
+            for_good = self.refusals(valid, now, backfill=True)
         except SeasonsError:
-            refused = []  # Redis cannot tell now: the refusal stands as time alone decides it
+            for_good = []  # Redis cannot tell now: the refusal stands as time alone decides it
         days = {ev.index: ev.day for ev in valid}
-        for p in refused:
+        for p in for_good:
             problem = by_index[late[p["index"]]][0]
             problem["message"] = late_for_good(days[p["index"]], self.settings, p["message"])
         raise BatchRejected(problems)
@@ -206,8 +206,8 @@ class Writes:
         batch_id = new_batch_id()  # nothing is recorded under a new id: every event is checked
         try:
             self._run(Batch(valid, now, batch_id, batch_id, backfill), check_only=True)
-        except BatchRejected as refused:
-            return refused.details
+        except BatchRejected as exc:
+            return exc.details
         return []
 
     def apply(self, batch: Batch) -> WriteResult:
