@@ -39,7 +39,8 @@ from seasons.connection import make_client
 from seasons.events import validate_batch
 from seasons.keys import Keys
 from seasons.scripts import script
-from seasons.writes import DEDUPE_WINDOW, batch_digest, script_args
+from seasons.write_script import DEDUPE_WINDOW, script_args
+from seasons.writes import batch_digest
 
 NS_SEASONS = "bench-writes-seasons"
 NS_PLAIN = "bench-writes-plain"

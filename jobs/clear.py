@@ -60,7 +60,8 @@ from seasons.keys import (
     STATE_SEASON,
     Keys,
 )
-from seasons.writes import DEDUPE_WINDOW, check_batch_id, new_batch_id
+from seasons.write_script import DEDUPE_WINDOW
+from seasons.writes import check_batch_id, new_batch_id
 
 log = logging.getLogger(__name__)
 

@@ -22,9 +22,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import cast
 
 from seasons.config.settings import BoardSettings
+from seasons.connection import RedisClient
 from seasons.scripts import Scripts
 
 ATOMIC_LIMIT = 20_000  # default of settings.worker.atomic_union_limit
@@ -78,7 +79,7 @@ class Outcome:
 
 
 def reconcile(
-    client: Any,
+    client: RedisClient,
     scripts: Scripts,
     board: BoardSettings,
     plan: Plan,
@@ -141,7 +142,9 @@ def reconcile(
         cursor = 0
         while True:
             cursor, rows = client.zscan(source, cursor, count=slice_size)
-            fresh = [m for m, _ in rows if m not in seen]
+            # Members decoded (decode_responses), which redis-py's types cannot know.
+            members = cast(list[tuple[str, float]], rows)
+            fresh = [m for m, _ in members if m not in seen]
             seen.update(fresh)
             for i in range(0, len(fresh), slice_size):
                 part = fresh[i : i + slice_size]

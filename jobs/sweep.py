@@ -38,7 +38,7 @@ from seasons.errors import SeasonsError
 from seasons.events import member_problem
 from seasons.keys import Keys, ParsedKey
 from seasons.scripts import Scripts
-from seasons.writes import DEDUPE_WINDOW
+from seasons.write_script import DEDUPE_WINDOW
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from seasons.config.loading import load_settings
 from seasons.config.settings import Settings
 from seasons.connection import RedisClient, make_client
 from seasons.erasure import Cleared, Forgotten
-from seasons.errors import BackendUnreachable, InvalidInput
+from seasons.errors import BackendUnreachable
 from seasons.executor import sync_executor
 from seasons.keys import Keys
 from seasons.lifecycle import Lifecycle, LifecycleEvents
@@ -31,14 +31,7 @@ from seasons.models import (
 )
 from seasons.reads import DEFAULT_TO, Read, Reads, T
 from seasons.scripts import Scripts
-from seasons.writes import (
-    apply_batch,
-    batch_digest,
-    check_batch,
-    check_batch_id,
-    new_batch_id,
-    resolve_standing_window,
-)
+from seasons.writes import Writes, new_batch_id
 
 # A write that meets a connection error or timeout (BackendUnreachable, after redis-py's own
 # retries) is sent this many times in all, backing off from WRITE_BACKOFF seconds (doubling).
@@ -68,6 +61,7 @@ class Seasons:
         # Every read is prepared by `reads` and run by `executor` (seasons.executor); the HTTP
         # server runs the same prepared reads on its asyncio executor.
         self.reads = Reads(settings, self.keys, clock)
+        self.writes = Writes(self.client, self.scripts, settings, self.keys, clock)
         self.executor = sync_executor(self.client)
 
     @classmethod
@@ -137,50 +131,19 @@ class Seasons:
         (default ``season``; :class:`seasons.errors.BadWindow` if a board of the batch keeps
         no such window), read by the same script call as the write. A resend of an applied
         batch reads them when resent."""
-        batch_id = new_batch_id() if batch_id is None else check_batch_id(batch_id)
-        events = list(events)
-        now = self.clock()
-        valid = check_batch(
-            self.client, self.scripts, events, self.settings, self.keys, now, backfill=backfill
-        )
-        windows = None
-        if standing:
-            boards = self.settings.boards
-            windows = {
-                b: resolve_standing_window(b, boards[b], standing_window)
-                for b in dict.fromkeys(ev.board for ev in valid)
-            }
-        elif standing_window is not None:
-            raise InvalidInput(
-                "standing_window names the window of the standings: it needs standing",
-                {"field": "standing_window"},
-            )
-        timed = {i for i, ev in enumerate(events) if _ts(ev) is not None}
-        digest = batch_digest(valid, timed)
-
-        def write() -> WriteResult:
-            return apply_batch(
-                self.client,
-                self.scripts,
-                valid,
-                self.settings,
-                self.keys,
-                now,
-                batch_id=batch_id,
-                digest=digest,
-                backfill=backfill,
-                standing=windows,
-            )
-
+        batch = self.writes.check(
+            events, batch_id=batch_id, backfill=backfill, standing=standing,
+            standing_window=standing_window,
+        )  # fmt: skip
         # Each resend carries the same batch id, events and `now`: the script answers a
         # copy that ran already with its recorded result, so resending is safe. A refusal
         # (full, a replica, NotReplicated) is raised at once.
         for attempt in range(WRITE_ATTEMPTS - 1):
             try:
-                return write()
+                return self.writes.apply(batch)
             except BackendUnreachable:
                 time.sleep(WRITE_BACKOFF * 2**attempt)
-        return write()
+        return self.writes.apply(batch)
 
     # --- reads ----------------------------------------------------------------------------
 
@@ -352,10 +315,3 @@ class Seasons:
         ``after`` (a ``stream_id`` from a page), those older than it. The events and their
         ids: docs/contract.md#lifecycle-events."""
         return Lifecycle(self.client, self.keys, self.settings).read(limit, after)
-
-
-def _ts(event: object) -> Any:
-    """The ``ts`` the caller gave (None if none): it is part of the batch's content."""
-    if isinstance(event, Mapping):
-        return event.get("ts")
-    return getattr(event, "ts", None)

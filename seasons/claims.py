@@ -17,7 +17,7 @@ import re
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
-from redis.exceptions import NoScriptError
+from redis.client import Pipeline
 
 from seasons import claimlog
 from seasons import timewindows as tw
@@ -199,15 +199,13 @@ class Rewards:
             return reply
         timeout = self.s.settings.redis.wait_timeout_ms
 
-        def fill(pipe: Any) -> None:
+        def fill(pipe: Pipeline) -> None:
             self.s.scripts.claim(keys=keys, args=args, client=pipe)
             pipe.wait(replicas, timeout)
 
-        try:
-            reply, acked = on_one_connection(self.s.client, keys[0], fill)
-        except NoScriptError:  # Redis lost its scripts: the claim did not run
-            self.s.client.script_load(self.s.scripts.claim.script)
-            reply, acked = on_one_connection(self.s.client, keys[0], fill)
+        reply, acked = self.s.scripts.loaded(
+            "claim", lambda: on_one_connection(self.s.client, keys[0], fill)
+        )
         if int(acked) < replicas:
             raise NotReplicated(
                 f"the claim was recorded on the master, but only {acked} of {replicas} "

@@ -236,7 +236,7 @@ def backfill_refusal(day: date, settings: Settings, now: datetime) -> str | None
 
 def _backfill_hint(day: date, settings: Settings, now: datetime) -> str:
     """The refusal of a late event whose day a backfill may still write by time (the write
-    path's :func:`seasons.writes.check_batch` replaces it by :func:`late_for_good` where
+    path's :meth:`seasons.writes.Writes.validate` replaces it by :func:`late_for_good` where
     the backfill would refuse the day all the same)."""
     span = tw.season_of_day(day, settings)
     until = f" while its season {span.id} is not archived" if span is not None else ""

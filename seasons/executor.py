@@ -65,8 +65,8 @@ from redis.exceptions import NoScriptError, OutOfMemoryError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from seasons.config.settings import RedisSettings
-from seasons.connection import make_async_client, retry_policy, translated
-from seasons.scripts import Script
+from seasons.connection import RedisClient, make_async_client, retry_policy, translated
+from seasons.scripts import Script, resent
 from seasons.scripts import script as script  # re-exported: seasons.reads takes it from here
 
 # What a read script or a plan answers: Redis's reply, its fields and values (bytes on
@@ -170,10 +170,8 @@ class SyncExecutor:
                         break  # a full Redis refuses commands queued in MULTI, not read scripts
                     if not isinstance(reply, Missed):
                         return reply
-            try:
-                return self._send(call.evalsha())
-            except NoScriptError:
-                return self._send(call.eval())
+            send = self._send
+            return resent(lambda: send(call.evalsha()), lambda: send(call.eval()))
 
 
 class AsyncExecutor:
@@ -199,13 +197,14 @@ class AsyncExecutor:
                         break  # a full Redis refuses commands queued in MULTI, not read scripts
                     if not isinstance(reply, Missed):
                         return reply
+            # resent()'s rule, awaited: NOSCRIPT ran nothing, so the call goes once as EVAL.
             try:
                 return await self._send(call.evalsha())
             except NoScriptError:
                 return await self._send(call.eval())
 
 
-def sync_executor(client: Any) -> SyncExecutor:
+def sync_executor(client: RedisClient) -> SyncExecutor:
     """The executor for ``client``'s server: own connections where :class:`Endpoint` can
     reach it, else the client itself."""
     endpoint = Endpoint.of(client)
@@ -225,7 +224,7 @@ def sync_executor(client: Any) -> SyncExecutor:
     return SyncExecutor(send, sockets.close, transact)
 
 
-def async_executor(client: Any, cfg: RedisSettings) -> AsyncExecutor:
+def async_executor(client: RedisClient, cfg: RedisSettings) -> AsyncExecutor:
     """The asyncio executor for the server of ``client`` (the Seasons sync client); on a
     cluster or TLS, redis-py's asyncio client for ``cfg``."""
     endpoint = Endpoint.of(client)
@@ -265,7 +264,7 @@ class Endpoint:
     connect_timeout: float | None
 
     @classmethod
-    def of(cls, client: Any) -> Endpoint | None:
+    def of(cls, client: RedisClient) -> Endpoint | None:
         """The endpoint of a single-server client on plain TCP or a unix socket; None for a
         cluster, TLS, a credential provider or RESP3, which its own connections handle."""
         if not isinstance(client, redis.Redis):

@@ -9,22 +9,28 @@ EVALSHA on a single server or on any cluster node needs nothing loaded beforehan
 
 :func:`script` is the registry both ways of running a script read: the read executor
 (:mod:`seasons.executor`) sends its ``sha`` and ``source`` itself, and :class:`Scripts` hands
-the same source to redis-py's ``register_script`` for everything else.
+the same source to redis-py's ``register_script`` for everything else. Both answer Redis's
+NOSCRIPT the one way of :func:`resent`.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from importlib.resources.abc import Traversable
-from typing import Any
+from typing import TypeVar
 
 from redis.commands.core import Script as RedisScript
+from redis.exceptions import NoScriptError
+
+from seasons.connection import RedisClient
 
 INCLUDE = re.compile(r"^--! include (\S*)[ \t]*$", re.MULTILINE)
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,15 +97,39 @@ def script(name: str) -> Script:
     return _all()[name]
 
 
+def resent(run: Callable[[], T], again: Callable[[], T]) -> T:
+    """``run()``, which calls scripts by their SHA; if Redis answers NOSCRIPT, ``again()``
+    once, which brings the source (EVAL, or SCRIPT LOAD then the same calls). Redis lost its
+    scripts (a restart, ``SCRIPT FLUSH``, a failover to a node that never saw them) and ran
+    none of the calls: sending them again cannot do anything twice (and every write carries
+    its batch id besides)."""
+    try:
+        return run()
+    except NoScriptError:
+        return again()
+
+
 class Scripts:
     """The scripts registered on one redis-py client (or cluster client), as attributes:
     ``scripts.write(keys=..., args=...)`` runs EVALSHA and loads the script on NOSCRIPT;
-    on a pipeline (``client=pipe``) redis-py loads the pipeline's scripts before it runs."""
+    on a pipeline (``client=pipe``) redis-py loads the pipeline's scripts before it runs,
+    once: :meth:`loaded` answers a NOSCRIPT met after that."""
 
-    def __init__(self, client: Any):
+    def __init__(self, client: RedisClient):
+        self._client = client
         self._scripts: dict[str, RedisScript] = {
             name: client.register_script(s.source) for name, s in _all().items()
         }
+
+    def loaded(self, name: str, run: Callable[[], T]) -> T:
+        """``run()``, a pipeline calling script ``name``; on NOSCRIPT the script is loaded
+        and ``run()`` once more (:func:`resent`)."""
+
+        def again() -> T:
+            self._client.script_load(self._scripts[name].script)
+            return run()
+
+        return resent(run, again)
 
     def __getattr__(self, name: str) -> RedisScript:
         try:

@@ -2,52 +2,39 @@
 
 Every batch carries a batch id. The script records each board's result under it for 48
 hours, so that sending the same batch again (after a timeout: it may or may not have run)
-answers the original result instead of applying the batch twice; see docs/writes.md.
+answers the original result instead of applying the batch twice; see docs/writes.md. What
+the script is sent and answers: :mod:`seasons.write_script`.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Collection, Iterator
-from contextlib import contextmanager
-from datetime import date, datetime, timedelta
-from typing import Any, NamedTuple
+from collections.abc import Callable, Collection, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
 
-from redis.exceptions import NoScriptError, ResponseError
+from redis.client import Pipeline
 
-from seasons import timewindows as tw
 from seasons import windows as win
+from seasons.clock import Clock, system_clock
 from seasons.config.settings import BoardSettings, Settings
-from seasons.connection import is_cluster, on_one_connection
+from seasons.connection import RedisClient, is_cluster, on_one_connection
 from seasons.errors import (
-    BatchIdReused,
     BatchRejected,
     InvalidBatchId,
+    InvalidInput,
     NotReplicated,
     SeasonsError,
 )
-from seasons.events import (
-    META_MAX_BYTES,
-    META_MAX_FIELDS,
-    ValidEvent,
-    check_id,
-    late_for_good,
-    validate_batch,
-)
-from seasons.keys import STATE_FOLDED, Keys
-from seasons.models import Standing, WriteResult
+from seasons.events import ValidEvent, check_id, late_for_good, validate_batch
+from seasons.keys import Keys
+from seasons.models import WriteResult
 from seasons.scripts import Scripts
+from seasons.write_script import parse_reply, refused, script_args
 
-DEDUPE_WINDOW = timedelta(hours=48)
-# The shape of write.lua's argument (its header), which the script checks: a batch of
-# another version, or with other columns of events, is refused before anything is done.
-PROTOCOL = 5
-EVENT_FIELDS = ("group", "index", "member", "value", "event_id", "metadata", "ts")
-# How write.lua's refusals of a malformed batch begin.
-REFUSAL = "write.lua: "
 # The window a write answers standings on when none is asked: every board keeps it
 # (BoardSettings.windows), and it is what a season's rewards are granted from.
 STANDING_WINDOW = "season"
@@ -94,190 +81,6 @@ def batch_digest(events: list[ValidEvent], timed: Collection[int] = ()) -> str:
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
 
 
-class RollupTarget(NamedTuple):
-    """A board that an event of one local day is written through to, besides its day board."""
-
-    window: str  # named in the batch for whoever reads it; write.lua treats every one alike
-    key: str
-    weight: float  # the weight of that day's scores in the period
-    expire_at: int | None  # EXPIREAT of the key; None: it never expires (alltime)
-    # What a trimmed board (max_entries > 0) recomputes a member new to it from, and what a
-    # set board looks for a later value in: each (day key, weight, day) of the period up to the
-    # horizon, in order; empty for a board that is neither.
-    days: list[tuple[str, float, str]]
-    # A window that never ends (alltime): its base, {"key", "through"}: the sorted set every
-    # closed day is folded into, and the state field naming the last day folded (an event
-    # of a day up to that one is applied to the base too). None for the other windows.
-    base: dict[str, str] | None = None
-    # ties = "earliest": the board's reach set (member -> when it reached its score), written
-    # with the board; None for a board that keeps none.
-    reached: str | None = None
-    # ties = "dense": the board's distinct set (one member per distinct score), kept with the
-    # board; None for a board that keeps none.
-    distinct: str | None = None
-
-
-def earliest(cfg: BoardSettings) -> bool:
-    """Whether the board keeps a reach set beside each of its boards."""
-    return cfg.ties == "earliest"
-
-
-def dense(cfg: BoardSettings) -> bool:
-    """Whether the board keeps a distinct set beside each of its boards."""
-    return cfg.ties == "dense"
-
-
-def rollup_targets(
-    board: str, day: date, settings: Settings, keys: Keys, horizon: date | None
-) -> list[RollupTarget]:
-    """The boards that events of ``day`` write through to: the period holding ``day`` of each
-    rolled-up window the board keeps (``seasons.windows.SPECS``), if there is one (a day
-    between seasons has no season). ``horizon`` is the last day a trimmed or set board
-    recomputes from (the later of today and ``day``, plus one); None for a board that is
-    neither.
-
-    The days of the alltime window are those whose keys may still exist (from the day of
-    ``horizon - retention`` on), and ``day``: the board is its base plus the days after the
-    last one folded into it."""
-    cfg = settings.boards[board]
-    targets = []
-    for window in win.rolled_up(cfg):
-        period = window.period_of_day(day, settings)
-        if period is None:
-            continue
-        if horizon is None:
-            span: list[date] = []
-        elif period.endless:
-            # The day before the horizon is today (or a day of the future tolerance): one
-            # more day back covers a key that is still there a little past its expiry.
-            oldest = horizon - timedelta(days=settings.retention.days + 2)
-            span = sorted({day, *_days(oldest, horizon)})
-        else:
-            span = [d for d in period.days() if d <= horizon]
-        targets.append(
-            RollupTarget(
-                window.name,
-                keys.window(board, window.name, period.id),
-                window.weight(cfg, day, settings),
-                win.expire_at(period, settings),
-                [
-                    (keys.day(board, d), window.weight(cfg, d, settings), d.isoformat())
-                    for d in span
-                ],
-                {"key": keys.base(board, window.name), "through": STATE_FOLDED + window.name}
-                if period.endless
-                else None,
-                keys.reached(board, window.name, period.id) if earliest(cfg) else None,
-                keys.distinct(board, window.name, period.id) if dense(cfg) else None,
-            )
-        )
-    return targets
-
-
-def _days(first: date, last: date) -> list[date]:
-    """``first`` .. ``last`` inclusive (empty if ``last`` is before ``first``)."""
-    return [first + timedelta(days=i) for i in range((last - first).days + 1)]
-
-
-def script_args(
-    board: str,
-    events: list[ValidEvent],
-    settings: Settings,
-    keys: Keys,
-    now: datetime,
-    *,
-    batch_id: str,
-    digest: str,
-    backfill: bool = False,
-    check_only: bool = False,
-    standing: str | None = None,
-) -> tuple[list[str], list[str]]:
-    """KEYS and ARGV of ``write.lua`` for the events of one board: every key the batch
-    names, and the batch as one JSON argument (its fields are described in the script's
-    header). ``standing``: a window of the board, on which the script answers each event's
-    standing after the batch (:func:`resolve_standing_window` picks it)."""
-    cfg: BoardSettings = settings.boards[board]
-    board_keys = {
-        "state": keys.state(board),
-        "events": keys.events(board),
-        "meta": keys.meta(board),
-        "batches": keys.batches(board),
-        "batch_results": keys.batch_results(board),
-        "scratch": keys.tmp(board, "union"),  # a set board's rebuild builds its union there
-    }
-    declared = dict.fromkeys(board_keys.values())  # an ordered set
-    today = tw.local_day(now, settings.zone)
-    days = sorted({ev.day for ev in events})
-    groups = []
-    for day in days:
-        day_p = win.period_of_day("day", day, settings)
-        season_p = win.period_of_day("season", day, settings)
-        assert day_p is not None
-        # A trimmed board recomputes a member new to it from its days; a set board reads
-        # whether a later day has the member (then that day's value stands).
-        horizon = (
-            max(today, day) + timedelta(days=1)
-            if cfg.max_entries > 0 or cfg.aggregate == "set"
-            else None
-        )
-        rollups = rollup_targets(board, day, settings, keys, horizon)
-        day_key = keys.day(board, day)
-        day_reached = keys.reached(board, "day", day.isoformat()) if earliest(cfg) else None
-        day_distinct = keys.distinct(board, "day", day.isoformat()) if dense(cfg) else None
-        declared[day_key] = None
-        for extra in (day_reached, day_distinct):
-            if extra is not None:
-                declared[extra] = None
-        for r in rollups:
-            declared[r.key] = None
-            for extra in (r.reached, r.distinct):
-                if extra is not None:
-                    declared[extra] = None
-            declared.update(dict.fromkeys(k for k, _, _ in r.days))
-            if r.base is not None:
-                declared[r.base["key"]] = None
-        groups.append(
-            {
-                "day": day.isoformat(),
-                "season": season_p.id if season_p else None,
-                "key": day_key,
-                "reached": day_reached,
-                "distinct": day_distinct,
-                "expire_at": win.expire_at(day_p, settings),
-                "rollups": [r._asdict() for r in rollups],
-            }
-        )
-    group_of = {day: n for n, day in enumerate(days)}
-
-    def row(ev: ValidEvent) -> list[Any]:  # the columns of EVENT_FIELDS
-        ts = ev.ts.timestamp()  # what reach sets record (ties = "earliest")
-        return [group_of[ev.day], ev.index, ev.member, ev.value, ev.event_id, ev.metadata, ts]
-
-    stamp = now.timestamp()
-    batch = {
-        "protocol": PROTOCOL,
-        "now": stamp,
-        "aggregate": cfg.aggregate,
-        "order": cfg.order,
-        "max_entries": cfg.max_entries,
-        "dedupe_cutoff": stamp - DEDUPE_WINDOW.total_seconds(),
-        "events_expire_at": int(stamp + DEDUPE_WINDOW.total_seconds()) + 1,
-        "backfill": backfill,
-        "check_only": check_only,
-        "meta_max_fields": META_MAX_FIELDS,
-        "meta_max_bytes": META_MAX_BYTES,
-        "batch_id": batch_id,
-        "digest": digest,
-        "keys": board_keys,
-        "groups": groups,
-        "event_fields": EVENT_FIELDS,
-        "events": [row(ev) for ev in events],  # in batch order
-        "standing": None if standing is None else {"window": standing, "ties": cfg.ties},
-    }
-    text = json.dumps(batch, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-    return list(declared), [text]
-
-
 def resolve_standing_window(board: str, cfg: BoardSettings, window: str | None) -> str:
     """The window on which a write answers the standing of ``board``'s events: ``window``
     (:class:`BadWindow` if the board keeps no such window), or :data:`STANDING_WINDOW`."""
@@ -286,307 +89,256 @@ def resolve_standing_window(board: str, cfg: BoardSettings, window: str | None) 
     return win.board_window(board, cfg, window).name
 
 
-def parse_reply(
-    reply: list[Any],
-    batch_id: str | None = None,
-    standing: tuple[str, list[ValidEvent], Settings] | None = None,
-) -> WriteResult:
-    """Turn the script's reply into a result, or raise :class:`BatchRejected` (a closed day
-    or season, metadata too large once merged) or :class:`BatchIdReused`. ``standing``: the
-    window the call was asked standings on, its events in batch order and the settings,
-    which name each event's period."""
-    kind = _text(reply[0])
-    if kind == "applied":
-        result = WriteResult(applied=int(reply[1]), duplicates=int(reply[2]), batch_id=batch_id)
-        if standing is not None:
-            result.standings = _standings(reply[3:], *standing)
-        return result
-    if kind == "reused":
-        raise BatchIdReused(_text(reply[1]), {"batch_id": batch_id})
-    if kind == "rejected":
-        items = reply[1:]
-        raise BatchRejected(
-            [
-                {
-                    "index": int(items[i]),
-                    "field": _text(items[i + 1]),
-                    "code": _text(items[i + 2]),
-                    "message": _text(items[i + 3]),
-                }
-                for i in range(0, len(items), 4)
-            ]
-        )
-    raise RuntimeError(f"write.lua answered {reply!r}, which is none of its replies")
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """A checked batch as :meth:`Writes.apply` writes it. A resend after a timeout sends it
+    unchanged: the same id, events and instant, so a copy that ran answers its result."""
+
+    events: list[ValidEvent]
+    now: datetime
+    batch_id: str
+    digest: str  # batch_digest: the same id with other events is refused
+    backfill: bool = False
+    # board -> the window its standings are answered on (resolve_standing_window); None: the
+    # result holds no standings.
+    standing: dict[str, str] | None = None
+
+    def by_board(self) -> dict[str, list[ValidEvent]]:
+        """The events of each board, in batch order."""
+        out: dict[str, list[ValidEvent]] = defaultdict(list)
+        for ev in self.events:
+            out[ev.board].append(ev)
+        return out
 
 
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
+class Writes:
+    """The write path of one facade (:class:`seasons.api.Seasons` builds it once): its
+    client, scripts, settings, keys and clock. :meth:`check` turns a caller's events into a
+    :class:`Batch` or raises every problem of it; :meth:`apply` writes that batch."""
 
+    def __init__(
+        self, client: RedisClient, scripts: Scripts, settings: Settings, keys: Keys,
+        clock: Clock = system_clock,
+    ):  # fmt: skip
+        self.client = client
+        self.scripts = scripts
+        self.settings = settings
+        self.keys = keys
+        self.clock = clock
 
-def _standings(
-    rows: list[Any], window: str, events: list[ValidEvent], settings: Settings
-) -> list[Standing]:
-    """The standing of each event from write.lua's (rank, score) pairs, in the same order:
-    the score is Redis's text of it (the double it holds, read exactly), nil off the board."""
-    if len(rows) != 2 * len(events):
-        raise RuntimeError(f"write.lua answered {len(rows)} values for {len(events)} standings")
-    spec = win.spec(window)
-    out = []
-    for ev, rank, score in zip(events, rows[::2], rows[1::2], strict=True):
-        period = spec.period_of_day(ev.day, settings)
-        out.append(
-            Standing(
-                index=ev.index,
-                board=ev.board,
-                member=ev.member,
-                window=window,
-                period=None if period is None else period.id,
-                rank=None if rank is None else int(rank),
-                score=None if score is None else float(score),
+    def check(
+        self,
+        events: Iterable[Any],
+        *,
+        batch_id: str | None = None,
+        backfill: bool = False,
+        standing: bool = False,
+        standing_window: str | None = None,
+    ) -> Batch:
+        """The batch of ``events`` at the clock's now, checked whole (:meth:`validate`):
+        :class:`BatchRejected` with every problem, :class:`InvalidBatchId`, or
+        :class:`InvalidInput` for ``standing_window`` without ``standing``. ``batch_id``:
+        generated when None. ``standing``: each board's window (:func:`resolve_standing_window`,
+        :class:`BadWindow` if a board of the batch keeps no ``standing_window``)."""
+        batch_id = new_batch_id() if batch_id is None else check_batch_id(batch_id)
+        items = list(events)
+        now = self.clock()
+        valid = self.validate(items, now, backfill=backfill)
+        windows = None
+        if standing:
+            boards = self.settings.boards
+            windows = {
+                b: resolve_standing_window(b, boards[b], standing_window)
+                for b in dict.fromkeys(ev.board for ev in valid)
+            }
+        elif standing_window is not None:
+            raise InvalidInput(
+                "standing_window names the window of the standings: it needs standing",
+                {"field": "standing_window"},
             )
-        )
-    return out
+        timed = {i for i, ev in enumerate(items) if _ts(ev) is not None}
+        return Batch(valid, now, batch_id, batch_digest(valid, timed), backfill, windows)
 
-
-def check_batch(
-    client: Any,
-    scripts: Scripts,
-    events: list[Any],
-    settings: Settings,
-    keys: Keys,
-    now: datetime,
-    *,
-    backfill: bool = False,
-) -> list[ValidEvent]:
-    """:func:`seasons.events.validate_batch`, with its hint for a late event (``seasons
-    import --backfill`` can still write the day) kept only where the backfill would write:
-    the backfill itself is asked (the write script, check-only, with ``backfill``), and an
-    event it would refuse (its season closing or archived) is refused with that reason."""
-    try:
-        return validate_batch(events, settings, now, backfill=backfill)
-    except BatchRejected as exc:
-        if backfill:
-            raise
-        problems = exc.details
-    by_index: dict[int, list[dict[str, Any]]] = defaultdict(list)
-    for p in problems:
-        by_index[p["index"]].append(p)
-    # The events whose one problem is being late; those a backfill may write by time.
-    late = [i for i, found in by_index.items() if [p["code"] for p in found] == ["late_event"]]
-    while late:
+    def validate(
+        self, events: list[Any], now: datetime, *, backfill: bool = False
+    ) -> list[ValidEvent]:
+        """:func:`seasons.events.validate_batch`, with its hint for a late event (``seasons
+        import --backfill`` can still write the day) kept only where the backfill would write:
+        the backfill itself is asked (:meth:`refusals` with ``backfill``), and an event it
+        would refuse (its season closing or archived) is refused with that reason."""
         try:
-            valid = validate_batch([events[i] for i in late], settings, now, backfill=True)
-            break
-        except BatchRejected as again:  # past retention: no hint was given
-            dropped = {late[p["index"]] for p in again.details}
-            late = [i for i in late if i not in dropped]
-    else:
-        raise BatchRejected(problems)
-    by_board: dict[str, list[ValidEvent]] = defaultdict(list)
-    for ev in valid:
-        by_board[ev.board].append(ev)
-    batch = (new_batch_id(),) * 2  # nothing is recorded under a new id: every event is checked
-    try:
-        _run(client, scripts, by_board, settings, keys, now, True, batch, check_only=True)
-    except BatchRejected as refused:
-        days = {ev.index: ev.day for ev in valid}
-        for p in refused.details:
-            problem = by_index[late[p["index"]]][0]
-            problem["message"] = late_for_good(days[p["index"]], settings, p["message"])
-    except SeasonsError:
-        pass  # Redis cannot tell now: the refusal stands as time alone decides it
-    raise BatchRejected(problems)
-
-
-def apply_batch(
-    client: Any,
-    scripts: Scripts,
-    events: list[ValidEvent],
-    settings: Settings,
-    keys: Keys,
-    now: datetime,
-    *,
-    batch_id: str,
-    digest: str,
-    backfill: bool = False,
-    standing: dict[str, str] | None = None,
-) -> WriteResult:
-    """Apply validated events as the batch ``batch_id``. One board: one atomic script call.
-    Several boards: every board is checked first, then applied (one pipeline each; on a
-    cluster one call per board), so a batch that a closed day or season would refuse on one
-    board writes nothing on any board.
-
-    A board that applied ``batch_id`` in the last 48 hours answers its recorded result in
-    both passes and writes nothing, so the result of a resend is the sum of the originals.
-    The same id with another ``digest`` raises :class:`BatchIdReused`, nothing written.
-
-    With ``redis.wait_replicas`` > 0 the writes are followed by ``WAIT`` on their own
-    connection, and a shortfall raises :class:`NotReplicated`.
-
-    ``standing``: board -> window (:func:`resolve_standing_window`); the result then holds each
-    event's standing on its board's window, read by the same script call after the batch
-    (on a resend: read then)."""
-    by_board: dict[str, list[ValidEvent]] = defaultdict(list)
-    for ev in events:
-        by_board[ev.board].append(ev)
-    if not by_board:
-        return WriteResult(applied=0, duplicates=0, batch_id=batch_id)
-    batch = (batch_id, digest)
-    if len(by_board) > 1:
-        _run(client, scripts, by_board, settings, keys, now, backfill, batch, check_only=True)
-    results = _run(
-        client, scripts, by_board, settings, keys, now, backfill, batch, check_only=False,
-        standing=standing,
-    )  # fmt: skip
-    return WriteResult(
-        applied=sum(r.applied for r in results),
-        duplicates=sum(r.duplicates for r in results),
-        batch_id=batch_id,
-        standings=None
-        if standing is None
-        else sorted((s for r in results for s in r.standings or ()), key=lambda s: s.index),
-    )
-
-
-def _run(
-    client: Any,
-    scripts: Scripts,
-    by_board: dict[str, list[ValidEvent]],
-    settings: Settings,
-    keys: Keys,
-    now: datetime,
-    backfill: bool,
-    batch: tuple[str, str],
-    *,
-    check_only: bool,
-    standing: dict[str, str] | None = None,
-) -> list[WriteResult]:
-    batch_id, digest = batch
-    windows = {b: None if standing is None else standing[b] for b in by_board}
-    calls = [
-        script_args(
-            b,
-            evs,
-            settings,
-            keys,
-            now,
-            batch_id=batch_id,
-            digest=digest,
-            backfill=backfill,
-            check_only=check_only,
-            standing=windows[b],
-        )
-        for b, evs in by_board.items()
-    ]
-    replicas = 0 if check_only else settings.redis.wait_replicas
-    replies, acked = run_write_calls(
-        client, scripts, calls, replicas=replicas, timeout_ms=settings.redis.wait_timeout_ms
-    )
-    problems: list[dict[str, Any]] = []
-    results = []
-    for (b, evs), reply in zip(by_board.items(), replies, strict=True):
-        window = windows[b]
-        asked = None if window is None else (window, evs, settings)
-        try:
-            results.append(parse_reply(reply, batch_id, asked))
+            return validate_batch(events, self.settings, now, backfill=backfill)
         except BatchRejected as exc:
-            problems += exc.details
-    if problems:
-        raise BatchRejected(sorted(problems, key=lambda p: p["index"]))
-    if replicas and min(acked) < replicas:
-        raise NotReplicated(
-            f"the write was applied on the master, but only {min(acked)} of "
-            f"{replicas} replicas acknowledged it within {settings.redis.wait_timeout_ms} ms "
-            f"(redis.wait_replicas): retry with the same batch id {batch_id!r}",
-            {"replicas": replicas, "acknowledged": min(acked), "batch_id": batch_id},
+            if backfill:
+                raise
+            problems = exc.details
+        by_index: dict[int, list[dict[str, Any]]] = defaultdict(list)
+        for p in problems:
+            by_index[p["index"]].append(p)
+        # The events whose one problem is being late; those a backfill may write by time.
+        late = [i for i, found in by_index.items() if [p["code"] for p in found] == ["late_event"]]
+        while late:
+            try:
+                valid = validate_batch([events[i] for i in late], self.settings, now, backfill=True)
+                break
+            except BatchRejected as again:  # past retention: no hint was given
+                dropped = {late[p["index"]] for p in again.details}
+                late = [i for i in late if i not in dropped]
+        else:
+            raise BatchRejected(problems)
+        try:
+            for_good = self.refusals(valid, now, backfill=True)
+        except SeasonsError:
+            for_good = []  # Redis cannot tell now: the refusal stands as time alone decides it
+        days = {ev.index: ev.day for ev in valid}
+        for p in for_good:
+            problem = by_index[late[p["index"]]][0]
+            problem["message"] = late_for_good(days[p["index"]], self.settings, p["message"])
+        raise BatchRejected(problems)
+
+    def refusals(
+        self, valid: list[ValidEvent], now: datetime, *, backfill: bool = False
+    ) -> list[dict[str, Any]]:
+        """What the write script would refuse of validated events (a closed day, a closing or
+        archived season), asked of it in its check-only mode: nothing is written."""
+        if not valid:
+            return []
+        batch_id = new_batch_id()  # nothing is recorded under a new id: every event is checked
+        try:
+            self._run(Batch(valid, now, batch_id, batch_id, backfill), check_only=True)
+        except BatchRejected as exc:
+            return exc.details
+        return []
+
+    def apply(self, batch: Batch) -> WriteResult:
+        """Apply a checked batch. One board: one atomic script call. Several boards: every
+        board is checked first, then applied (one pipeline each; on a cluster one call per
+        board), so a batch that a closed day or season would refuse on one board writes
+        nothing on any board.
+
+        A board that applied the batch id in the last 48 hours answers its recorded result in
+        both passes and writes nothing, so the result of a resend is the sum of the originals.
+        The same id with another digest raises :class:`BatchIdReused`, nothing written.
+
+        With ``redis.wait_replicas`` > 0 the writes are followed by ``WAIT`` on their own
+        connection, and a shortfall raises :class:`NotReplicated`.
+
+        With ``batch.standing`` the result holds each event's standing on its board's window,
+        read by the same script call after the batch (on a resend: read then)."""
+        if not batch.events:
+            return WriteResult(applied=0, duplicates=0, batch_id=batch.batch_id)
+        if len(batch.by_board()) > 1:
+            self._run(batch, check_only=True)
+        results = self._run(batch, check_only=False)
+        return WriteResult(
+            applied=sum(r.applied for r in results),
+            duplicates=sum(r.duplicates for r in results),
+            batch_id=batch.batch_id,
+            standings=None
+            if batch.standing is None
+            else sorted((s for r in results for s in r.standings or ()), key=lambda s: s.index),
         )
-    return results
+
+    def _run(self, batch: Batch, *, check_only: bool) -> list[WriteResult]:
+        settings = self.settings
+        by_board = batch.by_board()
+        standing = None if check_only else batch.standing
+        windows = {b: None if standing is None else standing[b] for b in by_board}
+        calls = [
+            script_args(
+                b,
+                evs,
+                settings,
+                self.keys,
+                batch.now,
+                batch_id=batch.batch_id,
+                digest=batch.digest,
+                backfill=batch.backfill,
+                check_only=check_only,
+                standing=windows[b],
+            )  # fmt: skip
+            for b, evs in by_board.items()
+        ]
+        replicas = 0 if check_only else settings.redis.wait_replicas
+        replies, acked = self.send(calls, replicas=replicas)
+        problems: list[dict[str, Any]] = []
+        results = []
+        for (b, evs), reply in zip(by_board.items(), replies, strict=True):
+            window = windows[b]
+            asked = None if window is None else (window, evs, settings)
+            try:
+                results.append(parse_reply(reply, batch.batch_id, asked))
+            except BatchRejected as exc:
+                problems += exc.details
+        if problems:
+            raise BatchRejected(sorted(problems, key=lambda p: p["index"]))
+        if replicas and min(acked) < replicas:
+            raise NotReplicated(
+                f"the write was applied on the master, but only {min(acked)} of "
+                f"{replicas} replicas acknowledged it within {settings.redis.wait_timeout_ms} "
+                f"ms (redis.wait_replicas): retry with the same batch id {batch.batch_id!r}",
+                {"replicas": replicas, "acknowledged": min(acked), "batch_id": batch.batch_id},
+            )
+        return results
+
+    def send(
+        self, calls: list[tuple[list[str], list[str]]], *, replicas: int = 0
+    ) -> tuple[list[Any], list[int]]:
+        """Run ``write.lua`` once per (KEYS, ARGV): the replies in order, and with
+        ``replicas`` > 0 the replica count each ``WAIT`` reported (``redis.wait_timeout_ms``).
+
+        On one server, several calls share one pipeline. On a cluster each board is its own
+        slot, so each call goes to its slot's master on its own (redis-py's cluster pipeline
+        does not run scripts). ``WAIT`` counts only the writes of its own connection, so it
+        is sent on the connection that ran the scripts (:func:`on_one_connection`).
+
+        A batch that the script refuses as malformed raises RuntimeError
+        (:func:`seasons.write_script.refused`)."""
+        with refused():
+            return self._send(calls, replicas)
+
+    def _send(
+        self, calls: list[tuple[list[str], list[str]]], replicas: int
+    ) -> tuple[list[Any], list[int]]:
+        client, scripts = self.client, self.scripts
+        # A pipeline of scripts that meets NOSCRIPT (Redis restarted while redis-py
+        # reconnected and resent it, which loads scripts only before its first try) ran none
+        # of them, and each carries its batch id: loaded, it runs once more (Scripts.loaded).
+        if replicas <= 0:
+            if len(calls) == 1 or is_cluster(client):
+                return [scripts.write(keys=k, args=a) for k, a in calls], []
+
+            def run() -> list[Any]:
+                pipe = client.pipeline(transaction=False)
+                for k, a in calls:
+                    scripts.write(keys=k, args=a, client=pipe)
+                return list(pipe.execute())
+
+            return scripts.loaded("write", run), []
+        timeout_ms = self.settings.redis.wait_timeout_ms
+        groups = [[c] for c in calls] if is_cluster(client) else [calls]
+        replies: list[Any] = []
+        acked: list[int] = []
+        for group in groups:
+
+            def fill(pipe: Pipeline, group: list[tuple[list[str], list[str]]] = group) -> None:
+                for k, a in group:
+                    scripts.write(keys=k, args=a, client=pipe)
+                pipe.wait(replicas, timeout_ms)
+
+            def send(
+                fill: Callable[[Pipeline], None] = fill, key: str = group[0][0][0]
+            ) -> list[Any]:
+                return on_one_connection(client, key, fill)
+
+            *got, count = scripts.loaded("write", send)
+            replies += got
+            acked.append(int(count))
+        return replies, acked
 
 
-def run_write_calls(
-    client: Any,
-    scripts: Scripts,
-    calls: list[tuple[list[str], list[str]]],
-    *,
-    replicas: int = 0,
-    timeout_ms: int = 0,
-) -> tuple[list[Any], list[int]]:
-    """Run ``write.lua`` once per (KEYS, ARGV): the replies in order, and with ``replicas``
-    > 0 the replica count each ``WAIT`` reported.
-
-    On one server, several calls share one pipeline. On a cluster each board is its own
-    slot, so each call goes to its slot's master on its own (redis-py's cluster pipeline
-    does not run scripts). ``WAIT`` counts only the writes of its own connection, so it is
-    sent on the connection that ran the scripts (:func:`on_one_connection`).
-
-    A batch that the script refuses as malformed (see :func:`_refused`) raises RuntimeError.
-    """
-    with _refused():
-        return _run_calls(client, scripts, calls, replicas=replicas, timeout_ms=timeout_ms)
-
-
-@contextmanager
-def _refused() -> Iterator[None]:
-    """write.lua's refusal of a batch that does not match its protocol, as RuntimeError: a
-    bug of Seasons (script_args and the script disagree), not the caller's input. The
-    script checks the whole batch before it reads or writes anything, so nothing of that
-    call was written; a multi-board batch meets it in its check-only pass."""
-    try:
-        yield
-    except ResponseError as exc:
-        if REFUSAL not in str(exc):
-            raise
-        raise RuntimeError(
-            f"the write script refused the batch, nothing written ({exc}): a bug of Seasons, "
-            "its Python and Lua halves disagree"
-        ) from exc
-
-
-def _run_calls(
-    client: Any,
-    scripts: Scripts,
-    calls: list[tuple[list[str], list[str]]],
-    *,
-    replicas: int,
-    timeout_ms: int,
-) -> tuple[list[Any], list[int]]:
-    if replicas <= 0:
-        if len(calls) == 1 or is_cluster(client):
-            return [scripts.write(keys=k, args=a) for k, a in calls], []
-
-        def run() -> list[Any]:
-            pipe = client.pipeline(transaction=False)
-            for k, a in calls:
-                scripts.write(keys=k, args=a, client=pipe)
-            return list(pipe.execute())
-
-        return _loading_script(client, scripts, run), []
-    groups = [[c] for c in calls] if is_cluster(client) else [calls]
-    replies: list[Any] = []
-    acked: list[int] = []
-    for group in groups:
-
-        def fill(pipe: Any, group: list[tuple[list[str], list[str]]] = group) -> None:
-            for k, a in group:
-                scripts.write(keys=k, args=a, client=pipe)
-            pipe.wait(replicas, timeout_ms)
-
-        def send(fill: Callable[[Any], None] = fill, key: str = group[0][0][0]) -> list[Any]:
-            return on_one_connection(client, key, fill)
-
-        *got, count = _loading_script(client, scripts, send)
-        replies += got
-        acked.append(int(count))
-    return replies, acked
-
-
-def _loading_script(client: Any, scripts: Scripts, run: Callable[[], list[Any]]) -> list[Any]:
-    """``run()`` a pipeline of write scripts; if Redis lost its scripts under it (a restart
-    while redis-py reconnected and resent the pipeline, which loads scripts only before its
-    first try), load ``write.lua`` and run it once more. NOSCRIPT means no script of the
-    pipeline ran, and each carries its batch id, so the second run cannot apply twice."""
-    try:
-        return run()
-    except NoScriptError:
-        client.script_load(scripts.write.script)
-        return run()
+def _ts(event: object) -> Any:
+    """The ``ts`` the caller gave (None if none): it is part of the batch's content."""
+    if isinstance(event, Mapping):
+        return event.get("ts")
+    return getattr(event, "ts", None)

@@ -37,7 +37,7 @@ from seasons.events import validate_batch
 from seasons.jobs.rollup import Rollup
 from seasons.jobs.sweep import Sweeper
 from seasons.keys import Keys
-from seasons.writes import script_args
+from seasons.write_script import script_args
 
 NS = "earl"
 Make = Callable[..., Settings]

@@ -38,7 +38,7 @@ from seasons.events import validate_batch
 from seasons.jobs.rollup import Rollup
 from seasons.keys import Keys
 from seasons.scripts import Scripts
-from seasons.writes import parse_reply, script_args
+from seasons.write_script import parse_reply, script_args
 
 NS = "setb"
 Make = Callable[..., Settings]

@@ -24,7 +24,7 @@ import redis
 from redis.exceptions import ResponseError
 from reference import key
 
-from seasons import Seasons, redis_health, writes
+from seasons import Seasons, redis_health, write_script
 from seasons.clock import ManualClock
 from seasons.config import Settings
 from seasons.connection import make_client
@@ -32,7 +32,8 @@ from seasons.errors import BatchRejected, UnsupportedRedis
 from seasons.events import ValidEvent, validate_batch
 from seasons.keys import Keys
 from seasons.scripts import Scripts, assemble, names, script
-from seasons.writes import parse_reply, run_write_calls, script_args
+from seasons.write_script import parse_reply, script_args
+from seasons.writes import Writes
 
 NS = "wpr"
 NOW = datetime(2035, 6, 13, 9, 0, tzinfo=UTC)  # a Wednesday
@@ -190,7 +191,7 @@ def test_a_batch_round_trips_into_the_boards_of_the_model(
         keys, batch = args_of(settings, evs, batch_id=f"batch-{n}")
         # Self-describing: the events in batch order, by their fields' names; every key the
         # batch names declared in KEYS, and nothing else.
-        assert batch["protocol"] == writes.PROTOCOL
+        assert batch["protocol"] == write_script.PROTOCOL
         rows = [dict(zip(batch["event_fields"], row, strict=True)) for row in batch["events"]]
         assert [(r["index"], r["member"], r["value"]) for r in rows] == [
             (i, e["member"], e["value"]) for i, e in enumerate(part)
@@ -307,12 +308,12 @@ MALFORMED: list[tuple[str, Callable[[Any], None], str]] = [
     (
         "another version",
         put("protocol", 2),
-        f"protocol: this script speaks protocol {writes.PROTOCOL}, got the number 2",
+        f"protocol: this script speaks protocol {write_script.PROTOCOL}, got the number 2",
     ),
     (
         "no version",
         delete("protocol"),
-        f"protocol: this script speaks protocol {writes.PROTOCOL}, got nothing",
+        f"protocol: this script speaks protocol {write_script.PROTOCOL}, got nothing",
     ),
     ("missing field", delete("max_entries"), "max_entries: must be an integer >= 0, got nothing"),
     ("missing key", delete("keys.meta"), "keys.meta: must be a string, got nothing"),
@@ -602,11 +603,11 @@ def test_the_python_side_raises_a_clear_error_and_writes_nothing(
     field (a bug of ours, not BatchRejected), on one board and on several (whose check-only
     pass meets it before any board is written)."""
     settings = settings_factory(namespace=NS, boards={"b": {}, "c": {}})
-    protocol = writes.PROTOCOL
+    protocol = write_script.PROTOCOL
     with Seasons(settings, clock=ManualClock(NOW)) as s:
         s.submit_many([{"board": "b", "member": "ann", "value": 1}])
         before = state_of(r)
-        monkeypatch.setattr(writes, "PROTOCOL", protocol - 1)
+        monkeypatch.setattr(write_script, "PROTOCOL", protocol - 1)
         one = [{"board": "b", "member": "bob", "value": 2}]
         with pytest.raises(
             RuntimeError, match=f"write.lua: protocol: this script speaks protocol {protocol}"
@@ -617,8 +618,8 @@ def test_the_python_side_raises_a_clear_error_and_writes_nothing(
         with pytest.raises(RuntimeError, match="nothing written"):
             s.submit_many(two)
         assert state_of(r) == before
-        monkeypatch.setattr(writes, "PROTOCOL", protocol)
-        monkeypatch.setattr(writes, "EVENT_FIELDS", ("group", "index", "member", "value"))
+        monkeypatch.setattr(write_script, "PROTOCOL", protocol)
+        monkeypatch.setattr(write_script, "EVENT_FIELDS", ("group", "index", "member", "value"))
         with pytest.raises(RuntimeError, match="write.lua: event_fields: "):
             s.submit_many(two)
         assert state_of(r) == before
@@ -630,7 +631,7 @@ def test_the_python_side_raises_a_clear_error_and_writes_nothing(
         evs = validate_batch(one, settings, NOW)
         call = script_args("b", evs, settings, Keys(NS), NOW, batch_id="x", digest="x")
         with pytest.raises(RuntimeError, match="write.lua: keys.state: "):
-            run_write_calls(client, Scripts(client), [(call[0][1:], call[1])])
+            Writes(client, Scripts(client), settings, Keys(NS)).send([(call[0][1:], call[1])])
     finally:
         client.close()
 

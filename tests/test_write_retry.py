@@ -533,7 +533,6 @@ def test_a_pipeline_that_lost_its_script_loads_it_and_runs_once(r: Any, connect:
     without loading the script (it does that only before its first try), so the pipeline
     meets NOSCRIPT. The write path loads write.lua and runs it again, once."""
     from seasons.scripts import Scripts
-    from seasons.writes import _loading_script
 
     client = connect(decode_responses=True)
     scripts = Scripts(client)
@@ -548,5 +547,5 @@ def test_a_pipeline_that_lost_its_script_loads_it_and_runs_once(r: Any, connect:
             return list(pipe.execute())  # NOSCRIPT
         return list(client.script_exists(scripts.write.sha))
 
-    assert _loading_script(client, scripts, run) == [True]
+    assert scripts.loaded("write", run) == [True]
     assert len(tries) == 2

@@ -14,7 +14,6 @@ import os
 import shutil
 import sys
 import tempfile
-from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from datetime import datetime
@@ -44,15 +43,7 @@ from seasons.cli.common import (
 from seasons.cli.eventfile import Format, Line, Problem, detect_format, parse_number, read_events
 from seasons.cli.text import plural
 from seasons.errors import BatchRejected, InvalidInput
-from seasons.events import ValidEvent
 from seasons.models import WriteResult
-from seasons.writes import (
-    check_batch,
-    new_batch_id,
-    parse_reply,
-    run_write_calls,
-    script_args,
-)
 
 IMPORT_BATCH = 1000
 MAX_REPORTED = 20  # problems listed on stderr; the rest are counted
@@ -218,51 +209,13 @@ def _batches(
 def _check_batch(app: Seasons, lines: list[Line], now: datetime, backfill: bool) -> list[Problem]:
     """What the write path would refuse in this batch, without writing anything."""
     try:
-        events = [ln.event for ln in lines]
-        valid = check_batch(
-            app.client, app.scripts, events, app.settings, app.keys, now, backfill=backfill
-        )
+        valid = app.writes.validate([ln.event for ln in lines], now, backfill=backfill)
     except BatchRejected as exc:
         return [Problem(lines[p["index"]].line, p["message"]) for p in exc.details]
     except InvalidInput as exc:
         return [Problem(lines[0].line, exc.message)]
-    refused = _state_problems(app, valid, now, backfill)
+    refused = app.writes.refusals(valid, now, backfill=backfill)
     return [Problem(lines[p["index"]].line, p["message"]) for p in refused]
-
-
-def _state_problems(
-    app: Seasons, valid: list[ValidEvent], now: datetime, backfill: bool
-) -> list[dict[str, Any]]:
-    """Closed days and archived seasons, asked of the write script in its check-only mode."""
-    by_board: dict[str, list[ValidEvent]] = defaultdict(list)
-    for ev in valid:
-        by_board[ev.board].append(ev)
-    if not by_board:
-        return []
-    # A new batch id: nothing is recorded under it, so the script checks every event.
-    batch_id = new_batch_id()
-    calls = [
-        script_args(
-            board,
-            evs,
-            app.settings,
-            app.keys,
-            now,
-            batch_id=batch_id,
-            digest=batch_id,
-            backfill=backfill,
-            check_only=True,
-        )
-        for board, evs in by_board.items()
-    ]
-    replies, _ = run_write_calls(app.client, app.scripts, calls)
-    problems: list[dict[str, Any]] = []
-    for reply in replies:
-        try:
-            parse_reply(reply)
-        except BatchRejected as exc:
-            problems += exc.details
-    return problems
 
 
 def _report(problems: list[Problem], total: int, name: str) -> str:

@@ -4,7 +4,7 @@
 --       day key and rollup keys, the day keys of the rollups' `days` and their bases. On a
 --       cluster they share the board's hash tag, hence one slot. The batch names keys by
 --       their names, and each must be one of KEYS.
--- ARGV[1]: the batch, one JSON object (seasons/writes.py::script_args builds it):
+-- ARGV[1]: the batch, one JSON object (seasons/write_script.py::script_args builds it):
 --   protocol          PROTOCOL below
 --   now               epoch seconds
 --   aggregate, order  'sum' | 'max' | 'min' | 'set', 'desc' | 'asc'

@@ -1,0 +1,295 @@
+"""What ``seasons/lua/write.lua`` is sent and what it answers: the batch of one board as KEYS
+and one JSON argument (:func:`script_args`; its fields are described in the script's header),
+and the reply as a result or a refusal (:func:`parse_reply`). :mod:`seasons.writes` runs it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import date, datetime, timedelta
+from typing import Any, NamedTuple
+
+from redis.exceptions import ResponseError
+
+from seasons import timewindows as tw
+from seasons import windows as win
+from seasons.config.settings import BoardSettings, Settings
+from seasons.errors import BatchIdReused, BatchRejected
+from seasons.events import META_MAX_BYTES, META_MAX_FIELDS, ValidEvent
+from seasons.keys import STATE_FOLDED, Keys
+from seasons.models import Standing, WriteResult
+
+# How long the script keeps each board's result of a batch id, and each event id it applied:
+# a resend within it answers the original result.
+DEDUPE_WINDOW = timedelta(hours=48)
+# The shape of write.lua's argument (its header), which the script checks: a batch of
+# another version, or with other columns of events, is refused before anything is done.
+PROTOCOL = 5
+EVENT_FIELDS = ("group", "index", "member", "value", "event_id", "metadata", "ts")
+# How write.lua's refusals of a malformed batch begin.
+REFUSAL = "write.lua: "
+
+
+class RollupTarget(NamedTuple):
+    """A board that an event of one local day is written through to, besides its day board."""
+
+    window: str  # named in the batch for whoever reads it; write.lua treats every one alike
+    key: str
+    weight: float  # the weight of that day's scores in the period
+    expire_at: int | None  # EXPIREAT of the key; None: it never expires (alltime)
+    # What a trimmed board (max_entries > 0) recomputes a member new to it from, and what a
+    # set board looks for a later value in: each (day key, weight, day) of the period up to the
+    # horizon, in order; empty for a board that is neither.
+    days: list[tuple[str, float, str]]
+    # A window that never ends (alltime): its base, {"key", "through"}: the sorted set every
+    # closed day is folded into, and the state field naming the last day folded (an event
+    # of a day up to that one is applied to the base too). None for the other windows.
+    base: dict[str, str] | None = None
+    # ties = "earliest": the board's reach set (member -> when it reached its score), written
+    # with the board; None for a board that keeps none.
+    reached: str | None = None
+    # ties = "dense": the board's distinct set (one member per distinct score), kept with the
+    # board; None for a board that keeps none.
+    distinct: str | None = None
+
+
+def earliest(cfg: BoardSettings) -> bool:
+    """Whether the board keeps a reach set beside each of its boards."""
+    return cfg.ties == "earliest"
+
+
+def dense(cfg: BoardSettings) -> bool:
+    """Whether the board keeps a distinct set beside each of its boards."""
+    return cfg.ties == "dense"
+
+
+def rollup_targets(
+    board: str, day: date, settings: Settings, keys: Keys, horizon: date | None
+) -> list[RollupTarget]:
+    """The boards that events of ``day`` write through to: the period holding ``day`` of each
+    rolled-up window the board keeps (``seasons.windows.SPECS``), if there is one (a day
+    between seasons has no season). ``horizon`` is the last day a trimmed or set board
+    recomputes from (the later of today and ``day``, plus one); None for a board that is
+    neither.
+
+    The days of the alltime window are those whose keys may still exist (from the day of
+    ``horizon - retention`` on), and ``day``: the board is its base plus the days after the
+    last one folded into it."""
+    cfg = settings.boards[board]
+    targets = []
+    for window in win.rolled_up(cfg):
+        period = window.period_of_day(day, settings)
+        if period is None:
+            continue
+        if horizon is None:
+            span: list[date] = []
+        elif period.endless:
+            # The day before the horizon is today (or a day of the future tolerance): one
+            # more day back covers a key that is still there a little past its expiry.
+            oldest = horizon - timedelta(days=settings.retention.days + 2)
+            span = sorted({day, *_days(oldest, horizon)})
+        else:
+            span = [d for d in period.days() if d <= horizon]
+        targets.append(
+            RollupTarget(
+                window.name,
+                keys.window(board, window.name, period.id),
+                window.weight(cfg, day, settings),
+                win.expire_at(period, settings),
+                [
+                    (keys.day(board, d), window.weight(cfg, d, settings), d.isoformat())
+                    for d in span
+                ],
+                {"key": keys.base(board, window.name), "through": STATE_FOLDED + window.name}
+                if period.endless
+                else None,
+                keys.reached(board, window.name, period.id) if earliest(cfg) else None,
+                keys.distinct(board, window.name, period.id) if dense(cfg) else None,
+            )
+        )
+    return targets
+
+
+def _days(first: date, last: date) -> list[date]:
+    """``first`` .. ``last`` inclusive (empty if ``last`` is before ``first``)."""
+    return [first + timedelta(days=i) for i in range((last - first).days + 1)]
+
+
+def script_args(
+    board: str,
+    events: list[ValidEvent],
+    settings: Settings,
+    keys: Keys,
+    now: datetime,
+    *,
+    batch_id: str,
+    digest: str,
+    backfill: bool = False,
+    check_only: bool = False,
+    standing: str | None = None,
+) -> tuple[list[str], list[str]]:
+    """KEYS and ARGV of ``write.lua`` for the events of one board: every key the batch
+    names, and the batch as one JSON argument (its fields are described in the script's
+    header). ``standing``: a window of the board, on which the script answers each event's
+    standing after the batch (:func:`resolve_standing_window` picks it)."""
+    cfg: BoardSettings = settings.boards[board]
+    board_keys = {
+        "state": keys.state(board),
+        "events": keys.events(board),
+        "meta": keys.meta(board),
+        "batches": keys.batches(board),
+        "batch_results": keys.batch_results(board),
+        "scratch": keys.tmp(board, "union"),  # a set board's rebuild builds its union there
+    }
+    declared = dict.fromkeys(board_keys.values())  # an ordered set
+    today = tw.local_day(now, settings.zone)
+    days = sorted({ev.day for ev in events})
+    groups = []
+    for day in days:
+        day_p = win.period_of_day("day", day, settings)
+        season_p = win.period_of_day("season", day, settings)
+        assert day_p is not None
+        # A trimmed board recomputes a member new to it from its days; a set board reads
+        # whether a later day has the member (then that day's value stands).
+        horizon = (
+            max(today, day) + timedelta(days=1)
+            if cfg.max_entries > 0 or cfg.aggregate == "set"
+            else None
+        )
+        rollups = rollup_targets(board, day, settings, keys, horizon)
+        day_key = keys.day(board, day)
+        day_reached = keys.reached(board, "day", day.isoformat()) if earliest(cfg) else None
+        day_distinct = keys.distinct(board, "day", day.isoformat()) if dense(cfg) else None
+        declared[day_key] = None
+        for extra in (day_reached, day_distinct):
+            if extra is not None:
+                declared[extra] = None
+        for r in rollups:
+            declared[r.key] = None
+            for extra in (r.reached, r.distinct):
+                if extra is not None:
+                    declared[extra] = None
+            declared.update(dict.fromkeys(k for k, _, _ in r.days))
+            if r.base is not None:
+                declared[r.base["key"]] = None
+        groups.append(
+            {
+                "day": day.isoformat(),
+                "season": season_p.id if season_p else None,
+                "key": day_key,
+                "reached": day_reached,
+                "distinct": day_distinct,
+                "expire_at": win.expire_at(day_p, settings),
+                "rollups": [r._asdict() for r in rollups],
+            }
+        )
+    group_of = {day: n for n, day in enumerate(days)}
+
+    def row(ev: ValidEvent) -> list[Any]:  # the columns of EVENT_FIELDS
+        ts = ev.ts.timestamp()  # what reach sets record (ties = "earliest")
+        return [group_of[ev.day], ev.index, ev.member, ev.value, ev.event_id, ev.metadata, ts]
+
+    stamp = now.timestamp()
+    batch = {
+        "protocol": PROTOCOL,
+        "now": stamp,
+        "aggregate": cfg.aggregate,
+        "order": cfg.order,
+        "max_entries": cfg.max_entries,
+        "dedupe_cutoff": stamp - DEDUPE_WINDOW.total_seconds(),
+        "events_expire_at": int(stamp + DEDUPE_WINDOW.total_seconds()) + 1,
+        "backfill": backfill,
+        "check_only": check_only,
+        "meta_max_fields": META_MAX_FIELDS,
+        "meta_max_bytes": META_MAX_BYTES,
+        "batch_id": batch_id,
+        "digest": digest,
+        "keys": board_keys,
+        "groups": groups,
+        "event_fields": EVENT_FIELDS,
+        "events": [row(ev) for ev in events],  # in batch order
+        "standing": None if standing is None else {"window": standing, "ties": cfg.ties},
+    }
+    text = json.dumps(batch, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    return list(declared), [text]
+
+
+def parse_reply(
+    reply: list[Any],
+    batch_id: str | None = None,
+    standing: tuple[str, list[ValidEvent], Settings] | None = None,
+) -> WriteResult:
+    """Turn the script's reply into a result, or raise :class:`BatchRejected` (a closed day
+    or season, metadata too large once merged) or :class:`BatchIdReused`. ``standing``: the
+    window the call was asked standings on, its events in batch order and the settings,
+    which name each event's period."""
+    kind = _text(reply[0])
+    if kind == "applied":
+        result = WriteResult(applied=int(reply[1]), duplicates=int(reply[2]), batch_id=batch_id)
+        if standing is not None:
+            result.standings = _standings(reply[3:], *standing)
+        return result
+    if kind == "reused":
+        raise BatchIdReused(_text(reply[1]), {"batch_id": batch_id})
+    if kind == "rejected":
+        items = reply[1:]
+        raise BatchRejected(
+            [
+                {
+                    "index": int(items[i]),
+                    "field": _text(items[i + 1]),
+                    "code": _text(items[i + 2]),
+                    "message": _text(items[i + 3]),
+                }
+                for i in range(0, len(items), 4)
+            ]
+        )
+    raise RuntimeError(f"write.lua answered {reply!r}, which is none of its replies")
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _standings(
+    rows: list[Any], window: str, events: list[ValidEvent], settings: Settings
+) -> list[Standing]:
+    """The standing of each event from write.lua's (rank, score) pairs, in the same order:
+    the score is Redis's text of it (the double it holds, read exactly), nil off the board."""
+    if len(rows) != 2 * len(events):
+        raise RuntimeError(f"write.lua answered {len(rows)} values for {len(events)} standings")
+    spec = win.spec(window)
+    out = []
+    for ev, rank, score in zip(events, rows[::2], rows[1::2], strict=True):
+        period = spec.period_of_day(ev.day, settings)
+        out.append(
+            Standing(
+                index=ev.index,
+                board=ev.board,
+                member=ev.member,
+                window=window,
+                period=None if period is None else period.id,
+                rank=None if rank is None else int(rank),
+                score=None if score is None else float(score),
+            )
+        )
+    return out
+
+
+@contextmanager
+def refused() -> Iterator[None]:
+    """write.lua's refusal of a batch that does not match its protocol, as RuntimeError: a
+    bug of Seasons (script_args and the script disagree), not the caller's input. The
+    script checks the whole batch before it reads or writes anything, so nothing of that
+    call was written; a multi-board batch meets it in its check-only pass."""
+    try:
+        yield
+    except ResponseError as exc:
+        if REFUSAL not in str(exc):
+            raise
+        raise RuntimeError(
+            f"the write script refused the batch, nothing written ({exc}): a bug of Seasons, "
+            "its Python and Lua halves disagree"
+        ) from exc
