@@ -16,7 +16,7 @@ from contextvars import ContextVar
 from datetime import date, timedelta
 from ipaddress import ip_network
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -39,8 +39,8 @@ from pydantic_settings import (
 from pydantic_settings.sources.utils import parse_env_vars
 from redis.connection import parse_url
 
-if TYPE_CHECKING:
-    from seasons.composite import CompositeScore
+from seasons.composite import CompositeScore
+from seasons.vocabulary import WINDOWS, EventType, overlap, parse_ranks
 
 # A cap on weights, so that no weighted aggregate of values within ±2^53 can overflow a double
 # (with room to spare: 2^53 x 10^6 x 3660 days is about 3e25); no board needs more.
@@ -181,8 +181,6 @@ class RewardTier(_Section):
     def _ranks(cls, value: str | None) -> str | None:
         if value is None:
             return None
-        from seasons.rewards import parse_ranks  # the tier logic lives there
-
         lo, hi = parse_ranks(value)
         return str(lo) if lo == hi else f"{lo}-{hi}"
 
@@ -240,8 +238,6 @@ class BoardSettings(_Section):
     @field_validator("windows")
     @classmethod
     def _known_windows(cls, found: tuple[str, ...]) -> tuple[str, ...]:
-        from seasons.windows import WINDOWS  # the table imports these settings
-
         unknown = [w for w in found if w not in WINDOWS]
         if unknown:
             raise ValueError(f"unknown window {unknown[0]!r}: the windows are {', '.join(WINDOWS)}")
@@ -288,8 +284,6 @@ class BoardSettings(_Section):
     @classmethod
     def _composite_layout(cls, parts: tuple[CompositePart, ...]) -> tuple[CompositePart, ...]:
         if parts:
-            from seasons.composite import CompositeScore  # it imports the settings' users
-
             CompositeScore([(p.name, p.digits) for p in parts])  # ValueError names the part
         return parts
 
@@ -298,8 +292,6 @@ class BoardSettings(_Section):
     def _tiers_disjoint(cls, tiers: tuple[RewardTier, ...]) -> tuple[RewardTier, ...]:
         """Rank ranges may not share a rank; a top_percent tier after a larger one would
         never match."""
-        from seasons.rewards import overlap, parse_ranks
-
         ranged = [(i, parse_ranks(t.ranks)) for i, t in enumerate(tiers) if t.ranks is not None]
         found = overlap([r for _, r in ranged])
         if found is not None:
@@ -325,8 +317,6 @@ class BoardSettings(_Section):
         """The board's composite layout, or None for plain scores."""
         if not self.composite:
             return None
-        from seasons.composite import CompositeScore
-
         return CompositeScore([(p.name, p.digits) for p in self.composite])
 
     @model_validator(mode="after")
@@ -488,8 +478,6 @@ class HookSettings(_Section):
     @field_validator("events")
     @classmethod
     def _known_types(cls, found: tuple[str, ...]) -> tuple[str, ...]:
-        from seasons.lifecycle import EventType  # the table imports these settings
-
         types = [t.value for t in EventType]
         unknown = [t for t in found if t not in types]
         if unknown:

@@ -6,9 +6,10 @@ The worker schedules them from :data:`JOBS`; ``seasons status``, ``GET /v1/jobs`
 (:mod:`seasons.jobs.report`) and ``/metrics`` report them by :data:`NAMES`;
 ``seasons worker --help`` lists them.
 
-A pass is a function of a :class:`JobContext` (the job objects of one app, built once) and the
-instant ``now``. The job objects are built here too (:func:`rollup_of`, :func:`closes_of`, ...),
-so that an admin call or a CLI operation runs one job on the app it has, without a worker;
+A pass is a function of a :class:`JobContext` (the job objects of one namespace, built once) and
+the instant ``now``. The job objects are built here too (:func:`rollup_of`, :func:`closes_of`,
+...), from a :class:`~seasons.backend.Backend` (the facade's ``backend``), so that an admin call
+or a CLI operation runs one job on the app it has, without a worker;
 so are those of the operator's jobs that no schedule runs (:func:`clear_of`: clearing a
 board's period, resumable like a close).
 """
@@ -24,8 +25,8 @@ from typing import Any
 
 from apscheduler.triggers.interval import IntervalTrigger
 
-from seasons.api import Seasons
 from seasons.archives import Archives
+from seasons.backend import Backend
 from seasons.config.settings import Settings
 from seasons.errors import ArchiveExists
 from seasons.hooks import Hooks
@@ -46,71 +47,71 @@ EXIT_EVICTION = 2  # the CLI's status for a server Seasons must not run on
 SKIPPED = "safe_mode"  # a pass that safe mode skipped: recorded as this status, not "ok"
 
 
-# --- the job objects, for one app ---------------------------------------------------------
+# --- the job objects, for one backend ------------------------------------------------------
 
 
-def rollup_of(app: Seasons) -> Rollup:
-    return Rollup(app.client, app.scripts, app.settings, app.keys)
+def rollup_of(b: Backend) -> Rollup:
+    return Rollup(b.client, b.scripts, b.settings, b.keys)
 
 
-def archives_of(app: Seasons) -> Archives:
-    return Archives(app.client, app.scripts, app.settings, app.keys)
+def archives_of(b: Backend) -> Archives:
+    return Archives(b.client, b.scripts, b.settings, b.keys)
 
 
-def sweeper_of(app: Seasons, archives: Archives | None = None) -> Sweeper:
-    archives = archives if archives is not None else archives_of(app)
-    return Sweeper(app.client, app.scripts, app.settings, app.keys, archives)
+def sweeper_of(b: Backend, archives: Archives | None = None) -> Sweeper:
+    archives = archives if archives is not None else archives_of(b)
+    return Sweeper(b.client, b.scripts, b.settings, b.keys, archives)
 
 
 def closes_of(
-    app: Seasons, *, state: JobState | None = None, rollup: Rollup | None = None,
+    b: Backend, *, state: JobState | None = None, rollup: Rollup | None = None,
     archives: Archives | None = None, checkpoint: Checkpoint = no_checkpoint,
 ) -> Closes:  # fmt: skip
-    """Closes on ``app``'s client and clock; ``checkpoint`` is called between the steps of a
+    """Closes on ``b``'s client and clock; ``checkpoint`` is called between the steps of a
     run (the worker's stops there on SIGTERM)."""
     return Closes(
-        app.client, app.scripts, app.settings, app.keys,
-        state=state if state is not None else JobState(app.client, app.keys),
-        rollup=rollup if rollup is not None else rollup_of(app),
-        archives=archives if archives is not None else archives_of(app),
-        checkpoint=checkpoint, clock=app.clock,
+        b.client, b.scripts, b.settings, b.keys,
+        state=state if state is not None else JobState(b.client, b.keys),
+        rollup=rollup if rollup is not None else rollup_of(b),
+        archives=archives if archives is not None else archives_of(b),
+        checkpoint=checkpoint, clock=b.clock,
     )  # fmt: skip
 
 
-def clear_of(app: Seasons, *, checkpoint: Checkpoint = no_checkpoint) -> Clear:
-    """Clears on ``app``'s client and clock; ``checkpoint`` is called between the steps of a
+def clear_of(b: Backend, *, checkpoint: Checkpoint = no_checkpoint) -> Clear:
+    """Clears on ``b``'s client and clock; ``checkpoint`` is called between the steps of a
     run (tests stop or kill a run there)."""
     return Clear(
-        app.client, app.settings, app.keys, state=JobState(app.client, app.keys),
-        rollup=rollup_of(app), checkpoint=checkpoint, clock=app.clock,
+        b.client, b.settings, b.keys, state=JobState(b.client, b.keys),
+        rollup=rollup_of(b), checkpoint=checkpoint, clock=b.clock,
     )  # fmt: skip
 
 
 class JobContext:
-    """What the passes of one worker share: its app, the job objects built once on it, and
-    the event that stops it (:attr:`stop`, checked between the steps of a run)."""
+    """What the passes of one worker share: its backend, the job objects built once on it,
+    and the event that stops it (:attr:`stop`, checked between the steps of a run)."""
 
     def __init__(
-        self, app: Seasons, *, stop: threading.Event | None = None,
+        self, backend: Backend, *, stop: threading.Event | None = None,
         fault: Checkpoint | None = None,
     ):  # fmt: skip
-        self.app = app
-        self.settings = app.settings
+        b = self.backend = backend
+        self.settings = b.settings
         self.stop = stop if stop is not None else threading.Event()
         self.fault = fault  # tests' hook at every checkpoint (seasons.jobs.state.fault_from_env)
         self.exit_code = 0
-        self.state = JobState(app.client, app.keys)
-        self.rollup = rollup_of(app)
-        self.archives = archives_of(app)
+        self.state = JobState(b.client, b.keys)
+        self.rollup = rollup_of(b)
+        self.archives = archives_of(b)
         self.closes = closes_of(
-            app, state=self.state, rollup=self.rollup, archives=self.archives,
+            b, state=self.state, rollup=self.rollup, archives=self.archives,
             checkpoint=self.checkpoint,
         )  # fmt: skip
-        self.sweeper = sweeper_of(app, self.archives)
-        self.heartbeat = Heartbeat(app.client, app.settings, app.keys)
-        self.integrity = Integrity(app.client, app.settings, app.keys, self.heartbeat.worker)
+        self.sweeper = sweeper_of(b, self.archives)
+        self.heartbeat = Heartbeat(b.client, b.settings, b.keys)
+        self.integrity = Integrity(b.client, b.settings, b.keys, self.heartbeat.worker)
         self.hooks = Hooks(
-            app.client, app.keys, app.settings, consumer=self.heartbeat.worker, clock=app.clock
+            b.client, b.keys, b.settings, consumer=self.heartbeat.worker, clock=b.clock
         )
 
     def checkpoint(self, name: str) -> None:
@@ -126,7 +127,7 @@ class JobContext:
 def beat(ctx: JobContext, now: datetime) -> None:
     """Beat with the server's memory figures and safe mode; stop (exit 2) when Redis's
     policy became evicting without ``redis.allow_eviction``."""
-    health = read_health(ctx.app.client, ctx.settings)
+    health = read_health(ctx.backend.client, ctx.settings)
     safe = ctx.integrity.refresh()
     memory = {
         "policy": health.policy, "used_memory": health.used_memory,
@@ -155,16 +156,16 @@ def close(ctx: JobContext, now: datetime) -> int | str:
 
 
 def roll_up(ctx: JobContext, now: datetime) -> Any:
-    app = ctx.app
-    with locked(app.client, app.keys, "rollup", ctx.settings.worker.lock_ttl) as lock:
+    b = ctx.backend
+    with locked(b.client, b.keys, "rollup", ctx.settings.worker.lock_ttl) as lock:
         return None if lock is None else ctx.rollup.run(now, routine=True)
 
 
 def sweep(ctx: JobContext, now: datetime) -> Any:
     if ctx.integrity.in_safe_mode:
         return SKIPPED  # it would drop metadata of members whose archive keys are lost
-    app = ctx.app
-    with locked(app.client, app.keys, "sweep", ctx.settings.worker.lock_ttl) as lock:
+    b = ctx.backend
+    with locked(b.client, b.keys, "sweep", ctx.settings.worker.lock_ttl) as lock:
         return None if lock is None else ctx.sweeper.run(now)
 
 
@@ -173,13 +174,13 @@ def deliver(ctx: JobContext, now: datetime) -> Any:
     a lock so that two workers do not retry the same entry at once."""
     if not ctx.settings.hooks:
         return None
-    app = ctx.app
+    b = ctx.backend
     # Extended before each request and every hooks.TICK while the pass runs, so held through
     # the whole pass; a worker killed meanwhile holds it up to this TTL: its deliveries
     # resume after.
     longest = max(h.timeout for h in ctx.settings.hooks) + timedelta(seconds=1)
     ttl = max(ctx.settings.worker.lock_ttl, longest)
-    with locked(app.client, app.keys, "hooks", ttl) as lock:
+    with locked(b.client, b.keys, "hooks", ttl) as lock:
         if lock is None:
             return None
 

@@ -50,7 +50,8 @@ class Worker(JobContext):
         self, app: Seasons, *, stop: threading.Event | None = None,
         fault: Checkpoint | None = None,
     ):  # fmt: skip
-        super().__init__(app, stop=stop, fault=fault)
+        super().__init__(app.backend, stop=stop, fault=fault)
+        self.app = app  # closed with the worker
         self.scheduler: BackgroundScheduler | None = None
         # Each job's trigger, once run() scheduled them: the scheduler fires the job by it,
         # and its next fire time is what the job's state records as next_run.

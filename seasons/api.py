@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
+from seasons.backend import Backend
 from seasons.claims import Rewards
 from seasons.clock import Clock, system_clock
 from seasons.config.loading import load_settings
@@ -15,6 +16,7 @@ from seasons.connection import RedisClient, make_client
 from seasons.erasure import Cleared, Forgotten
 from seasons.errors import BackendUnreachable
 from seasons.executor import sync_executor
+from seasons.jobs.registry import clear_of, sweeper_of
 from seasons.keys import Keys
 from seasons.lifecycle import Lifecycle, LifecycleEvents
 from seasons.models import (
@@ -63,6 +65,9 @@ class Seasons:
         self.reads = Reads(settings, self.keys, clock)
         self.writes = Writes(self.client, self.scripts, settings, self.keys, clock)
         self.executor = sync_executor(self.client)
+        # What the jobs (seasons.jobs.registry) and the rewards run on.
+        self.backend = Backend(self.client, self.scripts, settings, self.keys, clock)
+        self._rewards = Rewards(self.backend, self.reads, self.executor)
 
     @classmethod
     def from_settings(
@@ -242,8 +247,8 @@ class Seasons:
         rank order (``limit`` 1-1000) with the summary (each tier's reward, members granted
         and claims). :class:`seasons.errors.RewardsNotReady` before the results exist."""
         if member is not None:
-            return Rewards(self).member(board, season, member)
-        return Rewards(self).page(board, season, offset=offset, limit=limit)
+            return self._rewards.member(board, season, member)
+        return self._rewards.page(board, season, offset=offset, limit=limit)
 
     def claim(self, board: str, season: str, member: str, *, claim_id: str | None = None) -> Claim:
         """Claim ``member``'s reward of ``season`` on ``board``, exactly once: the first
@@ -265,10 +270,10 @@ class Seasons:
         claim_id = new_batch_id() if claim_id is None else claim_id
         for attempt in range(WRITE_ATTEMPTS - 1):
             try:
-                return Rewards(self).claim(board, season, member, claim_id)
+                return self._rewards.claim(board, season, member, claim_id)
             except BackendUnreachable:
                 time.sleep(WRITE_BACKOFF * 2**attempt)
-        return Rewards(self).claim(board, season, member, claim_id)
+        return self._rewards.claim(board, season, member, claim_id)
 
     # --- erasure --------------------------------------------------------------------------
 
@@ -277,11 +282,7 @@ class Seasons:
         the archive files it is in (rewritten with new manifests), as ``seasons forget`` and
         ``DELETE /v1/admin/members/{member}`` do. A member Seasons cannot hold raises
         :class:`seasons.errors.InvalidMember` before any Redis call."""
-        # It builds its jobs on a Seasons: a cycle at import. Its full name, since mypy misses
-        # a submodule that `from seasons.jobs import` names inside such a cycle.
-        import seasons.jobs.registry as registry
-
-        return Forgotten.model_validate(registry.sweeper_of(self).forget(member, self.clock()))
+        return Forgotten.model_validate(sweeper_of(self.backend).forget(member, self.clock()))
 
     def clear(
         self,
@@ -302,9 +303,7 @@ class Seasons:
         result for 48 hours. Refused with :class:`seasons.errors.Conflict` (nothing changed):
         a closing or archived season, a day folded into an all-time base, a board to
         recompute with days past retention, another clear of the board running."""
-        import seasons.jobs.registry as registry
-
-        return registry.clear_of(self).run(
+        return clear_of(self.backend).run(
             board, window, period, self.clock(), with_days=with_days, run_id=run_id
         )
 

@@ -15,13 +15,15 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from redis.client import Pipeline
 
 from seasons import claimlog
 from seasons import timewindows as tw
+from seasons.backend import Backend
 from seasons.clock import utc_text
+from seasons.config.settings import Settings
 from seasons.connection import on_one_connection
 from seasons.errors import (
     BadPeriod,
@@ -32,12 +34,11 @@ from seasons.errors import (
     RewardsNotReady,
 )
 from seasons.events import member_problem
+from seasons.executor import SyncExecutor
 from seasons.models import Claim, MemberReward, RewardsPage, RewardsSummary, RewardTier
+from seasons.reads import Reads
 from seasons.rewards import SUMMARY
 from seasons.writes import check_batch_id, new_batch_id
-
-if TYPE_CHECKING:
-    from seasons.api import Seasons
 
 # The snapshot part of a season id S@<ts> (seasons.archives.snapshot_id).
 _SNAPSHOT = re.compile(r"[0-9]{8}T[0-9]{6}Z")
@@ -45,11 +46,11 @@ _SNAPSHOT = re.compile(r"[0-9]{8}T[0-9]{6}Z")
 _SCAN_COUNT = 1000
 
 
-def check_season(season: str, s: Seasons) -> str:
+def check_season(season: str, settings: Settings) -> str:
     """``season`` if it names a configured season, or a snapshot ``S@<ts>`` of one;
     :class:`BadPeriod` otherwise."""
     base, at, stamp = season.partition("@")
-    tw.season_by_id(base, s.settings)
+    tw.season_by_id(base, settings)
     if at and not _SNAPSHOT.fullmatch(stamp):
         raise BadPeriod(
             f"bad snapshot id {season!r}: a snapshot is <season>@YYYYMMDDTHHMMSSZ",
@@ -59,14 +60,15 @@ def check_season(season: str, s: Seasons) -> str:
 
 
 class Rewards:
-    """The rewards of the seasons of one facade (its client, keys, settings and clock)."""
+    """The rewards of the seasons of one namespace, built once by the facade: its backend,
+    and its reads and their executor for the order of a page of results."""
 
-    def __init__(self, s: Seasons):
-        self.s = s
+    def __init__(self, backend: Backend, reads: Reads, executor: SyncExecutor):
+        self.b, self.reads, self.executor = backend, reads, executor
 
     def _check(self, board: str, season: str, member: str | None = None) -> None:
-        self.s.reads.board(board)  # UnknownBoard, naming the configured boards
-        check_season(season, self.s)
+        self.reads.board(board)  # UnknownBoard, naming the configured boards
+        check_season(season, self.b.settings)
         if member is not None and (problem := member_problem(member)) is not None:
             raise problem
 
@@ -83,8 +85,8 @@ class Rewards:
     def member(self, board: str, season: str, member: str) -> MemberReward:
         """``member``'s result and claim; :class:`NoResult` when it has none."""
         self._check(board, season, member)
-        results, claims = self.s.keys.results(board, season), self.s.keys.claims(board, season)
-        pipe = self.s.client.pipeline(transaction=False)
+        results, claims = self.b.keys.results(board, season), self.b.keys.claims(board, season)
+        pipe = self.b.client.pipeline(transaction=False)
         pipe.hmget(results, [SUMMARY, member])
         pipe.hget(claims, member)
         (summary_text, result), claim = pipe.execute()
@@ -100,15 +102,15 @@ class Rewards:
         """A page of the results in the order of the season's archive (best first, ties as
         the board ranks them), with the summary."""
         self._check(board, season)
-        results, claims = self.s.keys.results(board, season), self.s.keys.claims(board, season)
-        summary = self._summary(board, season, self.s.client.hget(results, SUMMARY))
+        results, claims = self.b.keys.results(board, season), self.b.keys.claims(board, season)
+        summary = self._summary(board, season, self.b.client.hget(results, SUMMARY))
         # The archive's page gives the order (and checks offset and limit): one page's reads,
         # where sorting the results hash would read all of it.
-        members = [e.member for e in self.s.top(board, "season", period=season,
-                                                 limit=limit, offset=offset).entries]  # fmt: skip
+        read = self.reads.page(board, "season", season, limit=limit, offset=offset)
+        members = [e.member for e in read.result(self.executor.run(read.call, read.plan)).entries]
         entries = []
         if members:
-            pipe = self.s.client.pipeline(transaction=False)
+            pipe = self.b.client.pipeline(transaction=False)
             pipe.hmget(results, members)
             pipe.hmget(claims, members)
             found, claimed = pipe.execute()
@@ -125,13 +127,13 @@ class Rewards:
     def summary(self, board: str, season: str) -> RewardsSummary:
         """The results' summary: tiers, how many each granted and how many were claimed."""
         self._check(board, season)
-        text = self.s.client.hget(self.s.keys.results(board, season), SUMMARY)
+        text = self.b.client.hget(self.b.keys.results(board, season), SUMMARY)
         return self._summarised(board, season, self._summary(board, season, text))
 
     def _summarised(self, board: str, season: str, summary: dict[str, Any]) -> RewardsSummary:
         by_reward: Counter[str] = Counter()
-        claims = self.s.keys.claims(board, season)
-        for _, value in self.s.client.hscan_iter(claims, count=_SCAN_COUNT):
+        claims = self.b.keys.claims(board, season)
+        for _, value in self.b.client.hscan_iter(claims, count=_SCAN_COUNT):
             by_reward[json.loads(value)["reward"]] += 1
         tiers = [
             RewardTier(tier=t["tier"], reward=t["reward"], count=t["count"],
@@ -154,9 +156,9 @@ class Rewards:
         stands in Redis: resend with the same ``claim_id``)."""
         self._check(board, season, member)
         claim_id = new_batch_id() if claim_id is None else check_batch_id(claim_id, "claim_id")
-        keys = [self.s.keys.results(board, season), self.s.keys.claims(board, season)]
+        keys = [self.b.keys.results(board, season), self.b.keys.claims(board, season)]
         status, *rest = self._run(
-            keys, [member, utc_text(self.s.clock(), "microseconds"), claim_id]
+            keys, [member, utc_text(self.b.clock(), "microseconds"), claim_id]
         )
         where = {"board": board, "season": season}
         if status == "not_ready":
@@ -181,7 +183,7 @@ class Rewards:
                 board=board, season=season, member=member, reward=stored["reward"],
                 rank=stored["rank"], claim_id=stored["claim_id"], claimed_at=stored["claimed_at"],
             )  # fmt: skip
-            claimlog.append(claimlog.log_path(self.s.settings, board, season), logged)
+            claimlog.append(claimlog.log_path(self.b.settings, board, season), logged)
         return Claim(
             season=season, board=board, member=member, rank=stored["rank"],
             score=result["score"], reward=stored["reward"], claimed_at=stored["claimed_at"],
@@ -193,18 +195,18 @@ class Rewards:
         on its connection, as writes are: a claim no replica holds yet could be lost to a
         failover and granted again, so it raises :class:`NotReplicated` (claim again with the
         same claim id: the answer is the same)."""
-        replicas = self.s.settings.redis.wait_replicas
+        replicas = self.b.settings.redis.wait_replicas
         if replicas <= 0:
-            reply: list[Any] = self.s.scripts.claim(keys=keys, args=args)
+            reply: list[Any] = self.b.scripts.claim(keys=keys, args=args)
             return reply
-        timeout = self.s.settings.redis.wait_timeout_ms
+        timeout = self.b.settings.redis.wait_timeout_ms
 
         def fill(pipe: Pipeline) -> None:
-            self.s.scripts.claim(keys=keys, args=args, client=pipe)
+            self.b.scripts.claim(keys=keys, args=args, client=pipe)
             pipe.wait(replicas, timeout)
 
-        reply, acked = self.s.scripts.loaded(
-            "claim", lambda: on_one_connection(self.s.client, keys[0], fill)
+        reply, acked = self.b.scripts.loaded(
+            "claim", lambda: on_one_connection(self.b.client, keys[0], fill)
         )
         if int(acked) < replicas:
             raise NotReplicated(

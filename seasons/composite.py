@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from seasons.events import MAX_EXACT
+from seasons.vocabulary import MAX_EXACT
 
 __all__ = ["MAX_EXACT", "CompositeScore"]
 

@@ -20,8 +20,8 @@ from seasons.config.settings import (
     _iso,  # durations as the settings write them (PT1H)
 )
 from seasons.errors import BatchRejected, InvalidMember, LimitExceeded
+from seasons.vocabulary import MAX_EXACT
 
-MAX_EXACT = 2**53
 MAX_ID_BYTES = 128
 META_MAX_FIELDS = 16
 META_MAX_BYTES = 1024

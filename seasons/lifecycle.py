@@ -20,7 +20,6 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
-from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel
@@ -31,19 +30,11 @@ from seasons.connection import RedisClient, text
 from seasons.errors import InvalidInput
 from seasons.keys import Keys
 from seasons.scripts import script
+from seasons.vocabulary import EventType
 
 MAX_LIMIT = 1000  # events one read returns at most
 STREAM_ID = re.compile(r"\d{1,20}(-\d{1,20})?")
 MAX_ID_PART = 2**64 - 1
-
-
-class EventType(StrEnum):
-    DAY_CLOSED = "day_closed"
-    SEASON_CLOSING = "season_closing"
-    SEASON_ARCHIVED = "season_archived"
-    REWARDS_READY = "rewards_ready"
-    DATA_LOSS = "data_loss"
-    RESTORE_DONE = "restore_done"
 
 
 @dataclass(frozen=True, slots=True)

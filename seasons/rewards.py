@@ -33,6 +33,7 @@ from itertools import islice
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from seasons.clock import utc_text
+from seasons.vocabulary import parse_ranks
 
 if TYPE_CHECKING:
     from seasons.archives import Archives
@@ -46,23 +47,6 @@ T = TypeVar("T")
 
 
 # --- tiers ----------------------------------------------------------------------------------
-
-
-def parse_ranks(text: str) -> tuple[int, int]:
-    """``"7"`` -> (7, 7); ``"2-10"`` -> (2, 10). Raises ValueError with a sentence."""
-    first, dash, last = text.strip().partition("-")
-    try:
-        lo = int(first.strip(), 10)
-        hi = int(last.strip(), 10) if dash else lo
-    except ValueError:
-        raise ValueError(
-            f'{text!r} is not a rank or a range of ranks; use e.g. "1" or "2-10"'
-        ) from None
-    if lo < 1:
-        raise ValueError(f"{text!r}: ranks start at 1")
-    if hi < lo:
-        raise ValueError(f"{text!r} is an empty range: its end {hi} is below its start {lo}")
-    return lo, hi
 
 
 def cutoff(total: int, percent: float) -> int:
@@ -127,15 +111,6 @@ class Matcher:
     def reward(self, rank: int) -> str | None:
         i = self.tier(rank)
         return None if i is None else self.tiers[i].reward
-
-
-def overlap(tiers: Sequence[tuple[int, int]]) -> tuple[int, int] | None:
-    """The first pair (i, j), i < j, of rank ranges that share a rank, or None."""
-    for j, (lo, hi) in enumerate(tiers):
-        for i, (a, b) in enumerate(tiers[:j]):
-            if lo <= b and a <= hi:
-                return i, j
-    return None
 
 
 # --- results ----------------------------------------------------------------------------------

@@ -21,7 +21,6 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
-from typing import Literal, get_args
 from zoneinfo import ZoneInfo
 
 from seasons.config.settings import BoardSettings, SeasonSpan, Settings
@@ -38,8 +37,8 @@ from seasons.timewindows import (
     week_of_season,
     weekday_index,
 )
+from seasons.vocabulary import WINDOWS, Window
 
-Window = Literal["day", "week", "month", "season", "alltime"]
 ALLTIME_ID = "all"  # the one period of the alltime window
 # fromisoformat alone also takes 20260308 and 2026-W10-1; period ids are YYYY-MM-DD.
 _ISO_DAY = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
@@ -216,8 +215,7 @@ SPECS: dict[Window, WindowSpec] = {
         ),
     )
 }
-WINDOWS: tuple[Window, ...] = tuple(SPECS)
-assert set(WINDOWS) == set(get_args(Window)), "Window and SPECS must name the same windows"
+assert tuple(SPECS) == WINDOWS, "SPECS must hold the windows of seasons.vocabulary, in order"
 
 
 def spec(window: str) -> WindowSpec:

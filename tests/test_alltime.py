@@ -124,7 +124,7 @@ def test_the_alltime_board_outlives_its_days_and_rebuilds_exactly(
     assert not r.exists(board_key("plain"), base_key("plain"))
 
     # A rebuild recomputes the board from base + open days: a damaged board comes back.
-    rollup = rollup_of(sim.app)
+    rollup = rollup_of(sim.app.backend)
     for b in KEPT:
         r.zadd(board_key(b), {"intruder": 5, "p01": -1})
     done = rollup.rebuild(now, window="alltime")
@@ -192,8 +192,8 @@ def test_a_day_that_expired_before_its_fold_is_a_gap(settings_factory, r, tmp_pa
     assert zset(r, board_key("kills")) == alltime(sim.model, "kills")  # written through
     r.zadd(board_key("kills"), {"p00": 1})
     with pytest.raises(DaysExpired, match="expired before it was folded"):
-        rollup_of(sim.app).rebuild(sim.clock(), window="alltime")
-    assert rollup_of(sim.app).run(sim.clock()) is not None  # the others still run
+        rollup_of(sim.app.backend).rebuild(sim.clock(), window="alltime")
+    assert rollup_of(sim.app.backend).run(sim.clock()) is not None  # the others still run
     assert r.zscore(board_key("kills"), "p00") == 1  # left as it was
     sim.close()
 
@@ -214,7 +214,7 @@ def test_backfill_of_a_folded_day_lands_in_the_base(settings_factory, r, tmp_pat
         sim.submit(events, backfill=True)
     assert zset(r, base_key("kills"))["late-one"] == 7
     assert_exact(sim, r, ["kills", "best", "fastest"])
-    rollup_of(sim.app).rebuild(sim.clock(), window="alltime")
+    rollup_of(sim.app.backend).rebuild(sim.clock(), window="alltime")
     assert_exact(sim, r, ["kills", "best", "fastest"])
     # A set board's base does not know which day each value came from: refused, nothing
     # written.
@@ -250,7 +250,7 @@ def test_forget_and_sweep(settings_factory, r, tmp_path: Path) -> None:
         if r.type(k) == b"zset" and r.zscore(k, "old-timer") is not None
     }  # fmt: skip
     assert holding == {board_key("kills"), base_key("kills")}  # every other key expired
-    sweeper = sweeper_of(sim.app)
+    sweeper = sweeper_of(sim.app.backend)
     swept = sweeper.run(now)
     assert swept.unknown == []
     assert r.hget(f"{NS}:{{kills}}:meta", "old-timer") is not None
@@ -260,7 +260,7 @@ def test_forget_and_sweep(settings_factory, r, tmp_path: Path) -> None:
     for key in (board_key("kills"), base_key("kills")):
         assert r.zscore(key, "gone") is None
     assert r.hget(f"{NS}:{{kills}}:meta", "gone") is None
-    rollup_of(sim.app).rebuild(now, window="alltime")
+    rollup_of(sim.app.backend).rebuild(now, window="alltime")
     assert r.zscore(board_key("kills"), "gone") is None
     assert r.zscore(board_key("kills"), "old-timer") == 3
     sim.close()
@@ -395,11 +395,11 @@ def test_a_repair_waits_for_a_fold_in_progress(crash: Crash, r) -> None:
         with Seasons(crash.settings, clock=ManualClock(crash.at)) as app:
             base = zset(r, base_key("late"))
             board = zset(r, board_key("late"))
-            done = rollup_of(app).run(crash.at)
+            done = rollup_of(app.backend).run(crash.at)
             assert board_key("late") not in [o.target for o in done]
             assert board_key("kills") in [o.target for o in done]  # another lock
             with pytest.raises(FoldBusy):
-                rollup_of(app).rebuild(crash.at, board="late", window="alltime")
+                rollup_of(app.backend).rebuild(crash.at, board="late", window="alltime")
             assert (zset(r, base_key("late")), zset(r, board_key("late"))) == (base, board)
         out, err = proc.communicate("\n", timeout=60)
     finally:
@@ -421,7 +421,7 @@ def test_a_fold_waits_for_a_repair_in_progress(crash: Crash, r) -> None:
             assert folded(r, "kills") == last - timedelta(days=1)
             assert r.hget(f"{NS}:job:close_day:{last}", "finished") is None
         # The repair reads the day folded through and builds its plan with the lock held.
-        rollup = rollup_of(app)
+        rollup = rollup_of(app.backend)
         seen = []
         plan = rollup.plan
 
@@ -447,8 +447,8 @@ def test_folds_and_repairs_interleaved_count_each_day_once(settings_factory, r, 
     })  # fmt: skip
     sim = Sim(settings, seed=17)
     app = sim.app
-    rollup = rollup_of(app)
-    closes = closes_of(app, rollup=rollup)
+    rollup = rollup_of(app.backend)
+    closes = closes_of(app.backend, rollup=rollup)
     first = today()
     for i in range(6):
         day = first + timedelta(days=i)

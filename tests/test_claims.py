@@ -410,7 +410,7 @@ def test_the_sweep_keeps_claims_without_ttl(app: Seasons, ref: dict[str, dict[st
 
     app.claim("kills", SEASON, "p00")
     claims = app.keys.claims("kills", SEASON)
-    swept = registry.sweeper_of(app).run(START)
+    swept = registry.sweeper_of(app.backend).run(START)
     assert claims not in swept.unknown
     assert app.client.ttl(claims) == -1
 

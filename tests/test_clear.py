@@ -432,7 +432,7 @@ class Stop(Exception):
 
 def checkpoints_of(app: Seasons, *args: Any, **kwargs: Any) -> list[str]:
     seen: list[str] = []
-    registry.clear_of(app, checkpoint=seen.append).run(*args, app.clock(), **kwargs)
+    registry.clear_of(app.backend, checkpoint=seen.append).run(*args, app.clock(), **kwargs)
     return seen
 
 
@@ -459,7 +459,7 @@ def test_a_clear_stopped_at_any_step_resumes_exactly(
                 raise Stop(at)
 
         with pytest.raises(Stop):
-            registry.clear_of(app, checkpoint=stop).run(
+            registry.clear_of(app.backend, checkpoint=stop).run(
                 *what, app.clock(), with_days=with_days, run_id=run_id
             )
         # New events for a cleared day between the stop and the resume: a deletion done

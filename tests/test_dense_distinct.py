@@ -374,7 +374,7 @@ def test_the_sweep_gives_a_distinct_set_its_boards_ttl(app: Seasons, r: redis.Re
     name, distinct = key(NS, "hi", "week", "2035-06-11"), dkey("hi", "week", "2035-06-11")
     r.persist(distinct)
     r.zadd(dkey("hi", "archive", SNAPSHOT), {"1": 1})  # an archive's keeps none
-    registry.sweeper_of(app).run(NOW)
+    registry.sweeper_of(app.backend).run(NOW)
     assert r.expiretime(distinct) == r.expiretime(name) > 0
     assert r.ttl(dkey("hi", "archive", SNAPSHOT)) == -1
     # Its members are scores, not members: metadata goes by the boards only.

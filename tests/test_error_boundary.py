@@ -185,8 +185,8 @@ def test_the_python_api(outage: Outage) -> None:
             ("status", "read", lambda: jobs_report(app, now)),
             ("submit", "write", lambda: app.submit("kills", "cyd", 5)),
             ("heartbeat", "write",
-             lambda: registry.BY_NAME["heartbeat"].run(registry.JobContext(app), now)),
-            ("rollup", "any", lambda: registry.rollup_of(app).run(now)),
+             lambda: registry.BY_NAME["heartbeat"].run(registry.JobContext(app.backend), now)),
+            ("rollup", "any", lambda: registry.rollup_of(app.backend).run(now)),
         ]  # fmt: skip
         for _, _, call in calls[:4]:  # the reads: connections open, scripts loaded
             call()

@@ -117,7 +117,7 @@ def _reads(app: Seasons, member: str) -> dict[str, Callable[[], Any]]:
         "around": lambda: app.around("kills", member, "week"),
         "lookup": lambda: app.lookup("kills", ["p001", member], "season"),
         "history": lambda: app.history("kills", member),
-        "forget": lambda: sweeper_of(app).forget(member, app.clock()),
+        "forget": lambda: sweeper_of(app.backend).forget(member, app.clock()),
     }
 
 
@@ -459,7 +459,7 @@ def test_a_member_stored_before_the_format_rule_can_still_be_erased(
     for member in legacy.values():  # as an older version stored them
         r.zadd(day, {member.encode(): 7})
         r.hset(app.keys.meta("kills"), member.encode(), b'{"name":"x"}')
-    sweeper_of(app).forget(legacy["py"], app.clock())
+    sweeper_of(app.backend).forget(legacy["py"], app.clock())
     response = client.delete("/v1/admin/members/%E2%80%AEnimda", headers=AUTH)
     assert response.status_code == 200, response.text
     assert response.json()["member"] == legacy["http"]

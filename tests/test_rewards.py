@@ -167,7 +167,7 @@ def test_a_rerun_keeps_results_and_restore_reads_rewarded_files(
 ) -> None:
     sim = season
     before = r.hgetall(f"{NS}:{{coins}}:results:S1")
-    closes = registry.closes_of(sim.app)
+    closes = registry.closes_of(sim.app.backend)
     # The results step again (as after a crash): nothing changes, claims are not touched.
     r.hset(f"{NS}:{{coins}}:claims:S1", "p00", '{"claimed_at":"x","reward":"gold","rank":1}')
     closes._results("coins", "S1", sim.clock() + timedelta(hours=5))
@@ -189,7 +189,7 @@ def test_a_rerun_keeps_results_and_restore_reads_rewarded_files(
 def test_a_snapshot_has_provisional_results(season: Sim, r, tmp_path: Path) -> None:
     sim = season
     sim.submit(sim.batch(10))  # S2 is running
-    out = registry.closes_of(sim.app).snapshot("S2", sim.clock())
+    out = registry.closes_of(sim.app.backend).snapshot("S2", sim.clock())
     sid = out[0].season
     assert sid.startswith("S2@")
     for board in BOARDS:

@@ -282,7 +282,7 @@ def test_status_fits_80_columns_in_local_time(
     app: Seasons, settings: Settings, clock: ManualClock
 ) -> None:
     seed(app)
-    registry.closes_of(app).snapshot("S2", clock())  # an archived season among the rows
+    registry.closes_of(app.backend).snapshot("S2", clock())  # an archived season among the rows
     app.client.hset(app.keys.job_state("closes"), mapping=JOB_FIELDS)
     app.client.set(app.keys.heartbeat(), json.dumps(BEAT), ex=30)
     app.client.set(app.keys.safe_mode(), json.dumps(SAFE))
@@ -338,7 +338,7 @@ def test_season_states(http: TestClient, app: Seasons, clock: ManualClock) -> No
     assert states(seasons["S3"]) == {"kills": "live", "laps": "live"}
     assert seasons["S4"]["status"] == "upcoming"
     assert states(seasons["S4"]) == {"kills": "upcoming", "laps": "upcoming"}
-    registry.closes_of(app).snapshot("S2", clock())
+    registry.closes_of(app.backend).snapshot("S2", clock())
     seasons = listed()
     assert seasons["S2"]["status"] == "archived"
     assert states(seasons["S2"]) == {"kills": "archived", "laps": "archived"}
@@ -458,7 +458,7 @@ def test_import_counts_are_in_the_right_number(
 def test_the_backfill_hint_is_given_exactly_where_backfill_writes(
     app: Seasons, settings: Settings, clock: ManualClock, tmp_path: Path
 ) -> None:
-    registry.closes_of(app).snapshot("S1", clock())  # S1 archived (ended, no data)
+    registry.closes_of(app.backend).snapshot("S1", clock())  # S1 archived (ended, no data)
     # (day, whether `import --backfill` may write it, by the rules: within retention (35
     # days after its end) and its season not archived)
     cases = [

@@ -92,7 +92,7 @@ def worker(state: CliState, log_level: str) -> None:
 @pass_state
 def rollup(state: CliState, board: str | None, as_json: bool) -> None:
     """Reconcile the open week, month and season boards with their day keys now."""
-    outcomes = registry.rollup_of(state.app).run(state.clock(), board)
+    outcomes = registry.rollup_of(state.app.backend).run(state.clock(), board)
     rows = [asdict(o) for o in outcomes]
     lines = [
         f"{o.target}: {plural(o.size, 'entry')} ({o.mode}, {o.changed} repaired)" for o in outcomes
@@ -107,7 +107,7 @@ def rollup(state: CliState, board: str | None, as_json: bool) -> None:
 def snapshot(state: CliState, season: str, as_json: bool) -> None:
     """Archive a season: a running one as S@<UTC time> (changing nothing else); an ended
     one is closed now (late events for it are rejected from then on)."""
-    results = registry.closes_of(state.app).snapshot(season, state.clock())
+    results = registry.closes_of(state.app.backend).snapshot(season, state.clock())
     lines = []
     for r in results:
         m = r.manifest
@@ -138,7 +138,7 @@ def rebuild(state: CliState, board: str | None, window: str, period: str, as_jso
             if bar:
                 bar(done[0], None)
 
-        outcomes = registry.rollup_of(state.app).rebuild(
+        outcomes = registry.rollup_of(state.app.backend).rebuild(
             state.clock(), board=board, window=window, period=period, progress=advance
         )
     lines = [f"{o.target}: {plural(o.size, 'entry')} ({o.mode})" for o in outcomes]
@@ -239,7 +239,7 @@ def acknowledge_loss(state: CliState, as_json: bool) -> None:
 def export(state: CliState, board: str, window: str, period: str, out: Path | None) -> None:
     """Write a board as JSON lines {rank, member, score, metadata} in rank order."""
     with _bar("exporting") as bar:
-        archives = registry.archives_of(state.app)
+        archives = registry.archives_of(state.app.backend)
         count = archives.export(board, window, period, out, state.clock(), bar)
     if out is not None:
         click.echo(f"exported {plural(count, 'entry')} to {out}", err=True)
@@ -316,7 +316,7 @@ def clear(
     changes nothing and exits 1.
     """
     app = state.app
-    job = registry.clear_of(app, checkpoint=fault_from_env() or no_checkpoint)
+    job = registry.clear_of(app.backend, checkpoint=fault_from_env() or no_checkpoint)
     now = state.clock()
     if not yes:
         plan = job.plan(board, window, period, now, with_days=with_days)

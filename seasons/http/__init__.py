@@ -1,5 +1,3 @@
-"""The HTTP API and the web page (docs/http-api.md): ``create_app(settings)`` builds the app."""
-
-from seasons.http.app import create_app
-
-__all__ = ["create_app"]
+"""The HTTP API and the web page (docs/http-api.md): ``seasons.http.app.create_app(settings)``
+builds the app. Nothing is imported here, so that a module of the package imports another
+(``from seasons.http import boards``) without loading the app that imports them all."""

@@ -116,7 +116,7 @@ def _recomputed(outcomes: list[Outcome]) -> list[Recomputed]:
 
 @router.post("/rollup", response_model=Rollups, summary="Run the rollup job now")
 def rollup(s: SeasonsDep, body: RollupIn | None = None) -> Rollups:
-    outcomes = registry.rollup_of(s).run(s.clock(), body.board if body else None)
+    outcomes = registry.rollup_of(s.backend).run(s.clock(), body.board if body else None)
     return Rollups(rollups=_recomputed(outcomes))
 
 
@@ -125,7 +125,7 @@ def rollup(s: SeasonsDep, body: RollupIn | None = None) -> Rollups:
     summary="Recompute week and/or season boards of a period from their day keys",
 )  # fmt: skip
 def rebuild(body: RebuildIn, s: SeasonsDep) -> Rebuilt:
-    outcomes = registry.rollup_of(s).rebuild(
+    outcomes = registry.rollup_of(s.backend).rebuild(
         s.clock(), board=body.board, window=body.window, period=body.period
     )
     return Rebuilt(rebuilt=_recomputed(outcomes))
@@ -136,7 +136,7 @@ def rebuild(body: RebuildIn, s: SeasonsDep) -> Rebuilt:
     summary="Archive files of a running season (S@<ts>), or close an ended season now",
 )  # fmt: skip
 def snapshot(body: SnapshotIn, s: SeasonsDep) -> Snapshots:
-    results = registry.closes_of(s).snapshot(body.season, s.clock())
+    results = registry.closes_of(s.backend).snapshot(body.season, s.clock())
     return Snapshots(snapshots=[r.to_dict() for r in results])
 
 

@@ -25,6 +25,7 @@ from fastapi_offline import FastAPIOffline
 
 from seasons.api import Seasons
 from seasons.clock import Clock, system_clock
+from seasons.config.loading import load_settings
 from seasons.config.settings import Settings
 from seasons.executor import async_executor
 from seasons.http import (
@@ -138,6 +139,4 @@ def from_environment() -> FastAPI:
     ``X-Forwarded-For`` (for 127.0.0.1 by default, for everyone with
     ``FORWARDED_ALLOW_IPS=*``). Requests with forwarding headers never get the loopback
     exemption of empty tokens either way."""
-    from seasons.config.loading import load_settings
-
     return create_app(load_settings(), freeze_gc=True)
