@@ -39,7 +39,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO, Any
 
-from seasons import closed
+from seasons import closed, ties
 from seasons.catalog import archive_dir
 from seasons.clock import utc_text
 from seasons.config.settings import NAME_RE, Settings
@@ -295,7 +295,8 @@ class Archives:
         set (by default the archive's of an archive key).
         """
         cfg = self.settings.boards[board]
-        if cfg.ties == "earliest":
+        rule = ties.of(cfg)
+        if rule.reach_set:
             yield from self._earliest_rows(board, key, reached, with_metadata)
             return
         desc = cfg.order == "desc"
@@ -303,7 +304,6 @@ class Archives:
         prev_score: float | None = None
         prev_rank = 0
         # Walked from the best entry, so a dense rank is one more at each new score.
-        dense = cfg.ties == "dense"
         while True:
             chunk = self.client.zrange(key, start, start + CHUNK - 1, desc=desc, withscores=True)
             if not chunk:
@@ -315,11 +315,7 @@ class Archives:
                 else [None] * len(members)
             )
             for i, ((member, score), raw) in enumerate(zip(chunk, metas, strict=True)):
-                position = start + i + 1
-                if score == prev_score and cfg.ties != "member":
-                    rank = prev_rank
-                else:
-                    rank = prev_rank + 1 if dense else position
+                rank = rule.rank(prev_rank, start + i + 1, score == prev_score)
                 prev_score, prev_rank = score, rank
                 yield rank, member, float(score), json.loads(raw) if raw else {}
             start += len(chunk)
@@ -384,14 +380,14 @@ class Archives:
         """
         keys = [source, self.keys.archive(board, archive_id)]
         args: list[str] = []
-        ties = self.settings.boards[board].ties
-        beside = {"earliest": self.keys.reached, "dense": self.keys.distinct}.get(ties)
+        rule = ties.of(self.settings.boards[board])
+        beside = rule.beside(self.keys)
         if beside is not None:
             parsed = self.keys.parse(source)
             if parsed is None or parsed.board != board:
                 raise ValueError(f"{source!r} is not a key of board {board!r}")
             keys += [beside(board, parsed.kind, parsed.ident), beside(board, "archive", archive_id)]
-            if ties == "dense":
+            if rule.distinct_set:
                 args = ["distinct"]
         return int(self.scripts.archive_copy(keys=keys, args=args))
 
@@ -676,8 +672,9 @@ class Archives:
         pipe.copy(source, tmp)
         pipe.expire(tmp, TMP_TTL)
         pipe.zcard(tmp)
-        if self.settings.boards[board].ties == "earliest":
-            live_reached, archive_reached = reads.reached(board, window, pid)
+        beside = reads.beside(board, window, pid)
+        if ties.of(self.settings.boards[board]).reach_set and beside is not None:
+            live_reached, archive_reached = beside
             tmp_reached = self.keys.tmp(board, f"export-reached:{token}")
             pipe.copy(archive_reached if use_archive else live_reached, tmp_reached)
             pipe.expire(tmp_reached, TMP_TTL)

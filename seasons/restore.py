@@ -48,7 +48,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any, Literal, cast
 
-from seasons import claimlog, closed
+from seasons import claimlog, closed, ties
 from seasons import timewindows as tw
 from seasons.archives import (
     CHUNK,
@@ -92,7 +92,6 @@ STOP_AFTER = 1000  # bad lines: the file is clearly bad, reading it further only
 # may hold, and bounds what one line costs to read.
 MAX_LINE = 64 * 1024
 _SNAPSHOT_STAMP = re.compile(r"\d{8}T\d{6}Z")
-_POSITIONS = ("member", "earliest")  # the tie rules whose ranks are line numbers
 LineReward = tuple[bool, str | None]  # (the line has a "reward", its value)
 NO_REWARD: LineReward = (False, None)
 
@@ -307,9 +306,8 @@ class Restorer:
         write = checked.action != "unchanged"
         reached = self.keys.reached(board, "archive", season)
         tmp_reached = self.keys.tmp(board, f"restore-reached:{season}")
-        reach = self.settings.boards[board].ties == "earliest" and (
-            write or not self.client.exists(reached)
-        )
+        rule = ties.of(self.settings.boards[board])
+        reach = rule.reach_set and (write or not self.client.exists(reached))
         if write:
             self.client.delete(tmp)
         if reach:
@@ -344,7 +342,7 @@ class Restorer:
         elif reach:
             pipe.delete(reached)
         distinct = self.keys.distinct(board, "archive", season)
-        dense = self.settings.boards[board].ties == "dense"
+        dense = rule.distinct_set
         if dense:
             pipe.delete(distinct)  # whatever it held: built again below from the archive
         if "@" not in season:
@@ -541,7 +539,7 @@ def _check_row(
     expected = n
     if prev is not None:
         expected = _against(row, prev, n, cfg, mine)
-    elif n > 1 and cfg.ties not in _POSITIONS and type(row[0]) is int:
+    elif n > 1 and not ties.of(cfg).positions and type(row[0]) is int:
         # After a bad line the ties before are unknown: a shared or dense
         # rank is only known to be at most the line's number.
         expected = row[0] if 1 <= row[0] <= n else n
@@ -563,21 +561,21 @@ def _against(
             f"lines are in rank order, {'high' if desc else 'low'} scores first"
         )
         return n
-    if score != p_score:
-        return p_rank + 1 if cfg.ties == "dense" else n
-    if cfg.ties == "earliest":
-        return n  # equal scores in the order they were reached, which the file alone gives
-    if cfg.ties != "member":
-        return p_rank
+    rule = ties.of(cfg)
+    rank = rule.rank(p_rank, n, score == p_score)
+    if score != p_score or not rule.member_order:
+        # Equal scores of the other rules stand in any order: they share a rank, or stand
+        # in the order they were reached, which the file alone gives.
+        return rank
     # Redis orders equal scores by member bytes (reversed on a high-first board, read with
     # REV): another order would give the members other ranks once loaded.
     here, there = _utf8(member), _utf8(p_member)
     if (here > there) if desc else (here < there):
         problems.append(
             f"member {member!r} ties with {p_member!r} on the line before but comes "
-            "before it in Redis's order of equal scores (ties='member')"
+            f"before it in Redis's order of equal scores (ties={cfg.ties!r})"
         )
-    return n
+    return rank
 
 
 def _utf8(text: str) -> bytes:
