@@ -96,7 +96,7 @@ class Closes:
         self.checkpoint = checkpoint
         self.clock = clock
         self.lifecycle = Lifecycle(client, keys, settings)
-        self.results = Results(client, archives, keys)
+        self.results = Results(client, archives.standings, keys)
 
     # --- what is due --------------------------------------------------------------------
 

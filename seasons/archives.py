@@ -32,7 +32,7 @@ import os
 import re
 import secrets
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import MISSING, asdict, dataclass, fields
 from dataclasses import replace as replace_fields
 from datetime import UTC, datetime, timedelta
@@ -48,18 +48,16 @@ from seasons.events import shown
 from seasons.files import MANIFEST_MAX, atomic_write, fsync_dir, open_regular
 from seasons.keys import Keys
 from seasons.reads import Reads
-from seasons.rewards import CHUNK as RESULTS_CHUNK
 from seasons.rewards import Results, batched
 from seasons.scripts import Scripts
+from seasons.standings import CHUNK, Row, Standings, line, read_rows
 
-CHUNK = RESULTS_CHUNK  # rows per ZRANGE / HMGET
 TMP_TTL = timedelta(hours=1)
 DATA_SUFFIX = ".jsonl.gz"
 MANIFEST_SUFFIX = ".manifest.json"
 
 Progress = Callable[[int, int], None]  # (rows done, rows in all)
 Checkpoint = Callable[[str], None]
-Row = tuple[int, str, float, dict[str, Any]]
 
 
 def _no_checkpoint(name: str) -> None:
@@ -171,17 +169,6 @@ def _manifest_problem(m: Manifest) -> str | None:
     return None
 
 
-def line(
-    rank: int, member: str, score: float, metadata: dict[str, Any], *reward: str | None
-) -> str:
-    """One archive line, exactly as written to files; with a ``reward`` (a text or None) on
-    a board with reward tiers."""
-    row: dict[str, Any] = {"rank": rank, "member": member, "score": score, "metadata": metadata}
-    if reward:
-        row["reward"] = reward[0]
-    return json.dumps(row, ensure_ascii=False, separators=(",", ":"), allow_nan=False) + "\n"
-
-
 def sha256_of(path: Path) -> str:
     with path.open("rb") as f:
         return sha256_read(f)
@@ -236,38 +223,6 @@ def _figures(m: Manifest) -> tuple[str, str, int, float, str]:
     return m.board, m.season, m.count, m.score_sum, m.sha256
 
 
-def read_rows(
-    path: Path, *, gz: bool | None = None, rewards: dict[str, str | None] | None = None
-) -> list[Row]:
-    """The lines of an archive or export file (.jsonl.gz or .jsonl; ``gz`` overrides what the
-    name says). ``rewards``, if given, receives the ``reward`` of each line that has one."""
-    opener: Any = gzip.open if (path.name.endswith(".gz") if gz is None else gz) else open
-    rows: list[Row] = []
-    try:
-        with opener(path, "rt", encoding="utf-8") as f:
-            for n, text in enumerate(f, start=1):
-                d = json.loads(text)
-                rank, member, score, meta = d["rank"], d["member"], d["score"], d["metadata"]
-                if (
-                    not isinstance(rank, int) or not isinstance(member, str)
-                    or isinstance(score, bool) or not isinstance(score, int | float)
-                    or not math.isfinite(score) or not isinstance(meta, dict)
-                ):  # fmt: skip
-                    raise ValueError(f"line {n} is not a rank/member/score/metadata row")
-                if "reward" in d:
-                    reward = d["reward"]
-                    if reward is not None and not isinstance(reward, str):
-                        raise ValueError(f"line {n}: reward {reward!r} is not text or null")
-                    if rewards is not None:
-                        rewards[member] = reward
-                rows.append((rank, member, float(score), meta))
-    except (OSError, EOFError, ValueError, KeyError, TypeError) as exc:
-        raise ArchiveError(
-            f"{path} is not a valid archive file: {exc}", {"file": str(path)}
-        ) from exc
-    return rows
-
-
 class Archives:
     """Archive keys and files of one namespace."""
 
@@ -276,94 +231,12 @@ class Archives:
         self.scripts = scripts
         self.settings = settings
         self.keys = keys
+        self.standings = Standings(client, settings, keys)
 
     def paths(self, board: str, archive_id: str) -> tuple[Path, Path]:
         """(data file, manifest) of an archive."""
         folder = archive_dir(self.settings, board)
         return folder / f"{archive_id}{DATA_SUFFIX}", folder / f"{archive_id}{MANIFEST_SUFFIX}"
-
-    # --- reading a board in rank order ------------------------------------------------------
-
-    def rows(
-        self, board: str, key: str, reached: str | None = None, *, with_metadata: bool = True
-    ) -> Iterator[Row]:
-        """(rank, member, score, metadata) of every member of ``key``, best first (metadata
-        ``{}`` without reading it when not ``with_metadata``).
-
-        Read in chunks: only for keys that do not change meanwhile (archives, scratch copies).
-        A board with earliest ties is read in its order, with ``reached``, the key's reach
-        set (by default the archive's of an archive key).
-        """
-        cfg = self.settings.boards[board]
-        rule = ties.of(cfg)
-        if rule.reach_set:
-            yield from self._earliest_rows(board, key, reached, with_metadata)
-            return
-        desc = cfg.order == "desc"
-        start = 0
-        prev_score: float | None = None
-        prev_rank = 0
-        # Walked from the best entry, so a dense rank is one more at each new score.
-        while True:
-            chunk = self.client.zrange(key, start, start + CHUNK - 1, desc=desc, withscores=True)
-            if not chunk:
-                return
-            members = [m for m, _ in chunk]
-            metas = (
-                self.client.hmget(self.keys.meta(board), members)
-                if with_metadata
-                else [None] * len(members)
-            )
-            for i, ((member, score), raw) in enumerate(zip(chunk, metas, strict=True)):
-                rank = rule.rank(prev_rank, start + i + 1, score == prev_score)
-                prev_score, prev_rank = score, rank
-                yield rank, member, float(score), json.loads(raw) if raw else {}
-            start += len(chunk)
-
-    def _earliest_rows(
-        self, board: str, key: str, reached: str | None, with_metadata: bool = True
-    ) -> Iterator[Row]:
-        """The rows of an earliest board: by score, then reach time ascending (a member
-        without one last), then member bytes ascending; ranks are positions. A run of equal
-        scores is held back until the score changes (it may go on in the next chunk), so the
-        rows held are one chunk plus the longest run of equal scores."""
-        if reached is None:
-            parsed = self.keys.parse(key)
-            if parsed is None or parsed.kind != "archive":
-                raise ValueError(f"the reach set of {key} must be given")
-            reached = self.keys.reached(board, "archive", parsed.ident)
-        desc = self.settings.boards[board].order == "desc"
-        meta_key = self.keys.meta(board)
-        position = 0
-        run: list[tuple[str, float, float]] = []  # (member, score, reach) of one score
-
-        def flush() -> Iterator[Row]:
-            nonlocal position
-            run.sort(key=lambda x: (x[2], _utf8(x[0])))
-            for i in range(0, len(run), CHUNK):
-                part = run[i : i + CHUNK]
-                metas = (
-                    self.client.hmget(meta_key, [m for m, _, _ in part])
-                    if with_metadata
-                    else [None] * len(part)
-                )
-                for (member, score, _), raw in zip(part, metas, strict=True):
-                    position += 1
-                    yield position, member, float(score), json.loads(raw) if raw else {}
-            run.clear()
-
-        start = 0
-        while True:
-            chunk = self.client.zrange(key, start, start + CHUNK - 1, desc=desc, withscores=True)
-            if not chunk:
-                break
-            times = self.client.zmscore(reached, [m for m, _ in chunk])
-            for (member, score), t in zip(chunk, times, strict=True):
-                if run and score != run[0][1]:
-                    yield from flush()
-                run.append((member, score, math.inf if t is None else float(t)))
-            start += len(chunk)
-        yield from flush()
 
     # --- archiving ------------------------------------------------------------------------
 
@@ -420,7 +293,7 @@ class Archives:
         scores: list[float] = []
         # Rewards go into the lines when the board has tiers and the results exist (the
         # close computes them first); older archives are written again as they were.
-        results = Results(self.client, self, self.keys)
+        results = Results(self.client, self.standings, self.keys)
         rewarded = bool(self.settings.boards[board].rewards) and (
             results.summary(board, archive_id) is not None
         )
@@ -432,7 +305,7 @@ class Archives:
 
         def write(f: IO[bytes]) -> None:
             with gzip.GzipFile(filename="", mode="wb", fileobj=f, mtime=0) as gz:
-                for part in batched(self.rows(board, key), CHUNK):
+                for part in batched(self.standings.rows(board, key), CHUNK):
                     given = self._rewards(results, board, archive_id, part) if rewarded else None
                     for i, (rank, member, score, meta) in enumerate(part):
                         extra = () if given is None else (given[i],)
@@ -603,7 +476,7 @@ class Archives:
     ) -> None:  # fmt: skip
         """The rewards in a file are the results': every line has one, equal to the results
         hash's (when the results exist: after a restore they may not, yet)."""
-        results = Results(self.client, self, self.keys)
+        results = Results(self.client, self.standings, self.keys)
         if results.summary(board, archive_id) is None:
             return
         if len(rewards) != len(rows):
@@ -683,7 +556,7 @@ class Archives:
 
         def emit(sink: Callable[[str], Any]) -> None:
             nonlocal count
-            for rank, member, score, meta in self.rows(board, tmp, tmp_reached):
+            for rank, member, score, meta in self.standings.rows(board, tmp, tmp_reached):
                 sink(line(rank, member, score, meta))
                 count += 1
                 if progress and (count % CHUNK == 0 or count == total):
@@ -709,16 +582,8 @@ class Archives:
         return count
 
 
-def _utf8(member: str | bytes) -> bytes:
-    return member if isinstance(member, bytes) else member.encode("utf-8", "surrogatepass")
-
-
 def _write_all(f: IO[bytes], data: bytes) -> None:
     f.write(data)
-
-
-def _meta_json(meta: dict[str, Any]) -> str:
-    return json.dumps(meta, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
 
 
 def snapshot_id(season_id: str, now: datetime) -> str:
