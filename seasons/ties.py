@@ -7,9 +7,11 @@ A rule says how a rank follows from the one before (:meth:`TieSpec.rank`), which
 beside each board (a reach set or a distinct set, :meth:`TieSpec.beside`), in which order equal
 scores stand (Redis's, member bytes; or the order they were reached), what a restore checks of
 equal scores in a file, and which reads plain commands can answer (:mod:`seasons.plans`).
-Ranks on Redis's side are computed by the rule's Lua in ``seasons/lua/lib/ranks.lua``, which
-``read_range.lua`` and ``read_points.lua`` dispatch on by the rule's name. Adding a rule means a
-spec here, its Lua there, its name in the settings' ``ties`` and its tests.
+Ranks on Redis's side are computed by the ``tie_*`` functions of ``seasons/lua/lib/ranks.lua``
+(a rank, a position, a page's first rank, the score a rank needs, the set kept beside a
+board), which the read scripts and the write's standings call with the rule's name. Adding a
+rule means a spec here, its branches there, its name in the settings' ``ties`` (which this
+module checks) and its tests.
 
 (docs/boards.md#ties says what each rule answers.)
 """
