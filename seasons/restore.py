@@ -6,7 +6,7 @@ for it stay rejected. Before it writes anything it checks that:
 
 - the data file and its manifest are regular files (with ``--all``: really inside
   ``archive.dir``), the manifest's fields each of their type and form
-  (:class:`seasons.archives.Manifest`);
+  (:class:`seasons.manifest.Manifest`);
 - the data file matches its manifest (sha256, count, ``score_sum``) and is named after the
   manifest's season; the manifest's board is configured;
 - the season is configured and has ended: an archive key is what reads of a season use, so
@@ -48,7 +48,7 @@ from typing import Any, Literal, cast
 
 from seasons import claimlog, closed, ties
 from seasons import timewindows as tw
-from seasons.archives import DATA_SUFFIX, MANIFEST_SUFFIX, TMP_TTL, Manifest, sha256_read
+from seasons.archives import DATA_SUFFIX, MANIFEST_SUFFIX, TMP_TTL
 from seasons.catalog import archive_dir
 from seasons.claimlog import LoggedClaim
 from seasons.closed import AsClosed
@@ -64,6 +64,7 @@ from seasons.errors import (
 from seasons.files import open_regular
 from seasons.keys import SEASON_ARCHIVED, STATE_SEASON, Keys
 from seasons.lifecycle import EventType, Lifecycle, event_id, run_stamp
+from seasons.manifest import Manifest, sha256_read
 from seasons.rewards import Results
 from seasons.scripts import Scripts
 from seasons.standings import (
