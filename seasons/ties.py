@@ -10,8 +10,8 @@ equal scores in a file, and which reads plain commands can answer (:mod:`seasons
 Ranks on Redis's side are computed by the ``tie_*`` functions of ``seasons/lua/lib/ranks.lua``
 (a rank, a position, a page's first rank, the score a rank needs, the set kept beside a
 board), which the read scripts and the write's standings call with the rule's name. Adding a
-rule means a spec here, its branches there, its name in the settings' ``ties`` (which this
-module checks) and its tests.
+rule means its name in :data:`seasons.vocabulary.Ties` (what the settings accept), a spec
+here, its branches there and its tests.
 
 (docs/boards.md#ties says what each rule answers.)
 """
@@ -24,8 +24,8 @@ from typing import Literal, get_args
 
 from seasons.config.settings import BoardSettings
 from seasons.keys import Keys
+from seasons.vocabulary import Ties
 
-Ties = Literal["member", "shared", "dense", "earliest"]
 # The reads a plan of plain commands may answer (seasons.reads names them): a page from any
 # row, a page from the first row, around a rank, around a member, an entry, a climb, a
 # lookup, and a history (of a window without archives).
@@ -123,9 +123,6 @@ SPECS: dict[Ties, TieSpec] = {
 
 
 assert set(SPECS) == set(get_args(Ties)), "Ties and SPECS must name the same rules"
-assert set(SPECS) == set(get_args(BoardSettings.model_fields["ties"].annotation)), (
-    "the settings' ties must name the rules of SPECS"
-)
 
 
 def of(cfg: BoardSettings) -> TieSpec:
