@@ -194,7 +194,7 @@ def read_checked(
     """The rows of the gzip ``data`` (the file ``file``), each checked like an event and
     against the lines before it, and each line's ``reward``; raises :class:`ArchiveRejected`
     listing the problems (line numbers from 1). Ranks are checked against line numbers unless
-    not ``check_ranks`` (a file with gaps: :func:`seasons.restore.check` checks them as
+    not ``check_ranks`` (a file with gaps: :meth:`seasons.restore.Restorer.check` checks them as
     they stood at the close).
 
     Bounded whatever the file holds: a line is read up to :data:`MAX_LINE` bytes (a longer
