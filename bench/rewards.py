@@ -144,7 +144,7 @@ def run(url: str, members: int = FULL, settle: float = 0.0) -> Section:
         with Seasons(cfg) as s:
             populate(admin, s, members)
             archives = Archives(s.client, s.scripts, s.settings, s.keys)
-            results = Results(s.client, archives, s.keys)
+            results = Results(s.client, archives.standings, s.keys)
             now = s.clock()
             worst_results = 0.0
             for board in BOARDS:

@@ -40,7 +40,7 @@ from pydantic_settings.sources.utils import parse_env_vars
 from redis.connection import parse_url
 
 from seasons.composite import CompositeScore
-from seasons.vocabulary import WINDOWS, EventType, overlap, parse_ranks
+from seasons.vocabulary import WINDOWS, EventType, Ties, overlap, parse_ranks
 
 # A cap on weights, so that no weighted aggregate of values within ±2^53 can overflow a double
 # (with room to spare: 2^53 x 10^6 x 3660 days is about 3e25); no board needs more.
@@ -218,7 +218,7 @@ class BoardSettings(_Section):
     # member: equal scores in member byte order, ranks 1, 2, 3; shared: 1, 1, 3; dense: 1, 1, 2;
     # earliest: equal scores in the order their members reached them (then member bytes),
     # ranks 1, 2, 3, from a reach set kept beside each board.
-    ties: Literal["member", "shared", "dense", "earliest"] = "member"
+    ties: Ties = "member"
     # The windows the board keeps (seasons.windows.SPECS names them all). Every board
     # keeps day (what the others are rolled up from) and season (what is archived); week is
     # kept by default, month on request: each window kept costs one more write per event.

@@ -41,6 +41,7 @@ from dataclasses import asdict, dataclass
 from datetime import date, datetime, timedelta
 from typing import Any, cast
 
+from seasons import ties
 from seasons import timewindows as tw
 from seasons import windows as win
 from seasons.config.settings import Settings
@@ -394,15 +395,12 @@ class Clear:
         doomed = self._doomed(
             plan.board, list(plan.days), list(plan.emptied), plan.target if plan.base else None
         )
-        if self.settings.boards[plan.board].ties == "earliest":
-            # The reach sets go with their boards (the rebuilt boards' are recomputed with
-            # them); the result names the boards deleted.
-            doomed += [self.keys.reached(plan.board, "day", d.isoformat()) for d in plan.days]
-            doomed += [self.keys.reached(plan.board, p.window, p.id) for p in plan.emptied]
-        if self.settings.boards[plan.board].ties == "dense":
-            # The distinct sets too (the rebuilt boards' are rebuilt with them).
-            doomed += [self.keys.distinct(plan.board, "day", d.isoformat()) for d in plan.days]
-            doomed += [self.keys.distinct(plan.board, p.window, p.id) for p in plan.emptied]
+        beside = ties.of(self.settings.boards[plan.board]).beside(self.keys)
+        if beside is not None:
+            # The reach sets or distinct sets go with their boards (the rebuilt boards' are
+            # recomputed with them); the result names the boards deleted.
+            doomed += [beside(plan.board, "day", d.isoformat()) for d in plan.days]
+            doomed += [beside(plan.board, p.window, p.id) for p in plan.emptied]
         # One transaction in the board's slot: the days, the boards they leave empty and the
         # mark that they are gone, at one instant for every reader and writer.
         pipe = self.client.pipeline(transaction=True)

@@ -32,7 +32,7 @@ from typing import Any
 
 from seasons import timewindows as tw
 from seasons import windows as win
-from seasons.archives import Archives, Manifest, snapshot_id
+from seasons.archives import Archives, snapshot_id
 from seasons.config.settings import SeasonSpan, Settings
 from seasons.connection import RedisClient
 from seasons.errors import ArchiveError, Conflict, DataLoss, InvalidInput
@@ -49,6 +49,7 @@ from seasons.keys import (
     Keys,
 )
 from seasons.lifecycle import EventType, Lifecycle, event_id
+from seasons.manifest import Manifest
 from seasons.rewards import Results
 from seasons.scripts import Scripts
 
@@ -96,7 +97,7 @@ class Closes:
         self.checkpoint = checkpoint
         self.clock = clock
         self.lifecycle = Lifecycle(client, keys, settings)
-        self.results = Results(client, archives, keys)
+        self.results = Results(client, archives.standings, keys)
 
     # --- what is due --------------------------------------------------------------------
 

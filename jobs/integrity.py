@@ -33,7 +33,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
-from seasons.archives import MANIFEST_SUFFIX, Manifest
+from seasons.archives import MANIFEST_SUFFIX
 from seasons.catalog import archive_dir
 from seasons.config.settings import Settings
 from seasons.connection import RedisClient, text
@@ -41,6 +41,7 @@ from seasons.errors import ArchiveError
 from seasons.files import atomic_write
 from seasons.keys import Keys
 from seasons.lifecycle import EventType, Lifecycle, event_id
+from seasons.manifest import Manifest
 
 log = logging.getLogger(__name__)
 

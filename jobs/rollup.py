@@ -30,6 +30,7 @@ import logging
 from collections.abc import Callable
 from datetime import date, datetime, timedelta
 
+from seasons import ties
 from seasons import timewindows as tw
 from seasons import windows as win
 from seasons.config.settings import BoardSettings, Settings
@@ -159,7 +160,7 @@ class Rollup:
         weights = [window.weight(cfg, d, self.settings) for d in days]
         # ties = "earliest" (never with a base: the settings refuse alltime): the reach set
         # is recomputed from the days' reach sets with the board.
-        earliest = cfg.ties == "earliest"
+        earliest = ties.of(cfg).reach_set
         return Plan(
             target=self.keys.window(board, period.window, period.id),
             days=[self.keys.day(board, d) for d in days],
@@ -175,7 +176,7 @@ class Rollup:
 
     def _distinct(self, board: str, period: win.Period) -> str | None:
         """ties = "dense": the distinct set of ``period``'s board, rebuilt with it."""
-        if self.settings.boards[board].ties != "dense":
+        if not ties.of(self.settings.boards[board]).distinct_set:
             return None
         return self.keys.distinct(board, period.window, period.id)
 

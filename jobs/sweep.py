@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from seasons import claimlog
+from seasons import claimlog, ties
 from seasons import timewindows as tw
 from seasons import windows as win
 from seasons.archives import Archives
@@ -244,7 +244,7 @@ class Sweeper:
     def _distinct_sets(self, board: str, zsets: list[str]) -> dict[str, str]:
         """ties = "dense": the distinct set of each board of ``zsets`` that keeps one (the
         windows' and archives' keys); empty for a board with other ties."""
-        if self.settings.boards[board].ties != "dense":
+        if not ties.of(self.settings.boards[board]).distinct_set:
             return {}
         out = {}
         for key in zsets:

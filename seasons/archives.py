@@ -1,5 +1,5 @@
 """Archives of seasons (docs/contract.md#archives): the archive key, the files, verify, export
-(restore: :mod:`seasons.restore`).
+(restore: :mod:`seasons.restore`; the lines: :mod:`seasons.standings`).
 
 A season ``S`` of board ``B`` is archived as:
 
@@ -13,7 +13,8 @@ A season ``S`` of board ``B`` is archived as:
   standings give the same bytes; written to a temporary file, fsynced, renamed, and the
   directory fsynced.
 - ``<archive.dir>/<ns>/<B>/S.manifest.json``: ``{"board","season","count","score_sum",
-  "sha256","created_at","tiers","removed"}``; ``score_sum`` is ``math.fsum`` of the scores in
+  "sha256","created_at","tiers","removed"}`` (:mod:`seasons.manifest`); ``score_sum`` is
+  ``math.fsum`` of the scores in
   file order; ``tiers`` and ``removed`` keep the results as they stood at the close
   (:mod:`seasons.closed`): a forget rewrites the files without the member, the others' lines
   keeping their ranks and rewards, and the member's gap recorded in ``removed``.
@@ -25,174 +26,39 @@ Snapshots of a running season use the id ``S@<UTC timestamp>`` for the same thre
 from __future__ import annotations
 
 import gzip
-import hashlib
-import json
 import math
 import os
-import re
 import secrets
 import sys
-from collections.abc import Callable, Iterator
-from dataclasses import MISSING, asdict, dataclass, fields
+from collections.abc import Callable
 from dataclasses import replace as replace_fields
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO, Any
 
-from seasons import closed
+from seasons import closed, ties
 from seasons.catalog import archive_dir
 from seasons.clock import utc_text
-from seasons.config.settings import NAME_RE, Settings
+from seasons.config.settings import Settings
 from seasons.errors import ArchiveError, ArchiveExists
-from seasons.events import shown
-from seasons.files import MANIFEST_MAX, atomic_write, fsync_dir, open_regular
+from seasons.files import atomic_write, fsync_dir
 from seasons.keys import Keys
+from seasons.manifest import Manifest, sha256_of
 from seasons.reads import Reads
-from seasons.rewards import CHUNK as RESULTS_CHUNK
 from seasons.rewards import Results, batched
 from seasons.scripts import Scripts
+from seasons.standings import CHUNK, Row, Standings, line, read_rows
 
-CHUNK = RESULTS_CHUNK  # rows per ZRANGE / HMGET
 TMP_TTL = timedelta(hours=1)
 DATA_SUFFIX = ".jsonl.gz"
 MANIFEST_SUFFIX = ".manifest.json"
 
 Progress = Callable[[int, int], None]  # (rows done, rows in all)
 Checkpoint = Callable[[str], None]
-Row = tuple[int, str, float, dict[str, Any]]
 
 
 def _no_checkpoint(name: str) -> None:
     return None
-
-
-_SHA256 = re.compile(r"[0-9a-f]{64}")
-_SEASON = re.compile(r"[A-Za-z0-9_-]{1,64}(@[A-Za-z0-9]{1,32})?")  # S, or a snapshot S@<ts>
-
-
-@dataclass(frozen=True, slots=True)
-class Manifest:
-    """What an archive file claims. Every field is checked when one is made (read from a
-    file or written by a close), so code that holds a Manifest never fails on its fields."""
-
-    board: str
-    season: str
-    count: int
-    score_sum: float
-    sha256: str
-    created_at: str  # ISO 8601 with a zone: the close's time (a forget's rewrite keeps it)
-    # The results as they stood at the close (seasons.closed, which checks their entries):
-    # the reward tiers then, and a gap per member forgotten since. None in manifests written
-    # before them.
-    tiers: list[dict[str, Any]] | None = None
-    removed: list[dict[str, Any]] | None = None
-
-    def __post_init__(self) -> None:
-        if why := _manifest_problem(self):
-            raise ValueError(why)
-        # JSON may give a whole number; the sum compared with the lines' fsum is a float.
-        object.__setattr__(self, "score_sum", float(self.score_sum))
-
-    @property
-    def created(self) -> datetime:
-        """``created_at`` as an aware datetime."""
-        return datetime.fromisoformat(self.created_at)
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=2) + "\n"
-
-    @classmethod
-    def load(cls, path: Path, *, inside: Path | None = None) -> Manifest:
-        """The manifest at ``path``: a regular file (``inside`` that folder, if given) of at
-        most :data:`MANIFEST_MAX` bytes holding a JSON object of the fields, each of its type
-        and form. Raises :class:`ArchiveError` naming the first problem."""
-        try:
-            with open_regular(path, inside=inside) as f:
-                raw = f.read(MANIFEST_MAX + 1)
-        except FileNotFoundError:
-            raise ArchiveError(f"manifest {path} does not exist", {"file": str(path)}) from None
-        except OSError as exc:
-            raise ArchiveError(
-                f"manifest {path} is unreadable: {exc.strerror or exc}", {"file": str(path)}
-            ) from None
-        except ArchiveError as exc:
-            raise ArchiveError(f"manifest {exc.message}", exc.details) from None
-        try:
-            if len(raw) > MANIFEST_MAX:
-                raise ValueError(f"it is larger than {MANIFEST_MAX} bytes")
-            data = json.loads(raw.decode("utf-8"))
-            if not isinstance(data, dict):
-                raise ValueError(f"it is a JSON {type(data).__name__}, not an object")
-            missing = [k for k in MANIFEST_REQUIRED if k not in data]
-            if missing:
-                raise ValueError(f"it lacks {', '.join(missing)}")
-            return cls(**{k: data[k] for k in MANIFEST_FIELDS if k in data})
-        except ValueError as exc:  # UnicodeDecodeError and JSONDecodeError too
-            raise ArchiveError(
-                f"manifest {path} is invalid: {exc}", {"file": str(path), "problem": str(exc)}
-            ) from None
-
-
-MANIFEST_FIELDS = tuple(f.name for f in fields(Manifest))
-MANIFEST_REQUIRED = tuple(f.name for f in fields(Manifest) if f.default is MISSING)
-
-
-def _manifest_problem(m: Manifest) -> str | None:
-    """Why ``m``'s fields are not a manifest's, or None. Values are checked as JSON gives
-    them: no text where a number belongs, no booleans for numbers."""
-    for name in ("board", "season", "sha256", "created_at"):
-        value = getattr(m, name)
-        if not isinstance(value, str):
-            return f"{name} must be a text, got {type(value).__name__}"
-    if not re.fullmatch(NAME_RE.strip("^$"), m.board):
-        return f"board {shown(m.board)} is not a board name"
-    if not _SEASON.fullmatch(m.season):
-        return f"season {shown(m.season)} is not a season id (S, or S@<YYYYMMDDTHHMMSSZ>)"
-    if isinstance(m.count, bool) or not isinstance(m.count, int) or m.count < 0:
-        return f"count {shown(m.count)} is not an integer of 0 or more"
-    if isinstance(m.score_sum, bool) or not isinstance(m.score_sum, int | float):
-        return f"score_sum must be a number, got {type(m.score_sum).__name__}"
-    if isinstance(m.score_sum, int) and abs(m.score_sum) > sys.float_info.max:
-        return f"score_sum is an integer of {m.score_sum.bit_length()} bits, not a double"
-    if not math.isfinite(m.score_sum):
-        return f"score_sum {m.score_sum} is not finite"
-    if not _SHA256.fullmatch(m.sha256):
-        return f"sha256 {shown(m.sha256)} is not 64 lowercase hexadecimal digits"
-    try:
-        created = datetime.fromisoformat(m.created_at)
-    except ValueError:
-        return f"created_at {shown(m.created_at)} is not an ISO 8601 time"
-    if created.tzinfo is None:
-        return f"created_at {shown(m.created_at)} has no zone (write it in UTC with Z)"
-    try:
-        created.astimezone(UTC)  # as results and events date it
-    except OverflowError:
-        return f"created_at {shown(m.created_at)} is out of range in UTC"
-    return None
-
-
-def line(
-    rank: int, member: str, score: float, metadata: dict[str, Any], *reward: str | None
-) -> str:
-    """One archive line, exactly as written to files; with a ``reward`` (a text or None) on
-    a board with reward tiers."""
-    row: dict[str, Any] = {"rank": rank, "member": member, "score": score, "metadata": metadata}
-    if reward:
-        row["reward"] = reward[0]
-    return json.dumps(row, ensure_ascii=False, separators=(",", ":"), allow_nan=False) + "\n"
-
-
-def sha256_of(path: Path) -> str:
-    with path.open("rb") as f:
-        return sha256_read(f)
-
-
-def sha256_read(f: IO[bytes]) -> str:
-    """The sha256 of what is left to read in ``f``, read in blocks."""
-    digest = hashlib.sha256()
-    for block in iter(lambda: f.read(1 << 20), b""):
-        digest.update(block)
-    return digest.hexdigest()
 
 
 def _tmp_path(path: Path) -> Path:
@@ -236,38 +102,6 @@ def _figures(m: Manifest) -> tuple[str, str, int, float, str]:
     return m.board, m.season, m.count, m.score_sum, m.sha256
 
 
-def read_rows(
-    path: Path, *, gz: bool | None = None, rewards: dict[str, str | None] | None = None
-) -> list[Row]:
-    """The lines of an archive or export file (.jsonl.gz or .jsonl; ``gz`` overrides what the
-    name says). ``rewards``, if given, receives the ``reward`` of each line that has one."""
-    opener: Any = gzip.open if (path.name.endswith(".gz") if gz is None else gz) else open
-    rows: list[Row] = []
-    try:
-        with opener(path, "rt", encoding="utf-8") as f:
-            for n, text in enumerate(f, start=1):
-                d = json.loads(text)
-                rank, member, score, meta = d["rank"], d["member"], d["score"], d["metadata"]
-                if (
-                    not isinstance(rank, int) or not isinstance(member, str)
-                    or isinstance(score, bool) or not isinstance(score, int | float)
-                    or not math.isfinite(score) or not isinstance(meta, dict)
-                ):  # fmt: skip
-                    raise ValueError(f"line {n} is not a rank/member/score/metadata row")
-                if "reward" in d:
-                    reward = d["reward"]
-                    if reward is not None and not isinstance(reward, str):
-                        raise ValueError(f"line {n}: reward {reward!r} is not text or null")
-                    if rewards is not None:
-                        rewards[member] = reward
-                rows.append((rank, member, float(score), meta))
-    except (OSError, EOFError, ValueError, KeyError, TypeError) as exc:
-        raise ArchiveError(
-            f"{path} is not a valid archive file: {exc}", {"file": str(path)}
-        ) from exc
-    return rows
-
-
 class Archives:
     """Archive keys and files of one namespace."""
 
@@ -276,98 +110,12 @@ class Archives:
         self.scripts = scripts
         self.settings = settings
         self.keys = keys
+        self.standings = Standings(client, settings, keys)
 
     def paths(self, board: str, archive_id: str) -> tuple[Path, Path]:
         """(data file, manifest) of an archive."""
         folder = archive_dir(self.settings, board)
         return folder / f"{archive_id}{DATA_SUFFIX}", folder / f"{archive_id}{MANIFEST_SUFFIX}"
-
-    # --- reading a board in rank order ------------------------------------------------------
-
-    def rows(
-        self, board: str, key: str, reached: str | None = None, *, with_metadata: bool = True
-    ) -> Iterator[Row]:
-        """(rank, member, score, metadata) of every member of ``key``, best first (metadata
-        ``{}`` without reading it when not ``with_metadata``).
-
-        Read in chunks: only for keys that do not change meanwhile (archives, scratch copies).
-        A board with earliest ties is read in its order, with ``reached``, the key's reach
-        set (by default the archive's of an archive key).
-        """
-        cfg = self.settings.boards[board]
-        if cfg.ties == "earliest":
-            yield from self._earliest_rows(board, key, reached, with_metadata)
-            return
-        desc = cfg.order == "desc"
-        start = 0
-        prev_score: float | None = None
-        prev_rank = 0
-        # Walked from the best entry, so a dense rank is one more at each new score.
-        dense = cfg.ties == "dense"
-        while True:
-            chunk = self.client.zrange(key, start, start + CHUNK - 1, desc=desc, withscores=True)
-            if not chunk:
-                return
-            members = [m for m, _ in chunk]
-            metas = (
-                self.client.hmget(self.keys.meta(board), members)
-                if with_metadata
-                else [None] * len(members)
-            )
-            for i, ((member, score), raw) in enumerate(zip(chunk, metas, strict=True)):
-                position = start + i + 1
-                if score == prev_score and cfg.ties != "member":
-                    rank = prev_rank
-                else:
-                    rank = prev_rank + 1 if dense else position
-                prev_score, prev_rank = score, rank
-                yield rank, member, float(score), json.loads(raw) if raw else {}
-            start += len(chunk)
-
-    def _earliest_rows(
-        self, board: str, key: str, reached: str | None, with_metadata: bool = True
-    ) -> Iterator[Row]:
-        """The rows of an earliest board: by score, then reach time ascending (a member
-        without one last), then member bytes ascending; ranks are positions. A run of equal
-        scores is held back until the score changes (it may go on in the next chunk), so the
-        rows held are one chunk plus the longest run of equal scores."""
-        if reached is None:
-            parsed = self.keys.parse(key)
-            if parsed is None or parsed.kind != "archive":
-                raise ValueError(f"the reach set of {key} must be given")
-            reached = self.keys.reached(board, "archive", parsed.ident)
-        desc = self.settings.boards[board].order == "desc"
-        meta_key = self.keys.meta(board)
-        position = 0
-        run: list[tuple[str, float, float]] = []  # (member, score, reach) of one score
-
-        def flush() -> Iterator[Row]:
-            nonlocal position
-            run.sort(key=lambda x: (x[2], _utf8(x[0])))
-            for i in range(0, len(run), CHUNK):
-                part = run[i : i + CHUNK]
-                metas = (
-                    self.client.hmget(meta_key, [m for m, _, _ in part])
-                    if with_metadata
-                    else [None] * len(part)
-                )
-                for (member, score, _), raw in zip(part, metas, strict=True):
-                    position += 1
-                    yield position, member, float(score), json.loads(raw) if raw else {}
-            run.clear()
-
-        start = 0
-        while True:
-            chunk = self.client.zrange(key, start, start + CHUNK - 1, desc=desc, withscores=True)
-            if not chunk:
-                break
-            times = self.client.zmscore(reached, [m for m, _ in chunk])
-            for (member, score), t in zip(chunk, times, strict=True):
-                if run and score != run[0][1]:
-                    yield from flush()
-                run.append((member, score, math.inf if t is None else float(t)))
-            start += len(chunk)
-        yield from flush()
 
     # --- archiving ------------------------------------------------------------------------
 
@@ -384,14 +132,14 @@ class Archives:
         """
         keys = [source, self.keys.archive(board, archive_id)]
         args: list[str] = []
-        ties = self.settings.boards[board].ties
-        beside = {"earliest": self.keys.reached, "dense": self.keys.distinct}.get(ties)
+        rule = ties.of(self.settings.boards[board])
+        beside = rule.beside(self.keys)
         if beside is not None:
             parsed = self.keys.parse(source)
             if parsed is None or parsed.board != board:
                 raise ValueError(f"{source!r} is not a key of board {board!r}")
             keys += [beside(board, parsed.kind, parsed.ident), beside(board, "archive", archive_id)]
-            if ties == "dense":
+            if rule.distinct_set:
                 args = ["distinct"]
         return int(self.scripts.archive_copy(keys=keys, args=args))
 
@@ -424,7 +172,7 @@ class Archives:
         scores: list[float] = []
         # Rewards go into the lines when the board has tiers and the results exist (the
         # close computes them first); older archives are written again as they were.
-        results = Results(self.client, self, self.keys)
+        results = Results(self.client, self.standings, self.keys)
         rewarded = bool(self.settings.boards[board].rewards) and (
             results.summary(board, archive_id) is not None
         )
@@ -436,7 +184,7 @@ class Archives:
 
         def write(f: IO[bytes]) -> None:
             with gzip.GzipFile(filename="", mode="wb", fileobj=f, mtime=0) as gz:
-                for part in batched(self.rows(board, key), CHUNK):
+                for part in batched(self.standings.rows(board, key), CHUNK):
                     given = self._rewards(results, board, archive_id, part) if rewarded else None
                     for i, (rank, member, score, meta) in enumerate(part):
                         extra = () if given is None else (given[i],)
@@ -607,7 +355,7 @@ class Archives:
     ) -> None:  # fmt: skip
         """The rewards in a file are the results': every line has one, equal to the results
         hash's (when the results exist: after a restore they may not, yet)."""
-        results = Results(self.client, self, self.keys)
+        results = Results(self.client, self.standings, self.keys)
         if results.summary(board, archive_id) is None:
             return
         if len(rewards) != len(rows):
@@ -676,8 +424,9 @@ class Archives:
         pipe.copy(source, tmp)
         pipe.expire(tmp, TMP_TTL)
         pipe.zcard(tmp)
-        if self.settings.boards[board].ties == "earliest":
-            live_reached, archive_reached = reads.reached(board, window, pid)
+        beside = reads.beside(board, window, pid)
+        if ties.of(self.settings.boards[board]).reach_set and beside is not None:
+            live_reached, archive_reached = beside
             tmp_reached = self.keys.tmp(board, f"export-reached:{token}")
             pipe.copy(archive_reached if use_archive else live_reached, tmp_reached)
             pipe.expire(tmp_reached, TMP_TTL)
@@ -686,7 +435,7 @@ class Archives:
 
         def emit(sink: Callable[[str], Any]) -> None:
             nonlocal count
-            for rank, member, score, meta in self.rows(board, tmp, tmp_reached):
+            for rank, member, score, meta in self.standings.rows(board, tmp, tmp_reached):
                 sink(line(rank, member, score, meta))
                 count += 1
                 if progress and (count % CHUNK == 0 or count == total):
@@ -712,16 +461,8 @@ class Archives:
         return count
 
 
-def _utf8(member: str | bytes) -> bytes:
-    return member if isinstance(member, bytes) else member.encode("utf-8", "surrogatepass")
-
-
 def _write_all(f: IO[bytes], data: bytes) -> None:
     f.write(data)
-
-
-def _meta_json(meta: dict[str, Any]) -> str:
-    return json.dumps(meta, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
 
 
 def snapshot_id(season_id: str, now: datetime) -> str:

@@ -26,10 +26,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from seasons import ties
 from seasons.config.settings import BoardSettings, RewardTier
 from seasons.rewards import Matcher, Tier, tiers_from
-
-_POSITIONS = ("member", "earliest")  # tie rules whose ranks are positions
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,23 +106,6 @@ def manifest_gaps(recorded: Any, count: int) -> list[Gap]:
     return gaps
 
 
-def ranks(scores: Sequence[float], cfg: BoardSettings) -> list[int]:
-    """The ranks of scores in rank order by the board's tie rule, as reads give them
-    (:meth:`seasons.archives.Archives.rows`)."""
-    out: list[int] = []
-    prev: float | None = None
-    for position, score in enumerate(scores, start=1):
-        if cfg.ties in _POSITIONS:
-            rank = position
-        elif score == prev:
-            rank = out[-1]
-        else:
-            rank = out[-1] + 1 if cfg.ties == "dense" and out else position
-        out.append(rank)
-        prev = score
-    return out
-
-
 def as_closed(
     scores: Sequence[float], gaps: Sequence[Gap], tiers: Sequence[Tier], cfg: BoardSettings
 ) -> AsClosed:
@@ -145,7 +127,7 @@ def as_closed(
                 f"its removed line {g.line} has score {g.score}, out of the board's order "
                 f"({cfg.order}) between the lines around it"
             )
-    full_ranks = ranks(full, cfg)
+    full_ranks = ties.ranks(full, ties.of(cfg))
     return AsClosed(
         ranks=[r for p, r in enumerate(full_ranks, start=1) if p not in at],
         absent=[full_ranks[g.line - 1] for g in gaps],

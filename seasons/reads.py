@@ -20,7 +20,7 @@ from typing import Any, Generic, TypeVar, cast
 
 from pydantic import TypeAdapter
 
-from seasons import replies
+from seasons import replies, ties
 from seasons import timewindows as tw
 from seasons import windows as win
 from seasons.clock import Clock, system_clock
@@ -197,36 +197,21 @@ class Reads:
         archive = self.keys.archive(board, p.id) if spec.archived else live
         return p.id, live, archive
 
-    def reached(self, board: str, window: str, period_id: str) -> tuple[str, str]:
-        """(reach set of the live key, reach set of the archive key) of a read of
-        ``period_id`` (an id as :meth:`target` answers it), for a board with earliest ties:
-        a snapshot's both are the archive's; a window without archives has one key, twice."""
-        archived = win.board_window(board, self.board(board), window).archived
-        archive = self.keys.reached(board, "archive", period_id)
+    def beside(self, board: str, window: str, period_id: str) -> tuple[str, str] | None:
+        """(the set beside the live key, the set beside the archive key) of a read of
+        ``period_id`` (an id as :meth:`target` answers it) that the board's tie rule keeps
+        (:meth:`seasons.ties.TieSpec.beside`: reach sets, distinct sets), or None: a
+        snapshot's both are the archive's; a window without archives has one key, twice."""
+        cfg = self.board(board)
+        name = ties.of(cfg).beside(self.keys)
+        if name is None:
+            return None
+        archived = win.board_window(board, cfg, window).archived
+        archive = name(board, "archive", period_id)
         if archived and "@" in period_id:
             return archive, archive
-        live = self.keys.reached(board, win.spec(window).name, period_id)
+        live = name(board, win.spec(window).name, period_id)
         return live, archive if archived else live
-
-    def distinct(self, board: str, window: str, period_id: str) -> tuple[str, str]:
-        """(distinct set of the live key, distinct set of the archive key) of a read of
-        ``period_id``, for a board with dense ties: paired as :meth:`reached` pairs the
-        reach sets."""
-        archived = win.board_window(board, self.board(board), window).archived
-        archive = self.keys.distinct(board, "archive", period_id)
-        if archived and "@" in period_id:
-            return archive, archive
-        live = self.keys.distinct(board, win.spec(window).name, period_id)
-        return live, archive if archived else live
-
-    def _beside(self, board: str, cfg: BoardSettings, window: str, pid: str) -> list[str]:
-        """The keys a read takes beside the live and archive keys: their reach sets
-        (earliest ties), their distinct sets (dense ties), or none."""
-        if cfg.ties == "earliest":
-            return list(self.reached(board, window, pid))
-        if cfg.ties == "dense":
-            return list(self.distinct(board, window, pid))
-        return []
 
     def _resolve(self, window: str, period: str, now: datetime) -> win.Period:
         """:func:`win.resolve_period`, remembered for ``current`` and ``previous`` until the
@@ -272,29 +257,30 @@ class Reads:
     def _range(self, board: str, window: str, period: str, mode: str, a: Any, b: int) -> Read[Any]:
         cfg = self.board(board)
         pid, live, archive = self.target(board, window, period)
-        keys = [live, archive, self.keys.meta(board), *self._beside(board, cfg, window, pid)]
+        keys = [live, archive, self.keys.meta(board), *(self.beside(board, window, pid) or ())]
         head = b'{"board":%s,"window":%s,"period":%s,"total":' % (
             replies.text(board),
             replies.text(window),
             replies.text(pid),
         )
-        writer, ties = self._writers[board], cfg.ties
+        writer, rule = self._writers[board], ties.of(cfg)
 
         def render(reply: Any) -> bytes | None:
             if reply is None:
                 return None
             total, start, first, rows, metas = fields(reply, _RANGE_FIELDS, "read_range.lua")
-            return writer.page(head + b"%d" % total, ties, start, first, rows, metas)
+            return writer.page(head + b"%d" % total, rule, start, first, rows, metas)
 
         absent = _not_ranked(board, window, a, pid) if mode == "member" else None
-        call = Call(_RANGE, keys, [cfg.order, ties, mode, a, b])
+        call = Call(_RANGE, keys, [cfg.order, cfg.ties, mode, a, b])
         plan = None
         desc, board_keys = cfg.order == "desc", (self._guesses, live, archive, keys[2])
-        if mode == "page" and (ties == "member" or (ties != "earliest" and a == 0)):
+        planned = rule.planned
+        if mode == "page" and ("page" in planned or ("top" in planned and a == 0)):
             plan = PagePlan(*board_keys, desc, offset=a, size=b)
-        elif mode == "rank" and ties == "member":
+        elif mode == "rank" and "around_rank" in planned:
             plan = PagePlan(*board_keys, desc, centre=a - 1, size=b)
-        elif mode == "member" and ties == "member":
+        elif mode == "member" and "around_member" in planned:
             plan = PagePlan(*board_keys, desc, member=a, size=b)
         return Read(call, render, _PAGE, absent, plan)
 
@@ -326,11 +312,11 @@ class Reads:
             )
 
         args = [cfg.order, cfg.ties, "entry", member]
-        keys = self._points_keys(board, cfg, window, pid, live, archive)
-        plan = None
-        if cfg.ties in ("member", "shared"):
-            desc, shared = cfg.order == "desc", cfg.ties == "shared"
-            plan = EntryPlan(self._guesses, live, archive, keys[0], desc, shared, member)
+        keys = self._points_keys(board, window, pid, live, archive)
+        plan, rule = None, ties.of(cfg)
+        if "entry" in rule.planned:
+            desc = cfg.order == "desc"
+            plan = EntryPlan(self._guesses, live, archive, keys[0], desc, rule.shares, member)
         call = Call(_POINTS, keys, args)
         return Read(call, render, _ENTRY, _not_ranked(board, window, member, pid), plan)
 
@@ -368,9 +354,9 @@ class Reads:
             )  # fmt: skip
 
         args = [cfg.order, cfg.ties, "climb", member, *ranks]
-        call = Call(_POINTS, self._points_keys(board, cfg, window, pid, live, archive), args)
+        call = Call(_POINTS, self._points_keys(board, window, pid, live, archive), args)
         plan = None
-        if cfg.ties == "member":
+        if "climb" in ties.of(cfg).planned:
             plan = ClimbPlan(self._guesses, live, archive, cfg.order == "desc", member, ranks)
         return Read(call, render, _CLIMB, _not_ranked(board, window, member, pid), plan)
 
@@ -397,9 +383,9 @@ class Reads:
             )
 
         asked = list(dict.fromkeys(members))
-        keys = self._points_keys(board, cfg, window, pid, live, archive)
+        keys = self._points_keys(board, window, pid, live, archive)
         plan = None
-        if cfg.ties == "member":
+        if "lookup" in ties.of(cfg).planned:
             desc = cfg.order == "desc"
             plan = LookupPlan(self._guesses, live, archive, keys[0], desc, asked)
         call = Call(_POINTS, keys, [cfg.order, cfg.ties, "entries", *asked])
@@ -436,7 +422,7 @@ class Reads:
             return head + b",".join(out) + b"]}"
 
         plan = None
-        if cfg.ties == "member" and not spec.archived:
+        if "history" in ties.of(cfg).planned and not spec.archived:
             plan = HistoryPlan(keys[1::2], cfg.order == "desc", member)
         call = Call(_POINTS, keys, [cfg.order, cfg.ties, "history", member])
         return Read(call, render, _HISTORY, plan=plan)
@@ -453,7 +439,7 @@ class Reads:
             return hit[2], hit[3]
         periods = win.recent_periods(window, last, now, self.settings)
         keys = [self.keys.meta(board)]
-        beside = {"earliest": self.keys.reached, "dense": self.keys.distinct}.get(cfg.ties)
+        beside = ties.of(cfg).beside(self.keys)
         for p in periods:
             live = self.keys.window(board, p.window, p.id)
             keys += [live, self.keys.archive(board, p.id) if archived else live]
@@ -472,9 +458,7 @@ class Reads:
         today = tw.local_day(now, zone)
         return tw.day_start(today, zone), tw.day_end(today, zone)
 
-    def _points_keys(
-        self, board: str, cfg: BoardSettings, window: str, pid: str, live: str, archive: str
-    ) -> list[str]:
-        """The KEYS of a read_points call on one board: meta, live, archive and, for earliest
-        ties, their reach sets, for dense ties their distinct sets."""
-        return [self.keys.meta(board), live, archive, *self._beside(board, cfg, window, pid)]
+    def _points_keys(self, board: str, window: str, pid: str, live: str, archive: str) -> list[str]:
+        """The KEYS of a read_points call on one board: meta, live, archive and the sets
+        their tie rule keeps beside them (:meth:`beside`)."""
+        return [self.keys.meta(board), live, archive, *(self.beside(board, window, pid) or ())]

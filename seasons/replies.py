@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from seasons.composite import CompositeScore
+from seasons.ties import TieSpec
 
 _SPECIAL = re.compile(rb'[\x00-\x1f"\\]')
 # Below this, an integral double is written as the integer it is (models.score_json).
@@ -131,7 +132,7 @@ class Writer:
     def page(
         self,
         head: bytes,
-        ties: str,
+        ties: TieSpec,
         start: int,
         first: int,
         rows: Sequence[Any],
@@ -139,19 +140,15 @@ class Writer:
     ) -> bytes:
         """A page's JSON: ``head`` (``{"board","window","period","total"`` written by the
         caller) and its entries, ranked from ``first`` (the first row's rank) by the tie
-        rule: ``shared`` ranks an equal score with the row before it and a new score at its
-        position, ``dense`` the next rank for each new score, the others by position."""
+        rule (:meth:`seasons.ties.TieSpec.rank`); a rule that ranks by position needs no
+        scores."""
         n = len(metas)
         ranks = list(range(first, first + n))
-        if ties in ("shared", "dense") and n > 1:
+        if ties.shares and n > 1:
             # Compared as numbers: Redis writes -0 and 0 apart, one score all the same.
             values = [float(rows[2 * i + 1]) for i in range(n)]
             for i in range(1, n):
-                same = values[i] == values[i - 1]
-                if ties == "dense":
-                    ranks[i] = ranks[i - 1] + (not same)
-                else:
-                    ranks[i] = ranks[i - 1] if same else start + i + 1
+                ranks[i] = ties.rank(ranks[i - 1], start + i + 1, values[i] == values[i - 1])
         return head + b',"entries":[' + self.entries(ranks, rows, metas) + b"]}"
 
 

@@ -6,7 +6,7 @@ for it stay rejected. Before it writes anything it checks that:
 
 - the data file and its manifest are regular files (with ``--all``: really inside
   ``archive.dir``), the manifest's fields each of their type and form
-  (:class:`seasons.archives.Manifest`);
+  (:class:`seasons.manifest.Manifest`);
 - the data file matches its manifest (sha256, count, ``score_sum``) and is named after the
   manifest's season; the manifest's board is configured;
 - the season is configured and has ended: an archive key is what reads of a season use, so
@@ -27,7 +27,8 @@ for it stay rejected. Before it writes anything it checks that:
 
 Any problem raises :class:`ArchiveRejected` (bad file) or :class:`ArchiveExists` (other
 standings already in Redis) and nothing is written. Reading a file costs at most what its
-manifest's ``count`` allows (:func:`_read_checked`), whatever the file holds.
+manifest's ``count`` allows (:func:`seasons.standings.read_checked`), whatever the file
+holds.
 
 An archive of a board with earliest ties gets its reach set back beside the archive key, each
 member reached at its line number: the times are gone, their order is the file's. The results
@@ -36,30 +37,18 @@ are written as they stood at the close, and the claims log's claims loaded back 
 
 from __future__ import annotations
 
-import gzip
-import itertools
 import json
 import math
 import re
-import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, Any, Literal, cast
+from typing import Any, Literal, cast
 
-from seasons import claimlog, closed
+from seasons import claimlog, closed, ties
 from seasons import timewindows as tw
-from seasons.archives import (
-    CHUNK,
-    DATA_SUFFIX,
-    MANIFEST_SUFFIX,
-    TMP_TTL,
-    Archives,
-    Manifest,
-    Row,
-    sha256_read,
-)
+from seasons.archives import DATA_SUFFIX, MANIFEST_SUFFIX, TMP_TTL
 from seasons.catalog import archive_dir
 from seasons.claimlog import LoggedClaim
 from seasons.closed import AsClosed
@@ -72,29 +61,28 @@ from seasons.errors import (
     BadPeriod,
     SeasonsError,
 )
-from seasons.events import check_member, check_metadata, check_value
 from seasons.files import open_regular
 from seasons.keys import SEASON_ARCHIVED, STATE_SEASON, Keys
 from seasons.lifecycle import EventType, Lifecycle, event_id, run_stamp
+from seasons.manifest import Manifest, sha256_read
 from seasons.rewards import Results
 from seasons.scripts import Scripts
+from seasons.standings import (
+    CHUNK,
+    KEPT_PROBLEMS,
+    SHOWN_PROBLEMS,
+    STOP_AFTER,
+    LineReward,
+    Row,
+    Standings,
+    read_checked,
+    rejected,
+)
 
 Progress = Callable[[int, int], None]  # (rows done, rows in all)
 Action = Literal["restored", "replaced", "unchanged"]
 
-FIELDS = ("rank", "member", "score", "metadata")
-OPTIONAL = ("reward",)  # on boards with reward tiers (seasons.rewards): a text or null
-SHOWN_PROBLEMS = 5  # in the message; details list up to KEPT_PROBLEMS
-KEPT_PROBLEMS = 100
-STOP_AFTER = 1000  # bad lines: the file is clearly bad, reading it further only costs
-# Bytes of one line. The longest entry Seasons writes is about 1.3 KiB (a 128-byte member,
-# 1 KiB of metadata, a reward); this leaves room for escapes and spaces a hand-made file
-# may hold, and bounds what one line costs to read.
-MAX_LINE = 64 * 1024
 _SNAPSHOT_STAMP = re.compile(r"\d{8}T\d{6}Z")
-_POSITIONS = ("member", "earliest")  # the tie rules whose ranks are line numbers
-LineReward = tuple[bool, str | None]  # (the line has a "reward", its value)
-NO_REWARD: LineReward = (False, None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,7 +160,7 @@ class Restorer:
         and its manifest must really be in that folder (``restore --all``: no links out)."""
         file = Path(file)
         if not file.name.endswith(DATA_SUFFIX):
-            raise _rejected(file, f"an archive file's name ends with {DATA_SUFFIX}")
+            raise rejected(file, f"an archive file's name ends with {DATA_SUFFIX}")
         stem = file.name[: -len(DATA_SUFFIX)]
         try:
             manifest = Manifest.load(file.with_name(stem + MANIFEST_SUFFIX), inside=inside)
@@ -180,12 +168,12 @@ class Restorer:
             raise ArchiveRejected(f"{exc.message}; nothing restored", exc.details) from None
         if manifest.board not in self.settings.boards:
             known = ", ".join(sorted(self.settings.boards)) or "none"
-            raise _rejected(
+            raise rejected(
                 file, f"its manifest names board {manifest.board!r}, which is not configured "
                 f"(configured: {known})",
             )  # fmt: skip
         if manifest.season != stem:
-            raise _rejected(
+            raise rejected(
                 file, f"its manifest is of season {manifest.season!r}, but the file is named "
                 f"after {stem!r}: a renamed file would load into the wrong archive key",
             )  # fmt: skip
@@ -193,28 +181,28 @@ class Restorer:
         try:
             data = open_regular(file, inside=inside)
         except FileNotFoundError:
-            raise _rejected(file, "the archive file does not exist") from None
+            raise rejected(file, "the archive file does not exist") from None
         except OSError as exc:
-            raise _rejected(file, f"is unreadable: {exc.strerror or exc}") from None
+            raise rejected(file, f"is unreadable: {exc.strerror or exc}") from None
         except ArchiveError as exc:
-            raise _rejected(file, exc.details["problem"]) from None
+            raise rejected(file, exc.details["problem"]) from None
         cfg = self.settings.boards[manifest.board]
         with data:
             # One open file is hashed, then read: the lines checked are the bytes hashed.
             digest = sha256_read(data)
             if digest != manifest.sha256:
-                raise _rejected(
+                raise rejected(
                     file, f"does not match its manifest (sha256 {digest}, manifest says "
                     f"{manifest.sha256}): the file was changed after it was written",
                 )  # fmt: skip
             data.seek(0)
             # Lines after a forget's gap keep their ranks at the close: as_closed checks those.
-            rows, rewards = _read_checked(
+            rows, rewards = read_checked(
                 data, file, cfg, manifest.count, check_ranks=not manifest.removed
             )
         total = math.fsum(s for _, _, s, _ in rows)
         if len(rows) != manifest.count or total != manifest.score_sum:
-            raise _rejected(
+            raise rejected(
                 file, f"holds {len(rows)} members with score sum {total}; its manifest says "
                 f"{manifest.count} and {manifest.score_sum}",
             )  # fmt: skip
@@ -228,26 +216,26 @@ class Restorer:
         try:
             span = tw.season_by_id(base, self.settings)
         except BadPeriod as exc:
-            raise _rejected(file, exc.message) from None
+            raise rejected(file, exc.message) from None
         if at:
             # A snapshot loads into archive:S@<ts> only, which no read of S uses.
             if not _SNAPSHOT_STAMP.fullmatch(stamp):
-                raise _rejected(file, f"snapshot id {season!r} is not <season>@<YYYYMMDDTHHMMSSZ>")
+                raise rejected(file, f"snapshot id {season!r} is not <season>@<YYYYMMDDTHHMMSSZ>")
             try:
                 taken = datetime.strptime(stamp, "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
             except ValueError:
-                raise _rejected(file, f"snapshot id {season!r} has no valid UTC time") from None
+                raise rejected(file, f"snapshot id {season!r} has no valid UTC time") from None
             if taken > now:
-                raise _rejected(file, f"snapshot {season!r} is dated in the future")
+                raise rejected(file, f"snapshot {season!r} is dated in the future")
             return
         zone = self.settings.zone
         if now < tw.day_start(span.start, zone):
-            raise _rejected(
+            raise rejected(
                 file, f"season {base} has not started (first day {span.start}): only seasons "
                 "that have ended can be restored",
             )  # fmt: skip
         if now < tw.season_end(span, zone):
-            raise _rejected(
+            raise rejected(
                 file, f"season {base} is running (last day {span.end}): restoring it would "
                 "hide its live board from reads; only seasons that have ended can be restored",
             )  # fmt: skip
@@ -307,9 +295,8 @@ class Restorer:
         write = checked.action != "unchanged"
         reached = self.keys.reached(board, "archive", season)
         tmp_reached = self.keys.tmp(board, f"restore-reached:{season}")
-        reach = self.settings.boards[board].ties == "earliest" and (
-            write or not self.client.exists(reached)
-        )
+        rule = ties.of(self.settings.boards[board])
+        reach = rule.reach_set and (write or not self.client.exists(reached))
         if write:
             self.client.delete(tmp)
         if reach:
@@ -344,7 +331,7 @@ class Restorer:
         elif reach:
             pipe.delete(reached)
         distinct = self.keys.distinct(board, "archive", season)
-        dense = self.settings.boards[board].ties == "dense"
+        dense = rule.distinct_set
         if dense:
             pipe.delete(distinct)  # whatever it held: built again below from the archive
         if "@" not in season:
@@ -382,11 +369,11 @@ class Restorer:
         board, season = checked.manifest.board, checked.manifest.season
         if checked.action == "replaced":  # of other standings
             self.client.unlink(self.keys.results(board, season))
-        archives = Archives(self.client, Scripts(self.client), self.settings, self.keys)
+        standings = Standings(self.client, self.settings, self.keys)
         at_close = checked.closed
         ranks = at_close.ranks
         ranked = ((r, m, s) for r, (_, m, s, _) in zip(ranks, checked.rows, strict=True))
-        Results(self.client, archives, self.keys).store(
+        Results(self.client, standings, self.keys).store(
             board, season, ranked, at_close.matcher, checked.manifest.created,
             provisional="@" in season, absent=at_close.absent,
         )  # fmt: skip
@@ -432,7 +419,7 @@ class Restorer:
             try:
                 c = self.check(file, now, force=force, inside=self.settings.archive.dir)
                 if c.manifest.board != file.parent.name:
-                    raise _rejected(
+                    raise rejected(
                         file, f"its manifest names board {c.manifest.board!r}, but the file "
                         f"is in the folder of board {file.parent.name!r}",
                     )  # fmt: skip
@@ -449,178 +436,8 @@ class Restorer:
         return report
 
 
-def _rejected(file: Path, problem: str) -> ArchiveRejected:
-    return ArchiveRejected(
-        f"{file}: {problem}; nothing restored", {"file": str(file), "problem": problem}
-    )
-
-
 def _meta_json(meta: dict[str, Any]) -> str:
     return json.dumps(meta, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
-
-
-def _read_checked(
-    data: IO[bytes], file: Path, cfg: BoardSettings, count: int, *, check_ranks: bool = True
-) -> tuple[list[Row], list[LineReward]]:
-    """The rows of the gzip ``data`` (the file ``file``), each checked like an event and
-    against the lines before it, and each line's ``reward``; raises :class:`ArchiveRejected`
-    listing the problems (line numbers from 1). Ranks are checked against line numbers unless
-    not ``check_ranks`` (a file with gaps: :func:`_as_closed` checks them).
-
-    Bounded whatever the file holds: a line is read up to :data:`MAX_LINE` bytes (a longer
-    one is a problem, not read further), reading stops at the first line past the manifest's
-    ``count`` and after :data:`STOP_AFTER` bad lines, so at most ``(count + 1) * MAX_LINE``
-    bytes are decompressed; the first :data:`KEPT_PROBLEMS` problems are kept, the others
-    only counted."""
-    problems: list[tuple[int, str]] = []
-    found = 0  # problems in all
-    bad_lines = 0
-    stopped: str | None = None
-    rows: list[Row] = []
-    rewards: list[LineReward] = []
-    seen: dict[str, int] = {}
-    prev: tuple[str, float, int] | None = None  # member, score, expected rank of the last row
-    try:
-        with gzip.GzipFile(fileobj=data, mode="rb") as f:
-            for n in itertools.count(1):
-                raw = f.readline(MAX_LINE + 1)
-                if not raw:
-                    break
-                if n > count:
-                    mine = [f"is past the end: its manifest says {count} members"]
-                    stopped = "the file is longer than its manifest says"
-                elif len(raw) > MAX_LINE and not raw.endswith(b"\n"):
-                    mine = [f"is longer than {MAX_LINE} bytes"]
-                    stopped = "the line is too long to be an entry"
-                else:
-                    row, reward, mine = _parse(raw)
-                    prev = _check_row(row, mine, n, prev, seen, cfg, check_ranks)
-                    if row is not None and not mine:
-                        rows.append(row)
-                        rewards.append(reward)
-                if mine:
-                    problems += [(n, m) for m in mine][: KEPT_PROBLEMS - len(problems)]
-                    found += len(mine)
-                    bad_lines += 1
-                    if bad_lines >= STOP_AFTER:
-                        stopped = f"{STOP_AFTER} bad lines"
-                if stopped:
-                    stopped = f"reading stopped at line {n}: {stopped}"
-                    break
-    except (OSError, EOFError, zlib.error) as exc:
-        raise _rejected(file, f"is not a readable gzip file: {exc}") from None
-    if problems:
-        shown = "; ".join(f"line {n}: {p}" for n, p in problems[:SHOWN_PROBLEMS])
-        rest = found - SHOWN_PROBLEMS
-        more = f" (and {rest} more)" if rest > 0 else ""
-        end = f" ({stopped})" if stopped else ""
-        raise ArchiveRejected(
-            f"{file}: {found} problems on {bad_lines} lines{end}, nothing restored: "
-            f"{shown}{more}",
-            {
-                "file": str(file), "lines": bad_lines, "problems": found, "stopped": stopped,
-                "first": [{"line": n, "problem": p} for n, p in problems],
-            },
-        )  # fmt: skip
-    return rows, rewards
-
-
-def _check_row(
-    row: Row | None, mine: list[str], n: int, prev: tuple[str, float, int] | None,
-    seen: dict[str, int], cfg: BoardSettings, check_ranks: bool,
-) -> tuple[str, float, int] | None:  # fmt: skip
-    """Checks line ``n``'s row against the lines before (adds to ``mine``); returns what the
-    next line is checked against."""
-    if row is None:
-        return None
-    _, member, score, _ = row
-    if member in seen:
-        mine.append(f"member {member!r} is already on line {seen[member]}")
-    else:
-        seen[member] = n
-    expected = n
-    if prev is not None:
-        expected = _against(row, prev, n, cfg, mine)
-    elif n > 1 and cfg.ties not in _POSITIONS and type(row[0]) is int:
-        # After a bad line the ties before are unknown: a shared or dense
-        # rank is only known to be at most the line's number.
-        expected = row[0] if 1 <= row[0] <= n else n
-    if check_ranks and type(row[0]) is int and row[0] >= 1 and row[0] != expected:
-        mine.append(f"rank {row[0]} should be {expected} (ties={cfg.ties!r})")
-    return member, score, expected
-
-
-def _against(
-    row: Row, prev: tuple[str, float, int], n: int, cfg: BoardSettings, problems: list[str]
-) -> int:
-    """The rank line ``n`` should have after the line before; adds order problems."""
-    _, member, score, _ = row
-    p_member, p_score, p_rank = prev
-    desc = cfg.order == "desc"
-    if (score > p_score) if desc else (score < p_score):
-        problems.append(
-            f"score {score} is {'above' if desc else 'below'} the line before's ({p_score}): "
-            f"lines are in rank order, {'high' if desc else 'low'} scores first"
-        )
-        return n
-    if score != p_score:
-        return p_rank + 1 if cfg.ties == "dense" else n
-    if cfg.ties == "earliest":
-        return n  # equal scores in the order they were reached, which the file alone gives
-    if cfg.ties != "member":
-        return p_rank
-    # Redis orders equal scores by member bytes (reversed on a high-first board, read with
-    # REV): another order would give the members other ranks once loaded.
-    here, there = _utf8(member), _utf8(p_member)
-    if (here > there) if desc else (here < there):
-        problems.append(
-            f"member {member!r} ties with {p_member!r} on the line before but comes "
-            "before it in Redis's order of equal scores (ties='member')"
-        )
-    return n
-
-
-def _utf8(text: str) -> bytes:
-    return text.encode("utf-8", "surrogatepass")
-
-
-def _parse(raw: bytes) -> tuple[Row | None, LineReward, list[str]]:
-    """(row, its reward, problems): the row is None when the line is not an entry at all."""
-    try:
-        d = json.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError:
-        return None, NO_REWARD, ["is not valid UTF-8"]
-    except ValueError as exc:
-        return None, NO_REWARD, [f"is not JSON ({exc})"]
-    if not isinstance(d, dict):
-        return None, NO_REWARD, [f"is a JSON {type(d).__name__}, not an object"]
-    if not set(FIELDS) <= set(d) <= set(FIELDS + OPTIONAL):
-        missing = ", ".join(k for k in FIELDS if k not in d) or "none"
-        extra = ", ".join(sorted(k for k in d if k not in FIELDS + OPTIONAL)) or "none"
-        fields = f"{', '.join(FIELDS)}, and may have {', '.join(OPTIONAL)}"
-        return (
-            None,
-            NO_REWARD,
-            [f"needs exactly the fields {fields} (missing: {missing}; unknown: {extra})"],
-        )
-    reward = d.get("reward")
-    if reward is not None and (not isinstance(reward, str) or not reward):
-        return None, NO_REWARD, [f"reward {reward!r} is not a non-empty text or null"]
-    rank, member, score, meta = (d[k] for k in FIELDS)
-    if why := check_member(member):  # the write path's rule: restore is a way in
-        return None, NO_REWARD, [why]
-    if why := check_value(score):
-        return None, NO_REWARD, [why.replace("value", "score", 1)]
-    problems = []
-    if isinstance(rank, bool) or not isinstance(rank, int) or rank < 1:
-        problems.append(f"rank {rank!r} is not a positive integer")
-    _, why = check_metadata(meta)
-    if why:
-        problems.append(why)
-    elif any(v is None for v in meta.values()):
-        problems.append("metadata holds a null (an archive stores no deleted fields)")
-    row: Row = (rank, member, float(score), dict(meta) if isinstance(meta, dict) else {})
-    return row, ("reward" in d, reward), problems
 
 
 # --- results as they stood at the close, and the claims log (seasons.closed, seasons.claimlog)
@@ -641,7 +458,7 @@ def _as_closed(
         gaps = closed.manifest_gaps(manifest.removed, len(rows))
         result = closed.as_closed([s for _, _, s, _ in rows], gaps, tiers, cfg)
     except ValueError as exc:
-        raise _rejected(file.with_name(manifest.season + MANIFEST_SUFFIX), str(exc)) from None
+        raise rejected(file.with_name(manifest.season + MANIFEST_SUFFIX), str(exc)) from None
     ranked = len(rows) + len(gaps)
     problems: list[tuple[int, str]] = []
     for n, (row, rank) in enumerate(zip(rows, result.ranks, strict=True), start=1):
@@ -655,7 +472,7 @@ def _as_closed(
                                 f"gets, {result.reward(n - 1)!r} (the manifest's tiers, of "
                                 f"{ranked} ranked at the close)"))  # fmt: skip
     if problems:
-        raise _lines_rejected(file, problems)
+        raise _linesrejected(file, problems)
     return result
 
 
@@ -690,15 +507,15 @@ def _logged_claims(
             if len(problems) >= STOP_AFTER:
                 break  # the log is clearly bad: reading it further only costs
     except ArchiveError as exc:
-        raise _rejected(path, f"the claims log {exc.details['problem']}") from None
+        raise rejected(path, f"the claims log {exc.details['problem']}") from None
     except OSError as exc:
-        raise _rejected(path, f"the claims log is unreadable: {exc}") from None
+        raise rejected(path, f"the claims log is unreadable: {exc}") from None
     if problems:
-        raise _lines_rejected(path, problems)
+        raise _linesrejected(path, problems)
     return list(found.values())
 
 
-def _lines_rejected(file: Path, problems: list[tuple[int, str]]) -> ArchiveRejected:
+def _linesrejected(file: Path, problems: list[tuple[int, str]]) -> ArchiveRejected:
     lines = len({n for n, _ in problems})
     shown = "; ".join(f"line {n}: {p}" for n, p in problems[:SHOWN_PROBLEMS])
     rest = len(problems) - SHOWN_PROBLEMS

@@ -33,15 +33,14 @@ from itertools import islice
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from seasons.clock import utc_text
+from seasons.standings import CHUNK, Standings
 from seasons.vocabulary import parse_ranks
 
 if TYPE_CHECKING:
-    from seasons.archives import Archives
     from seasons.config.settings import BoardSettings, RewardTier
     from seasons.keys import Keys
 
 SUMMARY = ""  # the results hash's field holding the summary
-CHUNK = 1000  # fields per HSET / HMGET: well under a millisecond of Redis each
 
 T = TypeVar("T")
 
@@ -135,9 +134,9 @@ def _text(raw: Any) -> str:
 class Results:
     """The results hashes of one namespace: written from archives, read back by members."""
 
-    def __init__(self, client: Any, archives: Archives, keys: Keys):
+    def __init__(self, client: Any, standings: Standings, keys: Keys):
         self.client = client
-        self.archives = archives
+        self.standings = standings
         self.keys = keys
 
     def summary(self, board: str, archive_id: str) -> dict[str, Any] | None:
@@ -166,14 +165,14 @@ class Results:
         checkpoint: Callable[[str], None] | None = None,
     ) -> dict[str, Any]:
         """Compute and store the results of ``archive:<archive_id>`` (read in rank order by
-        :meth:`Archives.rows`, ranks by the board's tie rule, tiers of the board's
-        settings); returns the summary. See :meth:`store`."""
+        :meth:`seasons.standings.Standings.rows`, ranks by the board's tie rule, tiers of
+        the board's settings); returns the summary. See :meth:`store`."""
         if (done := self.summary(board, archive_id)) is not None:
             return done
-        cfg = self.archives.settings.boards[board]
+        cfg = self.standings.settings.boards[board]
         archive = self.keys.archive(board, archive_id)
         matcher = Matcher(tiers_of(cfg), int(self.client.zcard(archive)))
-        rows = self.archives.rows(board, archive, with_metadata=False)
+        rows = self.standings.rows(board, archive, with_metadata=False)
         ranked = ((rank, member, score) for rank, member, score, _ in rows)
         return self.store(
             board, archive_id, ranked, matcher, now, provisional=provisional,

@@ -1,11 +1,11 @@
-"""The words the settings and the domain share: window names, lifecycle event types, the
-syntax of a reward tier's ranks, the largest exact score.
+"""The words the settings and the domain share: window names, tie rule names, lifecycle
+event types, the syntax of a reward tier's ranks, the largest exact score.
 
 The settings (:mod:`seasons.config.settings`) check a configuration against these, and the
-domain modules that act on them (:mod:`seasons.windows`, :mod:`seasons.lifecycle`,
-:mod:`seasons.rewards`, :mod:`seasons.composite`) import them from here. This module imports
-nothing of Seasons, so the settings import it at the top and the domain can import the
-settings without a cycle.
+domain modules that act on them (:mod:`seasons.windows`, :mod:`seasons.ties`,
+:mod:`seasons.lifecycle`, :mod:`seasons.rewards`, :mod:`seasons.composite`) import them from
+here. This module imports nothing of Seasons, so the settings import it at the top and the
+domain can import the settings without a cycle.
 """
 
 from __future__ import annotations
@@ -20,6 +20,9 @@ MAX_EXACT = 2**53
 # The windows a board can keep (their table: seasons.windows.SPECS).
 Window = Literal["day", "week", "month", "season", "alltime"]
 WINDOWS: tuple[Window, ...] = get_args(Window)
+
+# How equal scores rank (their table: seasons.ties.SPECS).
+Ties = Literal["member", "shared", "dense", "earliest"]
 
 
 class EventType(StrEnum):

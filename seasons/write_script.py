@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 
 from redis.exceptions import ResponseError
 
+from seasons import ties
 from seasons import timewindows as tw
 from seasons import windows as win
 from seasons.config.settings import BoardSettings, Settings
@@ -55,16 +56,6 @@ class RollupTarget(NamedTuple):
     distinct: str | None = None
 
 
-def earliest(cfg: BoardSettings) -> bool:
-    """Whether the board keeps a reach set beside each of its boards."""
-    return cfg.ties == "earliest"
-
-
-def dense(cfg: BoardSettings) -> bool:
-    """Whether the board keeps a distinct set beside each of its boards."""
-    return cfg.ties == "dense"
-
-
 def rollup_targets(
     board: str, day: date, settings: Settings, keys: Keys, horizon: date | None
 ) -> list[RollupTarget]:
@@ -78,6 +69,7 @@ def rollup_targets(
     ``horizon - retention`` on), and ``day``: the board is its base plus the days after the
     last one folded into it."""
     cfg = settings.boards[board]
+    rule = ties.of(cfg)
     targets = []
     for window in win.rolled_up(cfg):
         period = window.period_of_day(day, settings)
@@ -105,8 +97,8 @@ def rollup_targets(
                 {"key": keys.base(board, window.name), "through": STATE_FOLDED + window.name}
                 if period.endless
                 else None,
-                keys.reached(board, window.name, period.id) if earliest(cfg) else None,
-                keys.distinct(board, window.name, period.id) if dense(cfg) else None,
+                keys.reached(board, window.name, period.id) if rule.reach_set else None,
+                keys.distinct(board, window.name, period.id) if rule.distinct_set else None,
             )
         )
     return targets
@@ -160,8 +152,9 @@ def script_args(
         )
         rollups = rollup_targets(board, day, settings, keys, horizon)
         day_key = keys.day(board, day)
-        day_reached = keys.reached(board, "day", day.isoformat()) if earliest(cfg) else None
-        day_distinct = keys.distinct(board, "day", day.isoformat()) if dense(cfg) else None
+        day_id, rule = day.isoformat(), ties.of(cfg)
+        day_reached = keys.reached(board, "day", day_id) if rule.reach_set else None
+        day_distinct = keys.distinct(board, "day", day_id) if rule.distinct_set else None
         declared[day_key] = None
         for extra in (day_reached, day_distinct):
             if extra is not None:

@@ -17,9 +17,9 @@ from reference import key as ref_key
 from reference import snapshot, zset
 from worker_support import Sim, file_rows, local, season_settings, today
 
-from seasons.archives import Manifest, sha256_of
 from seasons.cli import CliState, cli
 from seasons.errors import ArchiveError, BatchRejected
+from seasons.manifest import Manifest, sha256_of
 
 # Every test here runs on one redis-server and again on a Redis Cluster (tests/conftest.py).
 pytestmark = pytest.mark.both_backends

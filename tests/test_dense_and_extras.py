@@ -29,15 +29,16 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 from reference import around_start, climb_targets, gap_up, percentile, ranked
 
-from seasons import Seasons
-from seasons.archives import Archives, Row, line, read_rows
+from seasons import Seasons, standings
+from seasons.archives import Archives
 from seasons.cli import CliState, cli
 from seasons.clock import ManualClock
 from seasons.config import Settings
 from seasons.config.settings import BoardSettings
 from seasons.errors import ArchiveRejected, InvalidInput, LimitExceeded
 from seasons.http.app import create_app
-from seasons.restore import Restorer, _read_checked
+from seasons.restore import Restorer
+from seasons.standings import Row, line, read_rows
 
 with warnings.catch_warnings():  # starlette's note about httpx vs httpx2; irrelevant here
     warnings.simplefilter("ignore")
@@ -65,7 +66,7 @@ Triple = tuple[int, str, float]
 def read_checked(file: Path, cfg: BoardSettings) -> list[Row]:
     """The checked rows of an archive file, as restore reads them (no count to stop at)."""
     with file.open("rb") as f:
-        return _read_checked(f, file, cfg, count=10**9)[0]
+        return standings.read_checked(f, file, cfg, count=10**9)[0]
 
 
 @pytest.fixture

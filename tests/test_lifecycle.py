@@ -21,7 +21,6 @@ from click.testing import CliRunner
 from worker_support import ZONE, Sim, file_rows, season_settings, today
 
 from seasons import Seasons
-from seasons.archives import sha256_of
 from seasons.cli import CliState, cli
 from seasons.clock import ManualClock
 from seasons.config import Settings
@@ -29,6 +28,7 @@ from seasons.config.loading import ConfigError
 from seasons.http.app import create_app
 from seasons.jobs.integrity import Integrity, read_safe_mode, write_disk_marker
 from seasons.lifecycle import EventType, Lifecycle
+from seasons.manifest import sha256_of
 from seasons.restore import Restorer
 
 with warnings.catch_warnings():  # starlette's note about httpx vs httpx2; irrelevant here

@@ -26,7 +26,7 @@ from test_worker_crash import (
 )
 from worker_support import dump_db, file_rows, load_db, today
 
-from seasons.archives import sha256_of
+from seasons.manifest import sha256_of
 
 __all__ = ["setup"]  # the fixture, shared with tests/test_worker_crash.py
 

@@ -17,12 +17,13 @@ import pytest
 from click.testing import CliRunner
 from worker_support import Sim, local, season_settings, today
 
-from seasons.archives import Archives, read_rows
+from seasons.archives import Archives
 from seasons.cli import CliState, cli
 from seasons.config import ConfigError, load_settings
 from seasons.errors import ArchiveError
 from seasons.jobs import registry
 from seasons.restore import Restorer
+from seasons.standings import read_rows
 
 # The season tests run on one redis-server and again on a Redis Cluster (tests/conftest.py).
 pytestmark = pytest.mark.both_backends

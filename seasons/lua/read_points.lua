@@ -27,14 +27,13 @@
 --! include ranks
 
 local desc = ARGV[1] == 'desc'
-local shared = ARGV[2] == 'shared'
-local dense = ARGV[2] == 'dense'
-local earliest = ARGV[2] == 'earliest'
+local ties = ARGV[2]
 local shape = ARGV[3]
-local stride = (earliest or dense) and 4 or 2
+-- Boards of a rule that keeps a set beside them come with theirs (KEYS above).
+local stride = tie_side(ties) and 4 or 2
 
--- The sorted set of board `pair` (the archive once it exists), and its reach set (earliest)
--- or its distinct set (dense; nil when it has none: lib/ranks.lua walks then).
+-- The sorted set of board `pair` (the archive once it exists), and the set its tie rule reads
+-- it with (lib/ranks.lua's tie_beside: its reach set, its distinct set, or nil).
 local function board(pair)
   local at = 2 + stride * (pair - 1)
   local live, archive = KEYS[at], KEYS[at + 1]
@@ -42,34 +41,14 @@ local function board(pair)
   if archive ~= live and redis.call('EXISTS', archive) == 1 then
     key, beside = archive, KEYS[at + 3]
   end
-  if dense then beside = distinct_set(key, beside) end
-  return key, beside
-end
-
--- The 1-based rank of `m`, whose score is `score`, on `key` (`reach`: its reach set or its
--- distinct set, as `board` answers them).
-local function rank_of(key, reach, m, score)
-  if earliest then
-    return earliest_rank(key, reach, desc, m, score)
-  elseif shared then
-    -- Standard competition ranking: 1 + members with a strictly better score.
-    if desc then
-      return 1 + redis.call('ZCOUNT', key, '(' .. score, '+inf')
-    end
-    return 1 + redis.call('ZCOUNT', key, '-inf', '(' .. score)
-  elseif dense then
-    return dense_rank(key, reach, desc, score)
-  elseif desc then
-    return 1 + redis.call('ZREVRANK', key, m)
-  end
-  return 1 + redis.call('ZRANK', key, m)
+  return key, tie_beside(ties, key, beside)
 end
 
 -- The 1-based rank and the score of `m` on `key`, or nil when it is not there.
 local function place(key, reach, m)
   local score = redis.call('ZSCORE', key, m)
   if not score then return nil end
-  return rank_of(key, reach, m, score), score
+  return tie_rank(ties, key, reach, desc, m, score), score
 end
 
 if shape == 'entry' then
@@ -99,32 +78,7 @@ if shape == 'entries' then
     local score = redis.call('ZSCORE', key, ARGV[i])
     if score then found[#found + 1] = {0, ARGV[i], score, i} end
   end
-  if dense then
-    -- Best score first: each rank is the one before + 1 + the distinct scores between the
-    -- two (one walk down them all when the board has no distinct set).
-    table.sort(found, function(a, b)
-      local x, y = tonumber(a[3]), tonumber(b[3])
-      if x ~= y then
-        if desc then return x > y end
-        return x < y
-      end
-      return a[4] < b[4]
-    end)
-    local rank, prev, from = 0, nil, desc and '+inf' or '-inf'
-    for _, f in ipairs(found) do
-      local s = tonumber(f[3])
-      if s ~= prev then
-        rank = rank + 1 + distinct_before(key, reach, desc, from, f[3])
-        prev, from = s, '(' .. f[3]
-      end
-      f[1] = rank
-    end
-  elseif earliest then
-    local rank = earliest_ranker(key, reach, desc)
-    for _, f in ipairs(found) do f[1] = rank(f[2], f[3]) end
-  else
-    for _, f in ipairs(found) do f[1] = rank_of(key, reach, f[2], f[3]) end
-  end
+  tie_ranks(ties, key, reach, desc, found)
   table.sort(found, function(a, b)
     if a[1] ~= b[1] then return a[1] < b[1] end
     return a[4] < b[4]
@@ -149,19 +103,7 @@ if shape == 'climb' then
   if not rank then return false end
   local total, out = redis.call('ZCARD', key), {}
   for i = 5, #ARGV do
-    local k = tonumber(ARGV[i])
-    local at = false
-    if dense then
-      -- Dense rank k is reached by tying the k-th distinct score.
-      at = nth_distinct(key, reach, desc, k) or false
-    elseif k <= total then
-      if desc then
-        at = redis.call('ZRANGE', key, k - 1, k - 1, 'REV', 'WITHSCORES')[2]
-      else
-        at = redis.call('ZRANGE', key, k - 1, k - 1, 'WITHSCORES')[2]
-      end
-    end
-    out[i - 4] = at
+    out[i - 4] = tie_nth(ties, key, reach, desc, tonumber(ARGV[i]), total)
   end
   return {'rank', rank, 'score', score, 'targets', out}
 end

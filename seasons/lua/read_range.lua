@@ -14,7 +14,7 @@
 -- rank of the first row, 'rows', {member, score, ...} in rank order (Redis's text of each
 -- score), 'metas', the metadata JSON of each member (nil: none)}; in mode member, nil (a nil
 -- reply) when the member is not on the board. The ranks after the first follow from the tie
--- rule and the scores (seasons/replies.py).
+-- rule and the scores (seasons/replies.py); the rule's ranks are lib/ranks.lua's tie_*.
 
 --! include ranks
 
@@ -37,13 +37,8 @@ else
   local centre
   if mode == 'rank' then
     centre = tonumber(ARGV[4]) - 1
-  elseif ties == 'earliest' then
-    local score = redis.call('ZSCORE', key, ARGV[4])
-    if score then centre = earliest_rank(key, reach, desc, ARGV[4], score) - 1 end
-  elseif desc then
-    centre = redis.call('ZREVRANK', key, ARGV[4])
   else
-    centre = redis.call('ZRANK', key, ARGV[4])
+    centre = tie_position(ties, key, reach, desc, ARGV[4])
   end
   if not centre then return false end
   -- Centred on the rank, shifted at either end so that it still holds `size` entries.
@@ -60,26 +55,9 @@ if desc then
 else
   rows = redis.call('ZRANGE', key, start, start + count - 1, 'WITHSCORES')
 end
+-- The rows in the rule's order, and the first one's rank.
+local first = tie_page(ties, key, reach, desc, rows, start)
 local members = {}
-local first = start + 1
-if ties == 'earliest' then
-  -- Positions in the earliest order (lib/ranks.lua): the rows reordered.
-  local scores
-  members, scores = earliest_page(key, reach, desc, rows, start)
-  for i = 1, #members do rows[2 * i - 1], rows[2 * i] = members[i], scores[i] end
-else
-  for i = 1, #rows, 2 do members[#members + 1] = rows[i] end
-  if ties == 'shared' then
-    -- Standard competition ranking: 1 + members with a strictly better score.
-    if desc then
-      first = 1 + redis.call('ZCOUNT', key, '(' .. rows[2], '+inf')
-    else
-      first = 1 + redis.call('ZCOUNT', key, '-inf', '(' .. rows[2])
-    end
-  elseif ties == 'dense' then
-    -- Dense ranking: the first row's rank is counted on the distinct set (lib/ranks.lua).
-    first = dense_rank(key, distinct_set(key, reach), desc, rows[2])
-  end
-end
+for i = 1, #rows, 2 do members[#members + 1] = rows[i] end
 return {'total', total, 'start', start, 'first', first, 'rows', rows,
   'metas', redis.call('HMGET', KEYS[3], unpack(members))}

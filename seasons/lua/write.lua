@@ -366,11 +366,11 @@ local function parse()
   if standing then
     only(standing, STANDING_FIELDS, 'standing.')
     local window = check(standing.window, 'string', 'standing.window')
-    b.ties = one_of(standing.ties, {'member', 'shared', 'dense', 'earliest'}, 'standing.ties')
+    b.ties = one_of(standing.ties, tie_names(), 'standing.ties')
     for g, grp in ipairs(b.groups) do
       grp.standing = standing_board(grp, window)
-      if b.ties == 'earliest' and grp.standing and not grp.standing[2] then
-        refuse('standing.ties', 'earliest ranks need the reach set of the ' .. window
+      if tie_side(b.ties) == 'reached' and grp.standing and not grp.standing[2] then
+        refuse('standing.ties', b.ties .. ' ranks need the reach set of the ' .. window
           .. ' board of groups[' .. (g - 1) .. ']')
       end
     end
@@ -459,30 +459,7 @@ local function standings()
   for _, key in ipairs(order) do
     local b = boards[key]
     local scores = scores_of(key, b.members)
-    local by_score, rank_of = {}, nil
-    if ties == 'earliest' then
-      rank_of = earliest_ranker(key, b.beside, desc)
-    elseif ties == 'member' then
-      rank_of = function(m)
-        return 1 + redis.call(desc and 'ZREVRANK' or 'ZRANK', key, m)
-      end
-    else
-      local dist = ties == 'dense' and distinct_set(key, b.beside)
-      rank_of = function(_, score)
-        local r = by_score[score]
-        if not r then
-          if ties == 'dense' then
-            r = dense_rank(key, dist, desc, score)
-          elseif desc then
-            r = 1 + redis.call('ZCOUNT', key, '(' .. score, '+inf')
-          else
-            r = 1 + redis.call('ZCOUNT', key, '-inf', '(' .. score)
-          end
-          by_score[score] = r
-        end
-        return r
-      end
-    end
+    local rank_of = tie_ranker(ties, key, tie_beside(ties, key, b.beside), desc)
     local here = {}
     for _, m in ipairs(b.members) do
       local score = scores[m]
