@@ -4,7 +4,7 @@
 ties, each with reward tiers by rank and by percent) are written straight into Redis (the
 earliest board with its reach set). Then, per board, the close's two steps are timed: the copy
 to the archive key (:meth:`seasons.archives.Archives.copy`) and the results
-(:meth:`seasons.rewards.Results.write`: every member's rank, score and reward into the
+(:meth:`seasons.results.Results.write`: every member's rank, score and reward into the
 results hash, 1 000 fields per HSET). Reported: wall time of each, the slowest PING of a
 second client sending one every 2 ms, and the longest single Redis command per SLOWLOG (the
 target, as for the sliced rollup: <= 10 ms for the results step).
@@ -34,7 +34,7 @@ from bench.rollup import Pinger
 from seasons import Seasons
 from seasons.archives import Archives
 from seasons.config import Settings, load_settings
-from seasons.rewards import Results
+from seasons.results import Results
 
 NS = "bench-rewards"
 SEASON = "S1"

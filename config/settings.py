@@ -163,7 +163,7 @@ class CompositePart(_Section):
 
 
 class RewardTier(_Section):
-    """One reward tier of a board (seasons.rewards): ``ranks`` (a rank or an inclusive range,
+    """One reward tier of a board (seasons.results): ``ranks`` (a rank or an inclusive range,
     ``"1"``, ``"2-10"``) or ``top_percent`` (0 < p <= 100), and the ``reward`` it grants."""
 
     ranks: str | None = None
@@ -231,7 +231,7 @@ class BoardSettings(_Section):
     # The parts packed into each score, most significant first (seasons.composite): reads
     # answer them beside each score. Empty: a plain score.
     composite: tuple[CompositePart, ...] = ()
-    # Reward tiers, first match wins ([[boards.<b>.rewards]], seasons.rewards): the season
+    # Reward tiers, first match wins ([[boards.<b>.rewards]], seasons.results): the season
     # close grants them from the final standings.
     rewards: tuple[RewardTier, ...] = ()
 

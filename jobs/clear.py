@@ -41,8 +41,7 @@ from dataclasses import asdict, dataclass
 from datetime import date, datetime, timedelta
 from typing import Any, cast
 
-from seasons import ties
-from seasons import timewindows as tw
+from seasons import calendar, ties
 from seasons import windows as win
 from seasons.config.settings import Settings
 from seasons.connection import RedisClient, decoded
@@ -202,7 +201,7 @@ class Clear:
         cfg = self.settings.boards[board]
         rolled = win.rolled_up(cfg)
         state = decoded(self.client.hgetall(self.keys.state(board)))
-        horizon = tw.local_day(now + tw.FUTURE_TOLERANCE, self.settings.zone)
+        horizon = calendar.local_day(now + calendar.FUTURE_TOLERANCE, self.settings.zone)
         is_day = not win.SPECS[target.window].rolled_up
         with_days = with_days and not is_day  # a day's only day is itself
         days: list[date] = []

@@ -9,7 +9,7 @@ write: docs/contract.md#archives).
 - **close season** ``S`` (due once its last day is closed), per board: mark it ``closing``
   (writes for it are rejected from then on) → final rollup of the season board → copy it to
   the archive key → its results (each member's rank, score and reward:
-  :mod:`seasons.rewards`) → write the archive files (their lines carry the rewards) →
+  :mod:`seasons.results`) → write the archive files (their lines carry the rewards) →
   verify → mark it ``archived``; then rebuild
   the boards of the current periods. The live keys already carry EXPIREAT; they simply run
   out after the archive exists.
@@ -30,7 +30,7 @@ from datetime import date, datetime, timedelta
 from functools import partial
 from typing import Any
 
-from seasons import timewindows as tw
+from seasons import calendar
 from seasons import windows as win
 from seasons.archives import Archives, snapshot_id
 from seasons.config.settings import SeasonSpan, Settings
@@ -50,7 +50,7 @@ from seasons.keys import (
 )
 from seasons.lifecycle import EventType, Lifecycle, event_id
 from seasons.manifest import Manifest
-from seasons.rewards import Results
+from seasons.results import Results
 from seasons.scripts import Scripts
 
 log = logging.getLogger(__name__)
@@ -106,10 +106,12 @@ class Closes:
         found = self.state.get(CLOSE_DAY).get("through")
         if found:
             return date.fromisoformat(found)
-        return tw.local_day(now - self.settings.retention, self.settings.zone) - timedelta(days=1)
+        return calendar.local_day(now - self.settings.retention, self.settings.zone) - timedelta(
+            days=1
+        )
 
     def due_at(self, day: date) -> datetime:
-        return tw.day_end(day, self.settings.zone) + self.settings.late_grace
+        return calendar.day_end(day, self.settings.zone) + self.settings.late_grace
 
     def due_days(self, now: datetime) -> list[date]:
         out = []
@@ -124,8 +126,8 @@ class Closes:
         closes ran (or were found finished)."""
         through = self.through(now)
         done = 0
-        oldest = tw.local_day(now - self.settings.retention, self.settings.zone)
-        for span in tw.seasons_between(oldest, through, self.settings):
+        oldest = calendar.local_day(now - self.settings.retention, self.settings.zone)
+        for span in calendar.seasons_between(oldest, through, self.settings):
             if span.end <= through and not self.state.run_finished(CLOSE_SEASON, span.id):
                 if not self.close_season(span, now):
                     return done
@@ -134,7 +136,7 @@ class Closes:
             if not self.close_day(day, now):
                 return done
             done += 1
-            ending = tw.season_of_day(day, self.settings)
+            ending = calendar.season_of_day(day, self.settings)
             if ending is not None and ending.end == day:
                 if not self.close_season(ending, now):
                     return done
@@ -360,7 +362,7 @@ class Closes:
         """``seasons snapshot --season S``: archive files of a running season under
         ``S@<timestamp>`` (changing nothing else); close an ended season now; leave an
         archived one as it is."""
-        span = tw.season_by_id(season_id, self.settings)
+        span = calendar.season_by_id(season_id, self.settings)
         safe = read_safe_mode(self.client, self.keys)
         if safe is not None:
             raise DataLoss(
@@ -368,10 +370,10 @@ class Closes:
                 "no archives are written until it is restored or the loss acknowledged",
                 safe,
             )
-        if now < tw.day_start(span.start, self.settings.zone):
+        if now < calendar.day_start(span.start, self.settings.zone):
             raise InvalidInput(f"season {span.id} has not started yet (first day {span.start})")
         boards = sorted(self.settings.boards)
-        if now < tw.season_end(span, self.settings.zone):
+        if now < calendar.season_end(span, self.settings.zone):
             sid = snapshot_id(span.id, now)
             out = []
             for board in boards:

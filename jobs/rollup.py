@@ -30,8 +30,7 @@ import logging
 from collections.abc import Callable
 from datetime import date, datetime, timedelta
 
-from seasons import ties
-from seasons import timewindows as tw
+from seasons import calendar, ties
 from seasons import windows as win
 from seasons.config.settings import BoardSettings, Settings
 from seasons.connection import RedisClient, text
@@ -124,8 +123,8 @@ class Rollup:
         """The rolled-up periods of ``board`` holding a day that still takes events at
         ``now``."""
         zone = self.settings.zone
-        first = tw.local_day(now - self.settings.late_grace, zone)
-        last = tw.local_day(now + tw.FUTURE_TOLERANCE, zone)
+        first = calendar.local_day(now - self.settings.late_grace, zone)
+        last = calendar.local_day(now + calendar.FUTURE_TOLERANCE, zone)
         out: list[win.Period] = []
         day = first
         while day <= last:
@@ -145,7 +144,7 @@ class Rollup:
         if period.endless:
             return self._endless_plan(board, period, now)
         cfg = self.settings.boards[board]
-        horizon = tw.local_day(now + tw.FUTURE_TOLERANCE, self.settings.zone)
+        horizon = calendar.local_day(now + calendar.FUTURE_TOLERANCE, self.settings.zone)
         days = [d for d in period.days() if d <= horizon]
         stamp = now.timestamp()
         for d in days:
@@ -195,7 +194,7 @@ class Rollup:
             if through is not None
             else win.oldest_kept_day(now, self.settings)
         )
-        horizon = tw.local_day(now + tw.FUTURE_TOLERANCE, self.settings.zone)
+        horizon = calendar.local_day(now + calendar.FUTURE_TOLERANCE, self.settings.zone)
         days = [first + timedelta(days=i) for i in range((horizon - first).days + 1)]
         stamp = now.timestamp()
         for d in days:

@@ -28,8 +28,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from seasons import claimlog, ties
-from seasons import timewindows as tw
+from seasons import calendar, claimlog, ties
 from seasons import windows as win
 from seasons.archives import Archives
 from seasons.config.settings import Settings
@@ -182,8 +181,8 @@ class Sweeper:
     def open_keys(self, board: str, now: datetime) -> list[str]:
         """The keys of every window of ``board`` that a write may create right now."""
         zone = self.settings.zone
-        day = tw.local_day(now - self.settings.late_grace, zone)
-        last = tw.local_day(now + tw.FUTURE_TOLERANCE, zone)
+        day = calendar.local_day(now - self.settings.late_grace, zone)
+        last = calendar.local_day(now + calendar.FUTURE_TOLERANCE, zone)
         out: list[str] = []
         while day <= last:
             for window in win.board_windows(self.settings.boards[board]):
@@ -224,7 +223,7 @@ class Sweeper:
                 parsed = self.keys.parse(key)
                 if parsed is None or parsed.kind != "archive":
                     continue
-                # Its result and its claim go too (seasons.rewards, seasons.claims); the
+                # Its result and its claim go too (seasons.results, seasons.rewards); the
                 # others' ranks, rewards and claims stand.
                 self.client.hdel(self.keys.results(board, parsed.ident), member)
                 self.client.hdel(self.keys.claims(board, parsed.ident), member)

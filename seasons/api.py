@@ -8,7 +8,6 @@ from datetime import datetime
 from typing import Any
 
 from seasons.backend import Backend
-from seasons.claims import Rewards
 from seasons.clock import Clock, system_clock
 from seasons.config.loading import load_settings
 from seasons.config.settings import Settings
@@ -32,6 +31,7 @@ from seasons.models import (
     WriteResult,
 )
 from seasons.reads import DEFAULT_TO, Read, Reads, T
+from seasons.rewards import Rewards
 from seasons.scripts import Scripts
 from seasons.writes import Writes, new_batch_id
 

@@ -8,7 +8,7 @@ A season ``S`` of board ``B`` is archived as:
   sweep keeps for every member on an archive.
 - ``<archive.dir>/<ns>/<B>/S.jsonl.gz``: one ``{"rank","member","score","metadata"}`` line per
   member in rank order (rank per the board's ``ties``; on a board with reward tiers a
-  ``"reward"`` too, from the season's results: :mod:`seasons.rewards`), gzip without a time
+  ``"reward"`` too, from the season's results: :mod:`seasons.results`), gzip without a time
   stamp so the same
   standings give the same bytes; written to a temporary file, fsynced, renamed, and the
   directory fsynced.
@@ -45,7 +45,7 @@ from seasons.files import atomic_write, fsync_dir
 from seasons.keys import Keys
 from seasons.manifest import Manifest, sha256_of
 from seasons.reads import Reads
-from seasons.rewards import Results, batched
+from seasons.results import Results, batched
 from seasons.scripts import Scripts
 from seasons.standings import CHUNK, Row, Standings, line, read_rows
 

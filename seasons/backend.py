@@ -2,7 +2,7 @@
 
 The facade (:class:`seasons.api.Seasons`) owns the Redis client and the scripts and builds the
 paths of its interfaces on them; the jobs (:mod:`seasons.jobs.registry`) and the rewards
-(:mod:`seasons.claims`) need only these five, so they take a :class:`Backend` instead of the
+(:mod:`seasons.rewards`) need only these five, so they take a :class:`Backend` instead of the
 facade, and nothing below the facade imports it.
 """
 

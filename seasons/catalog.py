@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from seasons import timewindows as tw
+from seasons import calendar
 from seasons import windows as win
 from seasons.config.settings import SeasonSpan, Settings
 from seasons.connection import RedisClient
@@ -135,14 +135,14 @@ def _period(p: win.Period | None, settings: Settings) -> PeriodInfo | None:
                           resets_at=None)  # fmt: skip
     return PeriodInfo(
         period=p.id, first_day=p.first, last_day=p.last,
-        starts_at=tw.day_start(p.first, zone), resets_at=win.period_end(p, zone),
+        starts_at=calendar.day_start(p.first, zone), resets_at=win.period_end(p, zone),
     )  # fmt: skip
 
 
 def boards(settings: Settings, now: datetime) -> Boards:
     """Every window, and every configured board with its settings and the current period of
     each window it keeps."""
-    today = tw.local_day(now, settings.zone)
+    today = calendar.local_day(now, settings.zone)
     out = []
     for name, cfg in sorted(settings.boards.items()):
         kept = win.board_windows(cfg)
@@ -191,12 +191,12 @@ def listed_seasons(settings: Settings, today: date) -> list[SeasonSpan]:
     if cfg.list:
         return list(cfg.list)
     if today < cfg.anchor:
-        return [tw.season_by_id("S1", settings)]
-    current = tw.season_of_day(today, settings)
+        return [calendar.season_by_id("S1", settings)]
+    current = calendar.season_of_day(today, settings)
     assert current is not None  # every day from the anchor on is in a cycle season
     number = int(current.id[1:])
     first = max(1, number - SEASONS_LISTED + 1)
-    return [tw.season_by_id(f"S{n}", settings) for n in range(first, number + 2)]
+    return [calendar.season_by_id(f"S{n}", settings) for n in range(first, number + 2)]
 
 
 def archive_dir(settings: Settings, board: str) -> Path:
@@ -237,7 +237,7 @@ def _archives(settings: Settings, board: str) -> dict[str, ArchiveInfo]:
 def seasons(client: RedisClient, settings: Settings, keys: Keys, now: datetime) -> SeasonsList:
     """The listed seasons, each with its status overall and its state and archive per board
     (:data:`BOARD_STATES`, :data:`SEASON_STATUSES`)."""
-    today = tw.local_day(now, settings.zone)
+    today = calendar.local_day(now, settings.zone)
     spans = listed_seasons(settings, today)
     names = sorted(settings.boards)
     # One round trip: each board's season states, and which season keys exist.
@@ -251,10 +251,10 @@ def seasons(client: RedisClient, settings: Settings, keys: Keys, now: datetime) 
     states, held = replies[: len(names)], iter(replies[len(names) :])
     exists = {(board, span.id): bool(next(held)) for board in names for span in spans}
     archives = {board: _archives(settings, board) for board in names}
-    current = tw.season_of_day(today, settings)
+    current = calendar.season_of_day(today, settings)
     out = []
     for i, span in enumerate(spans):
-        started, ended = span.start <= today, tw.season_end(span, settings.zone) <= now
+        started, ended = span.start <= today, calendar.season_end(span, settings.zone) <= now
         per_board: dict[str, SeasonBoard] = {}
         for b, board in enumerate(names):
             archive = archives[board].get(span.id)

@@ -1,7 +1,7 @@
 """The claims log of a season: the claims of its rewards, durable outside Redis.
 
 A claim answered ``already_claimed: false`` is what an app pays out on, so it must outlive
-Redis: :meth:`seasons.claims.Rewards.claim` appends it here, fsynced, before it answers. The
+Redis: :meth:`seasons.rewards.Rewards.claim` appends it here, fsynced, before it answers. The
 log sits beside the season's archive files (``<archive.dir>/<ns>/<board>/<season>`` +
 :data:`CLAIMS_SUFFIX`), and ``seasons restore`` loads it back into the claims hash with the
 archive (:mod:`seasons.restore`); a forget rewrites it without the member.

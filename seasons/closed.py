@@ -1,6 +1,6 @@
 """Results as they stood at a season's close, from its archive file and manifest.
 
-The close ranks every member and grants rewards by the board's tiers (:mod:`seasons.rewards`).
+The close ranks every member and grants rewards by the board's tiers (:mod:`seasons.results`).
 Both must survive what comes after: a forget removes a member from the archive file but the
 others keep their ranks and rewards, and a board's ``rewards`` may be configured otherwise
 later. So the manifest records (docs/contract.md#archives):
@@ -28,7 +28,7 @@ from pydantic import ValidationError
 
 from seasons import ties
 from seasons.config.settings import BoardSettings, RewardTier
-from seasons.rewards import Matcher, Tier, tiers_from
+from seasons.results import Matcher, Tier, tiers_from
 
 
 @dataclass(frozen=True, slots=True)

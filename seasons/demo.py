@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any
 
-from seasons import timewindows as tw
+from seasons import calendar
 from seasons import windows as win
 from seasons.api import Seasons
 from seasons.composite import CompositeScore
@@ -161,7 +161,7 @@ def _writable(app: Seasons, board: str, day: date, now: datetime) -> bool:
         period = window.period_of_day(day, settings)
         if period is not None and not period.endless and period.first < oldest:
             return False
-    span = tw.season_of_day(day, settings)
+    span = calendar.season_of_day(day, settings)
     if span is None:
         return True
     return not app.client.hexists(app.keys.state(board), STATE_SEASON + span.id)
@@ -173,7 +173,7 @@ def demo_events(
     """The demo's events, board by board, oldest day first."""
     settings = app.settings
     zone = settings.zone
-    today = tw.local_day(now, zone)
+    today = calendar.local_day(now, zone)
     rng = random.Random(rng_seed)
     roster = _roster(rng, players)
     for board, cfg in settings.boards.items():
@@ -184,8 +184,8 @@ def demo_events(
             # A random stream of each board's day: a day left out (archived since, say) does
             # not change the events of the others.
             rng = random.Random(f"{rng_seed}:{board}:{day.isoformat()}")
-            start = tw.day_start(day, zone)
-            seconds = (min(tw.day_end(day, zone), now) - start).total_seconds()
+            start = calendar.day_start(day, zone)
+            seconds = (min(calendar.day_end(day, zone), now) - start).total_seconds()
             for p in roster:
                 if rng.random() > p.activity:
                     continue

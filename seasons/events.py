@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from seasons import timewindows as tw
+from seasons import calendar
 from seasons.config.settings import (
     Settings,
     _iso,  # durations as the settings write them (PT1H)
@@ -176,7 +176,7 @@ _TS_TEXT_MAX = 64
 
 
 def _check_ts(value: Any) -> str | None:
-    """Why ``value`` cannot be an event time at all, or None (then :func:`tw.parse_ts`
+    """Why ``value`` cannot be an event time at all, or None (then :func:`calendar.parse_ts`
     decides): numbers of any size and texts of any length get a short message."""
     if isinstance(value, bool):
         return "ts must be RFC 3339 with an offset or epoch seconds, got a boolean"
@@ -226,7 +226,7 @@ def backfill_refusal(day: date, settings: Settings, now: datetime) -> str | None
     ``retention`` past its end, and nothing older is written. The write script refuses the
     rest (a closing or archived season). The late-event hint asks this too, so it is only
     given where the backfill would go ahead."""
-    if tw.day_end(day, settings.zone) + settings.retention <= now:
+    if calendar.day_end(day, settings.zone) + settings.retention <= now:
         return (
             f"day {day} is past its retention (retention = {_iso(settings.retention)} after "
             "its end): nothing can write it any more, not even import --backfill"
@@ -238,7 +238,7 @@ def _backfill_hint(day: date, settings: Settings, now: datetime) -> str:
     """The refusal of a late event whose day a backfill may still write by time (the write
     path's :meth:`seasons.writes.Writes.validate` replaces it by :func:`late_for_good` where
     the backfill would refuse the day all the same)."""
-    span = tw.season_of_day(day, settings)
+    span = calendar.season_of_day(day, settings)
     until = f" while its season {span.id} is not archived" if span is not None else ""
     return (
         f"day {day} ended and its late grace ({_iso(settings.late_grace)}) is over; "
@@ -267,7 +267,10 @@ class _Days:
     def of(self, ts: datetime) -> tuple[date, str | None]:
         found = self._seen.get(ts)
         if found is None:
-            found = (tw.local_day(ts, self.settings.zone), tw.lateness(ts, self.now, self.settings))
+            found = (
+                calendar.local_day(ts, self.settings.zone),
+                calendar.lateness(ts, self.now, self.settings),
+            )
             self._seen[ts] = found
         return found
 
@@ -312,7 +315,7 @@ def _validate_one(
         problems.add(i, "ts", "invalid_ts", why)
         return None
     try:
-        ts = tw.parse_ts(raw_ts, now)
+        ts = calendar.parse_ts(raw_ts, now)
     except (ValueError, OverflowError, OSError) as exc:
         problems.add(i, "ts", "invalid_ts", f"ts {exc}")
         return None

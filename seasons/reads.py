@@ -20,8 +20,7 @@ from typing import Any, Generic, TypeVar, cast
 
 from pydantic import TypeAdapter
 
-from seasons import replies, ties
-from seasons import timewindows as tw
+from seasons import calendar, replies, ties
 from seasons import windows as win
 from seasons.clock import Clock, system_clock
 from seasons.config.settings import BoardSettings, Settings
@@ -189,7 +188,7 @@ class Reads:
         spec = win.board_window(board, self.board(board), window)
         if spec.archived and "@" in period:
             base = period.split("@", 1)[0]
-            tw.season_by_id(base, self.settings)  # the season part must name a season
+            calendar.season_by_id(base, self.settings)  # the season part must name a season
             key = self.keys.archive(board, period)
             return period, key, key
         p = self._resolve(window, period, self.clock() if now is None else now)
@@ -455,8 +454,8 @@ class Reads:
     def _today(self, now: datetime) -> tuple[datetime, datetime]:
         """The start and end of the local day of ``now``."""
         zone = self.settings.zone
-        today = tw.local_day(now, zone)
-        return tw.day_start(today, zone), tw.day_end(today, zone)
+        today = calendar.local_day(now, zone)
+        return calendar.day_start(today, zone), calendar.day_end(today, zone)
 
     def _points_keys(self, board: str, window: str, pid: str, live: str, archive: str) -> list[str]:
         """The KEYS of a read_points call on one board: meta, live, archive and the sets

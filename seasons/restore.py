@@ -46,8 +46,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, cast
 
-from seasons import claimlog, closed, ties
-from seasons import timewindows as tw
+from seasons import calendar, claimlog, closed, ties
 from seasons.archives import DATA_SUFFIX, MANIFEST_SUFFIX, TMP_TTL
 from seasons.catalog import archive_dir
 from seasons.claimlog import LoggedClaim
@@ -65,7 +64,7 @@ from seasons.files import open_regular
 from seasons.keys import SEASON_ARCHIVED, STATE_SEASON, Keys
 from seasons.lifecycle import EventType, Lifecycle, event_id, run_stamp
 from seasons.manifest import Manifest, sha256_read
-from seasons.rewards import Results
+from seasons.results import Results
 from seasons.scripts import Scripts
 from seasons.standings import (
     CHUNK,
@@ -214,7 +213,7 @@ class Restorer:
     def _check_season(self, file: Path, season: str, now: datetime) -> None:
         base, at, stamp = season.partition("@")
         try:
-            span = tw.season_by_id(base, self.settings)
+            span = calendar.season_by_id(base, self.settings)
         except BadPeriod as exc:
             raise rejected(file, exc.message) from None
         if at:
@@ -229,12 +228,12 @@ class Restorer:
                 raise rejected(file, f"snapshot {season!r} is dated in the future")
             return
         zone = self.settings.zone
-        if now < tw.day_start(span.start, zone):
+        if now < calendar.day_start(span.start, zone):
             raise rejected(
                 file, f"season {base} has not started (first day {span.start}): only seasons "
                 "that have ended can be restored",
             )  # fmt: skip
-        if now < tw.season_end(span, zone):
+        if now < calendar.season_end(span, zone):
             raise rejected(
                 file, f"season {base} is running (last day {span.end}): restoring it would "
                 "hide its live board from reads; only seasons that have ended can be restored",
@@ -362,7 +361,7 @@ class Restorer:
         )
 
     def _results(self, checked: Checked) -> None:
-        """The results of the standings loaded (:mod:`seasons.rewards`) as they stood at the
+        """The results of the standings loaded (:mod:`seasons.results`) as they stood at the
         close: each line's rank and reward as :func:`seasons.closed.as_closed` recomputed
         them, the tiers' counts and total with the members forgotten since, dated with the
         archive's manifest; complete results of the same standings are kept."""

@@ -1,232 +1,229 @@
-"""Reward tiers and the results of a season (docs/boards.md#rewards; the results hash:
-docs/contract.md#keys).
+"""Rewards of a season and their claims, exactly once.
 
-A board's tiers (``[[boards.<b>.rewards]]``) are read in the order written; the first tier
-a member matches gives its reward:
-
-- ``ranks = "1"`` or ``"2-10"``: a rank, or an inclusive range of ranks;
-- ``top_percent = p`` (0 < p <= 100): every member whose rank is at most
-  ``ceil(total * p / 100)``, ``total`` being the number of ranked members. Computed exactly
-  (``p`` as the decimal written, no binary rounding), so ``top_percent = 10`` of 1 000
-  members is ranks 1-100.
-
-A member's rank is the one the board's reads give (its tie rule): on a ``shared`` or
-``dense`` board tied members share a rank and so a tier, even across a tier's boundary;
-``member`` and ``earliest`` boards rank every member apart.
-
-The results of a season (or of a snapshot ``S@<ts>``) are written once from its archive by
-:class:`Results`: member -> ``{"rank", "score", "reward"}`` for every ranked member, then the
-summary under the field ``""``. The summary is written last: results are complete exactly
-when it exists, and a rerun after a crash finds it and writes nothing again.
+The season close computes each board's results (``keys.results``: member -> JSON
+``{"rank", "score", "reward"}``, "" -> the summary JSON); a snapshot ``S@<ts>`` computes them
+too, marked provisional. Here they are read, and claimed: one script
+(``seasons/lua/claim.lua``) checks the member's result and reward and writes the claim with
+HSETNX into ``keys.claims``, so that of any number of claims of one reward, concurrent or
+not, exactly one records it and every one answers the same reward and time. A claim that
+answers ``already_claimed`` false is first appended to the season's claims log on disk
+(:mod:`seasons.claimlog`), which ``seasons restore`` loads back after a data loss.
 """
 
 from __future__ import annotations
 
 import json
-import math
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
-from datetime import datetime
-from decimal import Decimal
-from fractions import Fraction
-from itertools import islice
-from typing import TYPE_CHECKING, Any, TypeVar
+import re
+from collections import Counter
+from typing import Any
 
+from redis.client import Pipeline
+
+from seasons import calendar, claimlog
+from seasons.backend import Backend
 from seasons.clock import utc_text
-from seasons.standings import CHUNK, Standings
-from seasons.vocabulary import parse_ranks
+from seasons.config.settings import Settings
+from seasons.connection import on_one_connection
+from seasons.errors import (
+    BadPeriod,
+    NoResult,
+    NoReward,
+    NotReplicated,
+    ProvisionalRewards,
+    RewardsNotReady,
+)
+from seasons.events import member_problem
+from seasons.executor import SyncExecutor
+from seasons.models import Claim, MemberReward, RewardsPage, RewardsSummary, RewardTier
+from seasons.reads import Reads
+from seasons.results import SUMMARY
+from seasons.writes import check_batch_id, new_batch_id
 
-if TYPE_CHECKING:
-    from seasons.config.settings import BoardSettings, RewardTier
-    from seasons.keys import Keys
-
-SUMMARY = ""  # the results hash's field holding the summary
-
-T = TypeVar("T")
-
-
-# --- tiers ----------------------------------------------------------------------------------
-
-
-def cutoff(total: int, percent: float) -> int:
-    """The last rank within the top ``percent`` of ``total`` ranked members:
-    ``ceil(total * percent / 100)``, exactly (the percent as its shortest decimal text)."""
-    exact = Fraction(Decimal(repr(percent))) * total / 100
-    return math.ceil(exact)
-
-
-@dataclass(frozen=True, slots=True)
-class Tier:
-    """One tier of a board: ranks ``lo``..``hi``, or the top ``percent``."""
-
-    reward: str
-    lo: int = 0
-    hi: int = 0
-    percent: float | None = None
-
-    @property
-    def label(self) -> str:
-        """The tier as the summary names it: ``"1"``, ``"2-10"`` or ``"top 10%"``."""
-        if self.percent is not None:
-            return f"top {self.percent:g}%"
-        return str(self.lo) if self.lo == self.hi else f"{self.lo}-{self.hi}"
-
-    def last_rank(self, total: int) -> int:
-        return cutoff(total, self.percent) if self.percent is not None else self.hi
+# The snapshot part of a season id S@<ts> (seasons.archives.snapshot_id).
+_SNAPSHOT = re.compile(r"[0-9]{8}T[0-9]{6}Z")
+# Claims are counted for a summary with HSCAN, this many fields a call.
+_SCAN_COUNT = 1000
 
 
-def tiers_of(cfg: BoardSettings) -> list[Tier]:
-    """A board's tiers, in the order written (the settings validated them)."""
-    return tiers_from(cfg.rewards)
+def check_season(season: str, settings: Settings) -> str:
+    """``season`` if it names a configured season, or a snapshot ``S@<ts>`` of one;
+    :class:`BadPeriod` otherwise."""
+    base, at, stamp = season.partition("@")
+    calendar.season_by_id(base, settings)
+    if at and not _SNAPSHOT.fullmatch(stamp):
+        raise BadPeriod(
+            f"bad snapshot id {season!r}: a snapshot is <season>@YYYYMMDDTHHMMSSZ",
+            {"season": season},
+        )
+    return season
 
 
-def tiers_from(rules: Sequence[RewardTier]) -> list[Tier]:
-    """The tiers of validated rules (a board's, or those an archive manifest recorded)."""
-    out = []
-    for t in rules:
-        if t.top_percent is not None:
-            out.append(Tier(t.reward, percent=t.top_percent))
-        else:
-            lo, hi = parse_ranks(str(t.ranks))
-            out.append(Tier(t.reward, lo, hi))
-    return out
+class Rewards:
+    """The rewards of the seasons of one namespace, built once by the facade: its backend,
+    and its reads and their executor for the order of a page of results."""
 
+    def __init__(self, backend: Backend, reads: Reads, executor: SyncExecutor):
+        self.b, self.reads, self.executor = backend, reads, executor
 
-class Matcher:
-    """Which tier each rank gets, for one number of ranked members."""
+    def _check(self, board: str, season: str, member: str | None = None) -> None:
+        self.reads.board(board)  # UnknownBoard, naming the configured boards
+        check_season(season, self.b.settings)
+        if member is not None and (problem := member_problem(member)) is not None:
+            raise problem
 
-    def __init__(self, tiers: Sequence[Tier], total: int):
-        self.tiers = list(tiers)
-        self.total = total
-        self._bounds = [(t.lo if t.percent is None else 1, t.last_rank(total)) for t in tiers]
+    def _summary(self, board: str, season: str, text: str | bytes | None) -> dict[str, Any]:
+        if text is None:
+            raise RewardsNotReady(
+                f"the results of season {season!r} on board {board!r} are not computed "
+                "(the season is not closed yet, or its close has not reached its results step)",
+                {"board": board, "season": season},
+            )
+        summary: dict[str, Any] = json.loads(text)
+        return summary
 
-    def tier(self, rank: int) -> int | None:
-        """The index of the first tier ``rank`` falls in, or None."""
-        for i, (lo, hi) in enumerate(self._bounds):
-            if lo <= rank <= hi:
-                return i
-        return None
+    def member(self, board: str, season: str, member: str) -> MemberReward:
+        """``member``'s result and claim; :class:`NoResult` when it has none."""
+        self._check(board, season, member)
+        results, claims = self.b.keys.results(board, season), self.b.keys.claims(board, season)
+        pipe = self.b.client.pipeline(transaction=False)
+        pipe.hmget(results, [SUMMARY, member])
+        pipe.hget(claims, member)
+        (summary_text, result), claim = pipe.execute()
+        summary = self._summary(board, season, summary_text)
+        if result is None:
+            raise NoResult(
+                f"member {member!r} has no result in season {season!r} on board {board!r}",
+                {"board": board, "season": season, "member": member},
+            )
+        return _member_reward(board, season, member, result, claim, summary["provisional"])
 
-    def reward(self, rank: int) -> str | None:
-        i = self.tier(rank)
-        return None if i is None else self.tiers[i].reward
-
-
-# --- results ----------------------------------------------------------------------------------
-
-
-def result_json(rank: int, score: float, reward: str | None) -> str:
-    """One member's field of the results hash."""
-    row = {"rank": rank, "score": score, "reward": reward}
-    return json.dumps(row, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-
-
-def batched(rows: Iterable[T], n: int) -> Iterator[list[T]]:
-    it = iter(rows)
-    while part := list(islice(it, n)):
-        yield part
-
-
-def _text(raw: Any) -> str:
-    return raw.decode() if isinstance(raw, bytes) else str(raw)
-
-
-class Results:
-    """The results hashes of one namespace: written from archives, read back by members."""
-
-    def __init__(self, client: Any, standings: Standings, keys: Keys):
-        self.client = client
-        self.standings = standings
-        self.keys = keys
-
-    def summary(self, board: str, archive_id: str) -> dict[str, Any] | None:
-        """The summary of complete results, or None (not computed, or cut off by a crash)."""
-        raw = self.client.hget(self.keys.results(board, archive_id), SUMMARY)
-        return None if raw is None else dict(json.loads(_text(raw)))
-
-    def rewards(self, board: str, archive_id: str, members: Sequence[str]) -> list[str | None]:
-        """The reward of each of ``members`` (at most :data:`CHUNK` of them: one HMGET);
-        raises KeyError naming a member the results do not hold."""
-        found = self.client.hmget(self.keys.results(board, archive_id), list(members))
-        out: list[str | None] = []
-        for member, raw in zip(members, found, strict=True):
-            if raw is None:
-                raise KeyError(member)
-            out.append(json.loads(_text(raw))["reward"])
-        return out
-
-    def write(
-        self,
-        board: str,
-        archive_id: str,
-        now: datetime,
-        *,
-        provisional: bool = False,
-        checkpoint: Callable[[str], None] | None = None,
-    ) -> dict[str, Any]:
-        """Compute and store the results of ``archive:<archive_id>`` (read in rank order by
-        :meth:`seasons.standings.Standings.rows`, ranks by the board's tie rule, tiers of
-        the board's settings); returns the summary. See :meth:`store`."""
-        if (done := self.summary(board, archive_id)) is not None:
-            return done
-        cfg = self.standings.settings.boards[board]
-        archive = self.keys.archive(board, archive_id)
-        matcher = Matcher(tiers_of(cfg), int(self.client.zcard(archive)))
-        rows = self.standings.rows(board, archive, with_metadata=False)
-        ranked = ((rank, member, score) for rank, member, score, _ in rows)
-        return self.store(
-            board, archive_id, ranked, matcher, now, provisional=provisional,
-            checkpoint=checkpoint,
+    def page(self, board: str, season: str, *, offset: int, limit: int) -> RewardsPage:
+        """A page of the results in the order of the season's archive (best first, ties as
+        the board ranks them), with the summary."""
+        self._check(board, season)
+        results, claims = self.b.keys.results(board, season), self.b.keys.claims(board, season)
+        summary = self._summary(board, season, self.b.client.hget(results, SUMMARY))
+        # The archive's page gives the order (and checks offset and limit): one page's reads,
+        # where sorting the results hash would read all of it.
+        read = self.reads.page(board, "season", season, limit=limit, offset=offset)
+        members = [e.member for e in read.result(self.executor.run(read.call, read.plan)).entries]
+        entries = []
+        if members:
+            pipe = self.b.client.pipeline(transaction=False)
+            pipe.hmget(results, members)
+            pipe.hmget(claims, members)
+            found, claimed = pipe.execute()
+            entries = [
+                _member_reward(board, season, m, r, c, summary["provisional"])
+                for m, r, c in zip(members, found, claimed, strict=True)
+                if r is not None
+            ]
+        return RewardsPage(
+            season=season, board=board, offset=offset, limit=limit, total=summary["total"],
+            summary=self._summarised(board, season, summary), entries=entries,
         )  # fmt: skip
 
-    def store(
-        self,
-        board: str,
-        archive_id: str,
-        ranked: Iterable[tuple[int, str, float]],
-        matcher: Matcher,
-        now: datetime,
-        *,
-        provisional: bool = False,
-        absent: Iterable[int] = (),
-        checkpoint: Callable[[str], None] | None = None,
-    ) -> dict[str, Any]:
-        """Store the results of (rank, member, score) rows, rewards by ``matcher`` (its
-        ``total`` is the summary's); ``absent``: the ranks of members ranked at the close
-        but forgotten since, counted in the tiers' counts, as the close counted them
-        (:mod:`seasons.restore` reproduces results as they stood). Returns the summary.
+    def summary(self, board: str, season: str) -> RewardsSummary:
+        """The results' summary: tiers, how many each granted and how many were claimed."""
+        self._check(board, season)
+        text = self.b.client.hget(self.b.keys.results(board, season), SUMMARY)
+        return self._summarised(board, season, self._summary(board, season, text))
 
-        Idempotent: complete results (their summary exists) are kept as they are; otherwise
-        every member's field is written again (the archive is write-once, so with the same
-        values), one HSET of :data:`CHUNK` fields at a time, and the summary last. The claims
-        hash is never touched.
-        """
-        if (done := self.summary(board, archive_id)) is not None:
-            return done
-        results = self.keys.results(board, archive_id)
-        counts = [0] * len(matcher.tiers)
-        for rank in absent:
-            if (i := matcher.tier(rank)) is not None:
-                counts[i] += 1
-        for part in batched(ranked, CHUNK):
-            mapping: dict[str, str] = {}
-            for rank, member, score in part:
-                i = matcher.tier(rank)
-                if i is not None:
-                    counts[i] += 1
-                reward = None if i is None else matcher.tiers[i].reward
-                mapping[member] = result_json(rank, score, reward)
-            self.client.hset(results, mapping=mapping)
-        if checkpoint is not None:
-            checkpoint("rows-written")
-        summary = {
-            "season": archive_id, "board": board, "provisional": provisional,
-            "computed_at": utc_text(now, "seconds"), "total": matcher.total,
-            "tiers": [
-                {"tier": t.label, "reward": t.reward, "count": n}
-                for t, n in zip(matcher.tiers, counts, strict=True)
-            ],
-        }  # fmt: skip
-        # HSETNX: of two writers (which the close's lock rules out) the first summary stands.
-        self.client.hsetnx(results, SUMMARY, json.dumps(summary, separators=(",", ":")))
-        return self.summary(board, archive_id) or summary
+    def _summarised(self, board: str, season: str, summary: dict[str, Any]) -> RewardsSummary:
+        by_reward: Counter[str] = Counter()
+        claims = self.b.keys.claims(board, season)
+        for _, value in self.b.client.hscan_iter(claims, count=_SCAN_COUNT):
+            by_reward[json.loads(value)["reward"]] += 1
+        tiers = [
+            RewardTier(tier=t["tier"], reward=t["reward"], count=t["count"],
+                       claimed=by_reward[t["reward"]])
+            for t in summary["tiers"]
+        ]  # fmt: skip
+        return RewardsSummary(
+            season=season, board=board, provisional=summary["provisional"],
+            computed_at=summary["computed_at"], total=summary["total"],
+            granted=sum(t.count for t in tiers), claimed=by_reward.total(), tiers=tiers,
+        )  # fmt: skip
+
+    def claim(self, board: str, season: str, member: str, claim_id: str | None = None) -> Claim:
+        """Claim ``member``'s reward: the first claim records it (``already_claimed``
+        false), every later one answers the same reward and time (true), but one with the
+        first one's ``claim_id`` (a resend), which answers false again.
+
+        An answer false is appended to the season's claims log (:mod:`seasons.claimlog`)
+        and fsynced first; :class:`ClaimsLogUnavailable` when it cannot be (the claim
+        stands in Redis: resend with the same ``claim_id``)."""
+        self._check(board, season, member)
+        claim_id = new_batch_id() if claim_id is None else check_batch_id(claim_id, "claim_id")
+        keys = [self.b.keys.results(board, season), self.b.keys.claims(board, season)]
+        status, *rest = self._run(
+            keys, [member, utc_text(self.b.clock(), "microseconds"), claim_id]
+        )
+        where = {"board": board, "season": season}
+        if status == "not_ready":
+            self._summary(board, season, None)
+        if status == "provisional":
+            raise ProvisionalRewards(
+                f"season {season!r} on board {board!r} has provisional results (a snapshot): "
+                "they are never claimable",
+                where,
+            )
+        if status in ("no_result", "no_reward"):
+            why = "no result" if status == "no_result" else "a result without reward"
+            raise NoReward(
+                f"member {member!r} has no reward in season {season!r} on board {board!r} ({why})",
+                {**where, "member": member},
+            )
+        result, stored = json.loads(rest[0]), json.loads(rest[1])
+        if status == "claimed":
+            # What an app pays out on must outlive Redis: logged, fsynced, before it is
+            # answered (a resend with the same claim id logs it again, and answers).
+            logged = claimlog.LoggedClaim(
+                board=board, season=season, member=member, reward=stored["reward"],
+                rank=stored["rank"], claim_id=stored["claim_id"], claimed_at=stored["claimed_at"],
+            )  # fmt: skip
+            claimlog.append(claimlog.log_path(self.b.settings, board, season), logged)
+        return Claim(
+            season=season, board=board, member=member, rank=stored["rank"],
+            score=result["score"], reward=stored["reward"], claimed_at=stored["claimed_at"],
+            already_claimed=status == "already",
+        )  # fmt: skip
+
+    def _run(self, keys: list[str], args: list[str]) -> list[Any]:
+        """The claim script's reply. With ``redis.wait_replicas`` > 0 it is followed by WAIT
+        on its connection, as writes are: a claim no replica holds yet could be lost to a
+        failover and granted again, so it raises :class:`NotReplicated` (claim again with the
+        same claim id: the answer is the same)."""
+        replicas = self.b.settings.redis.wait_replicas
+        if replicas <= 0:
+            reply: list[Any] = self.b.scripts.claim(keys=keys, args=args)
+            return reply
+        timeout = self.b.settings.redis.wait_timeout_ms
+
+        def fill(pipe: Pipeline) -> None:
+            self.b.scripts.claim(keys=keys, args=args, client=pipe)
+            pipe.wait(replicas, timeout)
+
+        reply, acked = self.b.scripts.loaded(
+            "claim", lambda: on_one_connection(self.b.client, keys[0], fill)
+        )
+        if int(acked) < replicas:
+            raise NotReplicated(
+                f"the claim was recorded on the master, but only {acked} of {replicas} "
+                f"replicas acknowledged it within {timeout} ms (redis.wait_replicas): claim "
+                f"again with the same claim id {args[2]!r}",
+                {"replicas": replicas, "acknowledged": int(acked), "claim_id": args[2]},
+            )
+        return reply
+
+
+def _member_reward(
+    board: str, season: str, member: str, result: str, claim: str | None, provisional: bool
+) -> MemberReward:
+    r = json.loads(result)
+    claimed_at = None if claim is None else json.loads(claim)["claimed_at"]
+    return MemberReward(
+        season=season, board=board, member=member, rank=r["rank"], score=r["score"],
+        reward=r["reward"], claimed=claim is not None, claimed_at=claimed_at,
+        provisional=provisional,
+    )  # fmt: skip

@@ -2,7 +2,7 @@
 
 One module reads them from Redis, orders and ranks them by the board's tie rule
 (:mod:`seasons.ties`), writes them as lines and parses them back; archives and their export
-(:mod:`seasons.archives`), results (:mod:`seasons.rewards`) and restore (:mod:`seasons.restore`)
+(:mod:`seasons.archives`), results (:mod:`seasons.results`) and restore (:mod:`seasons.restore`)
 all use it:
 
 - :meth:`Standings.rows`: (rank, member, score, metadata) of a sorted set that does not change
@@ -35,7 +35,7 @@ CHUNK = 1000  # rows per ZRANGE / HMGET / HSET: well under a millisecond of Redi
 Row = tuple[int, str, float, dict[str, Any]]  # rank, member, score, metadata
 
 FIELDS = ("rank", "member", "score", "metadata")
-OPTIONAL = ("reward",)  # on boards with reward tiers (seasons.rewards): a text or null
+OPTIONAL = ("reward",)  # on boards with reward tiers (seasons.results): a text or null
 SHOWN_PROBLEMS = 5  # in the message; details list up to KEPT_PROBLEMS
 KEPT_PROBLEMS = 100
 STOP_AFTER = 1000  # bad lines: the file is clearly bad, reading it further only costs

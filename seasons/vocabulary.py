@@ -3,7 +3,7 @@ event types, the syntax of a reward tier's ranks, the largest exact score.
 
 The settings (:mod:`seasons.config.settings`) check a configuration against these, and the
 domain modules that act on them (:mod:`seasons.windows`, :mod:`seasons.ties`,
-:mod:`seasons.lifecycle`, :mod:`seasons.rewards`, :mod:`seasons.composite`) import them from
+:mod:`seasons.lifecycle`, :mod:`seasons.results`, :mod:`seasons.composite`) import them from
 here. This module imports nothing of Seasons, so the settings import it at the top and the
 domain can import the settings without a cycle.
 """

@@ -6,7 +6,7 @@ closes, sweep, CLI choices, HTTP validation and OpenAPI, and the web page (throu
 A window maps each local day to its period (:class:`Period`: an id and its first and last
 day), reads period ids, weighs a day's scores in its period, and says whether its boards are
 rolled up from day keys and archived when they end. Adding a window means a spec here, its
-calendar arithmetic in :mod:`seasons.timewindows`, and its tests. Pure functions of settings
+calendar arithmetic in :mod:`seasons.calendar`, and its tests. Pure functions of settings
 and ``now``, like the calendar.
 
 A window whose ``expires`` is false (``alltime``) has one period that never ends: its key
@@ -23,9 +23,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from seasons.config.settings import BoardSettings, SeasonSpan, Settings
-from seasons.errors import BadPeriod, BadWindow
-from seasons.timewindows import (
+from seasons.calendar import (
     day_end,
     day_start,
     local_day,
@@ -37,6 +35,8 @@ from seasons.timewindows import (
     week_of_season,
     weekday_index,
 )
+from seasons.config.settings import BoardSettings, SeasonSpan, Settings
+from seasons.errors import BadPeriod, BadWindow
 from seasons.vocabulary import WINDOWS, Window
 
 ALLTIME_ID = "all"  # the one period of the alltime window

@@ -13,8 +13,7 @@ from typing import Any, NamedTuple
 
 from redis.exceptions import ResponseError
 
-from seasons import ties
-from seasons import timewindows as tw
+from seasons import calendar, ties
 from seasons import windows as win
 from seasons.config.settings import BoardSettings, Settings
 from seasons.errors import BatchIdReused, BatchRejected
@@ -136,7 +135,7 @@ def script_args(
         "scratch": keys.tmp(board, "union"),  # a set board's rebuild builds its union there
     }
     declared = dict.fromkeys(board_keys.values())  # an ordered set
-    today = tw.local_day(now, settings.zone)
+    today = calendar.local_day(now, settings.zone)
     days = sorted({ev.day for ev in events})
     groups = []
     for day in days:

@@ -178,7 +178,7 @@ def test_snapshot_of_a_running_season_changes_nothing_else(settings_factory, r, 
     new = {k.decode() for k in set(after) - set(before)}
     assert new == {
         f"{NS}:{{{board}}}:{kind}:{sid}" for board in ("kills", "laps")
-        for kind in ("archive", "results")  # results: provisional (seasons.rewards)
+        for kind in ("archive", "results")  # results: provisional (seasons.results)
     }  # fmt: skip
     assert {k: v for k, v in after.items() if k.decode() not in new} == before
     for board in settings.boards:

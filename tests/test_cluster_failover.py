@@ -28,8 +28,7 @@ import pytest
 from redis.crc import key_slot
 from redis_cluster import LocalCluster, find_redis_cli
 
-from seasons import Seasons
-from seasons import timewindows as tw
+from seasons import Seasons, calendar
 from seasons.config import Settings, load_settings
 from seasons.errors import BackendUnavailable
 from seasons.http.app import create_app
@@ -66,7 +65,7 @@ def settings(cluster: LocalCluster, tmp_path: Path, namespace: str, **redis: Any
 
 
 def day_key(app: Seasons) -> str:
-    return app.keys.day(BOARD, tw.local_day(app.clock(), app.settings.zone))
+    return app.keys.day(BOARD, calendar.local_day(app.clock(), app.settings.zone))
 
 
 def test_graceful_failover_is_followed_without_errors(

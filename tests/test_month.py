@@ -32,8 +32,7 @@ from hypothesis import strategies as st
 from reference import Calendar, Model, Rejected, key, names, snapshot, zset
 from worker_support import file_rows
 
-from seasons import Seasons
-from seasons import timewindows as tw
+from seasons import Seasons, calendar
 from seasons import windows as win
 from seasons.clock import ManualClock
 from seasons.config import Settings, load_settings
@@ -155,7 +154,7 @@ def test_month_periods_equal_the_reference_calendar(
     settings = make_settings(timezone=zone, retention=retention)
     cal = Calendar(settings)
     today = cal.local_date(now)
-    assert tw.local_day(now, settings.zone) == today
+    assert calendar.local_day(now, settings.zone) == today
     pid = cal.period_id("month", today)
     assert pid is not None
     days = cal.period_days("month", pid)
@@ -187,7 +186,7 @@ def test_month_periods_equal_the_reference_calendar(
     assert [p.days() for p in recent] == [cal.period_days("month", p.id) for p in recent]
 
     # The month starts at its first local day's first instant and ends at its last's end.
-    assert tw.day_start(period.first, settings.zone) == cal.day_start(days[0])
+    assert calendar.day_start(period.first, settings.zone) == cal.day_start(days[0])
     assert win.period_end(period, settings.zone) == cal.day_end(days[-1])
     assert win.expire_at(period, settings) == cal.expire_at("month", pid)
     for p in recent:

@@ -13,8 +13,7 @@ import redis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from seasons import Seasons
-from seasons import timewindows as tw
+from seasons import Seasons, calendar
 from seasons import windows as win
 from seasons.clock import ManualClock
 from seasons.config.settings import BoardSettings
@@ -122,11 +121,11 @@ def test_sliced_reconcile_under_concurrent_writes(redis_url: str, settings_facto
     clock = ManualClock(datetime.now(UTC))
     app = Seasons(settings, clock=clock)
     rng = random.Random(5)
-    week = win.period_of_day("week", tw.local_day(clock(), settings.zone), settings)
+    week = win.period_of_day("week", calendar.local_day(clock(), settings.zone), settings)
     assert week is not None
     # Past days of the week by backfill, then drift the week board on purpose.
     for day in week.days():
-        if day <= tw.local_day(clock(), settings.zone):
+        if day <= calendar.local_day(clock(), settings.zone):
             ts = min(datetime(day.year, day.month, day.day, 10, tzinfo=UTC), clock()).isoformat()
             app.submit_many(
                 [
@@ -160,7 +159,9 @@ def test_sliced_reconcile_under_concurrent_writes(redis_url: str, settings_facto
     thread.start()
     try:
         days = [app.keys.day("b", d) for d in week.days()]
-        weights = [settings.boards["b"].week_weights[tw.weekday_index(d, 0)] for d in week.days()]
+        weights = [
+            settings.boards["b"].week_weights[calendar.weekday_index(d, 0)] for d in week.days()
+        ]
         plan = Plan(target, days, weights, win.expire_at(week, settings), app.keys.tmp("b", "u"))
         outcome = reconcile(
             app.client, app.scripts, settings.boards["b"], plan, atomic_limit=0, slice_size=100

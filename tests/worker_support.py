@@ -133,7 +133,7 @@ def file_rows(path: Path) -> list[Row]:
     opener: Any = gzip.open if path.name.endswith(".gz") else open
     with opener(path, "rt", encoding="utf-8") as f:
         rows = [json.loads(line) for line in f]
-    for row in rows:  # a "reward" on boards with reward tiers (seasons.rewards)
+    for row in rows:  # a "reward" on boards with reward tiers (seasons.results)
         assert list(row) in (FIELDS, [*FIELDS, "reward"])
     return [(r["rank"], r["member"], r["score"], r["metadata"]) for r in rows]
 

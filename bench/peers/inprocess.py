@@ -22,8 +22,7 @@ import redis
 
 from bench.common import BOARD, Calendar
 from bench.peers.workload import AROUND, TOP, Answers, Workload
-from seasons import Seasons
-from seasons import timewindows as tw
+from seasons import Seasons, calendar
 from seasons import windows as win
 from seasons.config import Settings
 from seasons.connection import make_client
@@ -240,9 +239,9 @@ class DayPlan:
     def of(cls, settings: Settings, now: datetime) -> DayPlan:
         keys = Keys(settings.namespace)
         cfg = settings.boards[BOARD]
-        day = tw.local_day(now, settings.zone)
+        day = calendar.local_day(now, settings.zone)
         periods = [win.period_of_day(w, day, settings) for w in ("day", "week", "season")]
-        span = tw.season_of_day(day, settings)
+        span = calendar.season_of_day(day, settings)
         day_p, week_p, season_p = periods
         assert day_p is not None and week_p is not None and season_p is not None
         assert span is not None
@@ -251,8 +250,8 @@ class DayPlan:
             week_key=keys.week(BOARD, week_p.id),
             season_key=keys.season(BOARD, season_p.id),
             meta_key=keys.meta(BOARD),
-            week_weight=cfg.week_weights[tw.weekday_index(day, settings.week_start_index)],
-            season_weight=cfg.season_weight(tw.week_of_season(day, span)),
+            week_weight=cfg.week_weights[calendar.weekday_index(day, settings.week_start_index)],
+            season_weight=cfg.season_weight(calendar.week_of_season(day, span)),
             expire=(
                 win.expire_at(day_p, settings),
                 win.expire_at(week_p, settings),
