@@ -24,6 +24,7 @@ from typing import Any
 from bench.common import BOARD, Calendar, Section, Sizes, timed
 from seasons import Seasons
 from seasons import windows as win
+from seasons.calendar import local_day, season_of_day, week_of_season, weekday_index
 from seasons.config import Settings
 from seasons.connection import make_client
 from seasons.keys import Keys
@@ -83,18 +84,18 @@ def pipeline_ingest(
     cfg = settings.boards[BOARD]
     clock = calendar.clock()
     for chunk in chunks:
-        day = calendar.local_day(clock(), settings.zone)
+        day = local_day(clock(), settings.zone)
         day_p = win.period_of_day("day", day, settings)
         week_p = win.period_of_day("week", day, settings)
         season_p = win.period_of_day("season", day, settings)
-        span = calendar.season_of_day(day, settings)
+        span = season_of_day(day, settings)
         assert day_p is not None and week_p is not None and season_p is not None
         assert span is not None
         dk = keys.day(BOARD, day)
         wk = keys.week(BOARD, week_p.id)
         sk = keys.season(BOARD, season_p.id)
-        ww = cfg.week_weights[calendar.weekday_index(day, settings.week_start_index)]
-        sw = cfg.season_weight(calendar.week_of_season(day, span))
+        ww = cfg.week_weights[weekday_index(day, settings.week_start_index)]
+        sw = cfg.season_weight(week_of_season(day, span))
         dx = win.expire_at(day_p, settings)
         wx = win.expire_at(week_p, settings)
         sx = win.expire_at(season_p, settings)
@@ -268,7 +269,7 @@ def run(url: str, sizes: Sizes, calendar: Calendar | None = None) -> Section:
     n = sizes.events
     rate = {name: n / seconds for name, seconds in best.items()}
     cfg = settings[NS_SEASONS].boards[BOARD]
-    day_i = calendar.weekday_index(calendar.today, settings[NS_SEASONS].week_start_index)
+    day_i = weekday_index(calendar.today, settings[NS_SEASONS].week_start_index)
     section = Section(
         "1. Ingest",
         f"{n:,} events on {members:,} members of board {BOARD!r} (sum; today weighs "

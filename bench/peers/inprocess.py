@@ -22,8 +22,9 @@ import redis
 
 from bench.common import BOARD, Calendar
 from bench.peers.workload import AROUND, TOP, Answers, Workload
-from seasons import Seasons, calendar
+from seasons import Seasons
 from seasons import windows as win
+from seasons.calendar import local_day, season_of_day, week_of_season, weekday_index
 from seasons.config import Settings
 from seasons.connection import make_client
 from seasons.keys import Keys
@@ -239,9 +240,9 @@ class DayPlan:
     def of(cls, settings: Settings, now: datetime) -> DayPlan:
         keys = Keys(settings.namespace)
         cfg = settings.boards[BOARD]
-        day = calendar.local_day(now, settings.zone)
+        day = local_day(now, settings.zone)
         periods = [win.period_of_day(w, day, settings) for w in ("day", "week", "season")]
-        span = calendar.season_of_day(day, settings)
+        span = season_of_day(day, settings)
         day_p, week_p, season_p = periods
         assert day_p is not None and week_p is not None and season_p is not None
         assert span is not None
@@ -250,8 +251,8 @@ class DayPlan:
             week_key=keys.week(BOARD, week_p.id),
             season_key=keys.season(BOARD, season_p.id),
             meta_key=keys.meta(BOARD),
-            week_weight=cfg.week_weights[calendar.weekday_index(day, settings.week_start_index)],
-            season_weight=cfg.season_weight(calendar.week_of_season(day, span)),
+            week_weight=cfg.week_weights[weekday_index(day, settings.week_start_index)],
+            season_weight=cfg.season_weight(week_of_season(day, span)),
             expire=(
                 win.expire_at(day_p, settings),
                 win.expire_at(week_p, settings),
