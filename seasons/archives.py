@@ -34,12 +34,13 @@ from collections.abc import Callable
 from dataclasses import replace as replace_fields
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from seasons import closed, ties
 from seasons.catalog import archive_dir
 from seasons.clock import utc_text
 from seasons.config.settings import Settings
+from seasons.connection import RedisClient
 from seasons.errors import ArchiveError, ArchiveExists
 from seasons.files import atomic_write, fsync_dir
 from seasons.keys import Keys
@@ -105,7 +106,7 @@ def _figures(m: Manifest) -> tuple[str, str, int, float, str]:
 class Archives:
     """Archive keys and files of one namespace."""
 
-    def __init__(self, client: Any, scripts: Scripts, settings: Settings, keys: Keys):
+    def __init__(self, client: RedisClient, scripts: Scripts, settings: Settings, keys: Keys):
         self.client = client
         self.scripts = scripts
         self.settings = settings
@@ -333,7 +334,7 @@ class Archives:
             self._verify_rewards(board, archive_id, data, rows, rewards)
         in_file = {m: s for _, m, s, _ in rows}
         key = self.keys.archive(board, archive_id)
-        archived = dict(self.client.zrange(key, 0, -1, withscores=True))
+        archived = self._scores(key)
         if archived != in_file:
             raise ArchiveError(
                 f"archive key of {board} {archive_id} ({len(archived)} members) differs from "
@@ -341,13 +342,18 @@ class Archives:
                 {"board": board, "season": archive_id},
             )
         if live is not None and self.client.exists(live):
-            on_board = dict(self.client.zrange(live, 0, -1, withscores=True))
+            on_board = self._scores(live)
             if on_board != archived:
                 raise ArchiveError(
                     f"archive of {board} {archive_id} differs from the live board {live}",
                     {"board": board, "season": archive_id},
                 )
         return manifest
+
+    def _scores(self, key: str) -> dict[str, float]:
+        """Every member of the sorted set ``key`` with its score (redis-py types a reply as
+        any of its forms; with scores, it is (member, score) pairs)."""
+        return dict(cast(list[tuple[str, float]], self.client.zrange(key, 0, -1, withscores=True)))
 
     def _verify_rewards(
         self, board: str, archive_id: str, data: Path, rows: list[Row],

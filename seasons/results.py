@@ -32,7 +32,10 @@ from fractions import Fraction
 from itertools import islice
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from redis.typing import EncodableT
+
 from seasons.clock import utc_text
+from seasons.connection import RedisClient
 from seasons.standings import CHUNK, Standings
 from seasons.vocabulary import parse_ranks
 
@@ -134,7 +137,7 @@ def _text(raw: Any) -> str:
 class Results:
     """The results hashes of one namespace: written from archives, read back by members."""
 
-    def __init__(self, client: Any, standings: Standings, keys: Keys):
+    def __init__(self, client: RedisClient, standings: Standings, keys: Keys):
         self.client = client
         self.standings = standings
         self.keys = keys
@@ -209,7 +212,7 @@ class Results:
             if (i := matcher.tier(rank)) is not None:
                 counts[i] += 1
         for part in batched(ranked, CHUNK):
-            mapping: dict[str, str] = {}
+            mapping: dict[EncodableT, EncodableT] = {}
             for rank, member, score in part:
                 i = matcher.tier(rank)
                 if i is not None:

@@ -23,10 +23,11 @@ import math
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from seasons import ties
 from seasons.config.settings import BoardSettings, Settings
+from seasons.connection import RedisClient
 from seasons.errors import ArchiveError, ArchiveRejected
 from seasons.events import check_member, check_metadata, check_value
 from seasons.keys import Keys
@@ -93,7 +94,7 @@ def read_rows(
 class Standings:
     """The standings of one namespace's boards, read from Redis in rank order."""
 
-    def __init__(self, client: Any, settings: Settings, keys: Keys):
+    def __init__(self, client: RedisClient, settings: Settings, keys: Keys):
         self.client = client
         self.settings = settings
         self.keys = keys
@@ -119,7 +120,11 @@ class Standings:
         prev_rank = 0
         # Walked from the best entry, so a dense rank is one more at each new score.
         while True:
-            chunk = self.client.zrange(key, start, start + CHUNK - 1, desc=desc, withscores=True)
+            # redis-py types a reply as any of its forms: with scores, (member, score) pairs.
+            chunk = cast(
+                list[tuple[str, float]],
+                self.client.zrange(key, start, start + CHUNK - 1, desc=desc, withscores=True),
+            )
             if not chunk:
                 return
             members = [m for m, _ in chunk]
@@ -169,10 +174,13 @@ class Standings:
 
         start = 0
         while True:
-            chunk = self.client.zrange(key, start, start + CHUNK - 1, desc=desc, withscores=True)
+            chunk = cast(
+                list[tuple[str, float]],
+                self.client.zrange(key, start, start + CHUNK - 1, desc=desc, withscores=True),
+            )
             if not chunk:
                 break
-            times = self.client.zmscore(reached, [m for m, _ in chunk])
+            times = cast(list[float | None], self.client.zmscore(reached, [m for m, _ in chunk]))
             for (member, score), t in zip(chunk, times, strict=True):
                 if run and score != run[0][1]:
                     yield from flush()

@@ -33,10 +33,12 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 # The tests that meet what the module's doc lists: the error table, the endpoint's timeouts and
 # lost scripts (executor, write path), errors passing the boundary, the cluster's pipelines,
-# and the worker riding out outages on redis-py's retries.
+# and the worker riding out outages on redis-py's retries. The error boundary through the Python
+# API and HTTP (the CLI's cases add process starts, not redis-py).
 SUBSET = (
     "tests/test_executor.py",
-    "tests/test_error_boundary.py",
+    "tests/test_error_boundary.py::test_the_python_api",
+    "tests/test_error_boundary.py::test_http",
     "tests/test_cluster.py",
     "tests/test_worker_redis_outage.py",
     "tests/test_write_retry.py::test_a_pipeline_that_lost_its_script_loads_it_and_runs_once",
