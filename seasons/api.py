@@ -67,7 +67,7 @@ class Seasons:
         self.executor = sync_executor(self.client)
         # What the jobs (seasons.jobs.registry) and the rewards run on.
         self.backend = Backend(self.client, self.scripts, settings, self.keys, clock)
-        self._rewards = Rewards(self.backend, self.reads, self.executor)
+        self._rewards = Rewards(self.backend, self.reads, self.run)
 
     @classmethod
     def from_settings(

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 from redis.client import Pipeline
@@ -33,9 +34,8 @@ from seasons.errors import (
     RewardsNotReady,
 )
 from seasons.events import member_problem
-from seasons.executor import SyncExecutor
-from seasons.models import Claim, MemberReward, RewardsPage, RewardsSummary, RewardTier
-from seasons.reads import Reads
+from seasons.models import Claim, MemberReward, Page, RewardsPage, RewardsSummary, RewardTier
+from seasons.reads import Read, Reads
 from seasons.results import SUMMARY
 from seasons.writes import check_batch_id, new_batch_id
 
@@ -60,10 +60,11 @@ def check_season(season: str, settings: Settings) -> str:
 
 class Rewards:
     """The rewards of the seasons of one namespace, built once by the facade: its backend,
-    and its reads and their executor for the order of a page of results."""
+    and its reads and how it runs one (:meth:`seasons.api.Seasons.run`), for the order of a
+    page of results."""
 
-    def __init__(self, backend: Backend, reads: Reads, executor: SyncExecutor):
-        self.b, self.reads, self.executor = backend, reads, executor
+    def __init__(self, backend: Backend, reads: Reads, run: Callable[[Read[Page]], Page]):
+        self.b, self.reads, self.run = backend, reads, run
 
     def _check(self, board: str, season: str, member: str | None = None) -> None:
         self.reads.board(board)  # UnknownBoard, naming the configured boards
@@ -105,8 +106,8 @@ class Rewards:
         summary = self._summary(board, season, self.b.client.hget(results, SUMMARY))
         # The archive's page gives the order (and checks offset and limit): one page's reads,
         # where sorting the results hash would read all of it.
-        read = self.reads.page(board, "season", season, limit=limit, offset=offset)
-        members = [e.member for e in read.result(self.executor.run(read.call, read.plan)).entries]
+        page = self.run(self.reads.page(board, "season", season, limit=limit, offset=offset))
+        members = [e.member for e in page.entries]
         entries = []
         if members:
             pipe = self.b.client.pipeline(transaction=False)

@@ -114,19 +114,10 @@ class Standings:
         if rule.reach_set:
             yield from self._reached_rows(board, key, reached, with_metadata)
             return
-        desc = cfg.order == "desc"
-        start = 0
         prev_score: float | None = None
         prev_rank = 0
         # Walked from the best entry, so a dense rank is one more at each new score.
-        while True:
-            # redis-py types a reply as any of its forms: with scores, (member, score) pairs.
-            chunk = cast(
-                list[tuple[str, float]],
-                self.client.zrange(key, start, start + CHUNK - 1, desc=desc, withscores=True),
-            )
-            if not chunk:
-                return
+        for start, chunk in self._chunks(key, cfg.order == "desc"):
             members = [m for m, _ in chunk]
             metas = (
                 self.client.hmget(self.keys.meta(board), members)
@@ -137,6 +128,20 @@ class Standings:
                 rank = rule.rank(prev_rank, start + i + 1, score == prev_score)
                 prev_score, prev_rank = score, rank
                 yield rank, member, float(score), json.loads(raw) if raw else {}
+
+    def _chunks(self, key: str, desc: bool) -> Iterator[tuple[int, list[tuple[str, float]]]]:
+        """The sorted set ``key`` best first, CHUNK (member, score) pairs at a time, each
+        with the position of its first."""
+        start = 0
+        while True:
+            # redis-py types a reply as any of its forms: with scores, (member, score) pairs.
+            chunk = cast(
+                list[tuple[str, float]],
+                self.client.zrange(key, start, start + CHUNK - 1, desc=desc, withscores=True),
+            )
+            if not chunk:
+                return
+            yield start, chunk
             start += len(chunk)
 
     def _reached_rows(
@@ -172,20 +177,12 @@ class Standings:
                     yield position, member, float(score), json.loads(raw) if raw else {}
             run.clear()
 
-        start = 0
-        while True:
-            chunk = cast(
-                list[tuple[str, float]],
-                self.client.zrange(key, start, start + CHUNK - 1, desc=desc, withscores=True),
-            )
-            if not chunk:
-                break
+        for _, chunk in self._chunks(key, desc):
             times = cast(list[float | None], self.client.zmscore(reached, [m for m, _ in chunk]))
             for (member, score), t in zip(chunk, times, strict=True):
                 if run and score != run[0][1]:
                     yield from flush()
                 run.append((member, score, math.inf if t is None else float(t)))
-            start += len(chunk)
         yield from flush()
 
 
