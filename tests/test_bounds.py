@@ -311,14 +311,16 @@ def test_a_batch_names_every_offending_event_and_writes_nothing(
     ]
     assert not model.submit(batch)
     with pytest.raises(BatchRejected) as caught:
-        app.submit_many(batch)
+        app.submit_many(batch, batch_id="b-1")
     assert_refused(caught.value.details, batch)
     assert [p["index"] for p in caught.value.details] == [1, 3, 4, 5]
     assert digest(r) == before
     assert_boards(app, model)
-    # The event id of a refused event was not recorded: sent again in bounds, it is applied.
-    again = [{**batch[5], "value": 0.5}]
-    assert model.submit(again) and app.submit_many(again).applied == 1
+    # Nothing was recorded under the batch id nor the event id: the corrected batch is new.
+    fixed = {1: 100, 3: -50, 4: LEVEL_POWER.build(level=60, power=0), 5: 0.5}
+    corrected = [{**ev, "value": fixed.get(i, ev["value"])} for i, ev in enumerate(batch)]
+    assert model.submit(corrected)
+    assert app.submit_many(corrected, batch_id="b-1").applied == len(corrected)
     assert_boards(app, model)
 
 
@@ -419,7 +421,7 @@ def test_cli_import_out_of_bounds_is_status_2(
     settings: Settings, app: Seasons, r: redis.Redis, tmp_path: Path, backfill: bool
 ) -> None:
     when = START - timedelta(days=2) if backfill else START - timedelta(minutes=5)
-    events = [
+    events: list[dict[str, Any]] = [
         {"board": "kills", "member": f"p{i}", "value": (37 * i) % 140 - 10, "ts": when.isoformat()}
         for i in range(40)
     ]
