@@ -380,6 +380,15 @@ class BoardSettings(_Section):
                 )
         return bound
 
+    def broken_bound(self, value: float) -> tuple[Literal["min_value", "max_value"], float] | None:
+        """The bound an event's ``value`` breaks (its name and value), or None: bounds are
+        inclusive. ``value`` is exact (within ±2^53), so an int compares with it exactly."""
+        if self.min_value is not None and value < self.min_value:
+            return "min_value", self.min_value
+        if self.max_value is not None and value > self.max_value:
+            return "max_value", self.max_value
+        return None
+
     def composite_score(self) -> CompositeScore | None:
         """The board's composite layout, or None for plain scores."""
         if not self.composite:

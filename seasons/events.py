@@ -342,18 +342,14 @@ def _validate_one(
 def _check_bounds(
     i: int, board: str, ev: Mapping[str, Any], settings: Settings, problems: _Problems
 ) -> None:
-    """An event whose value is outside its board's ``min_value`` .. ``max_value`` (inclusive;
-    on a composite board the value is the packed score) is refused, naming the bound. Every
-    new event passes here (submit, import, backfill); a restored archive does not."""
-    cfg = settings.boards[board]
-    value = ev["value"]  # an exact number (check_value): compared with a double exactly
-    if cfg.min_value is not None and value < cfg.min_value:
-        bound, limit, relation = "min_value", cfg.min_value, "below"
-    elif cfg.max_value is not None and value > cfg.max_value:
-        bound, limit, relation = "max_value", cfg.max_value, "above"
-    else:
+    """A value outside its board's bounds (on a composite board: the packed score) refuses
+    the event, naming the bound. Every new event passes here (submit, import, backfill); a
+    restored archive does not."""
+    value, member = ev["value"], ev.get("member")
+    if (broken := settings.boards[board].broken_bound(value)) is None:
         return
-    member = ev.get("member")
+    bound, limit = broken
+    relation = "below" if bound == "min_value" else "above"
     problems.add(
         i, "value", "out_of_bounds",
         f"value {number_text(float(value))} is {relation} boards.{board}.{bound} = "
