@@ -26,6 +26,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -40,7 +41,7 @@ from pydantic_settings.sources.utils import parse_env_vars
 from redis.connection import parse_url
 
 from seasons.composite import CompositeScore
-from seasons.vocabulary import WINDOWS, EventType, Ties, overlap, parse_ranks
+from seasons.vocabulary import MAX_EXACT, WINDOWS, EventType, Ties, overlap, parse_ranks
 
 # A cap on weights, so that no weighted aggregate of values within ±2^53 can overflow a double
 # (with room to spare: 2^53 x 10^6 x 3660 days is about 3e25); no board needs more.
@@ -73,6 +74,43 @@ def _positive(value: timedelta) -> timedelta:
 
 
 PositiveDuration = Annotated[Duration, AfterValidator(_positive)]
+
+
+def _exact_before(value: Any) -> Any:
+    """An integer past 2^53 (or text of one, from the environment) would be rounded to a
+    neighbouring double silently by the float it becomes: refused as it was written."""
+    if isinstance(value, bool):
+        raise ValueError(f"{value!r} is not a number")
+    whole = value
+    if isinstance(value, str):
+        try:
+            whole = int(value.strip(), 10)
+        except ValueError:
+            return value  # a float's text, or not a number: the float type decides
+    if isinstance(whole, int) and abs(whole) > MAX_EXACT:
+        bits = whole.bit_length()
+        size = str(whole) if bits <= 64 else f"<an integer of {bits} bits>"
+        raise ValueError(f"{size} is outside ±2^53 (values must stay exact in a double)")
+    return value
+
+
+def _exact_after(value: float | None) -> float | None:
+    if value is not None and not math.isfinite(value):
+        raise ValueError(f"{value} is not a finite number")
+    if value is not None and abs(value) > MAX_EXACT:
+        raise ValueError(f"{value!r} is outside ±2^53 (values must stay exact in a double)")
+    return value
+
+
+def number_text(value: float) -> str:
+    """A bound or value as written: whole numbers without ``.0`` and in full (a packed
+    composite score reads as its digits, not as ``9.00719e+15``)."""
+    return str(int(value)) if value.is_integer() else repr(value)
+
+
+# A bound on event values: a finite number within ±2^53, the range of a value itself
+# (seasons.events.check_value), so that comparing a value with it is exact.
+ExactBound = Annotated[float | None, BeforeValidator(_exact_before), AfterValidator(_exact_after)]
 
 
 class _Section(BaseModel):
@@ -234,6 +272,11 @@ class BoardSettings(_Section):
     # Reward tiers, first match wins ([[boards.<b>.rewards]], seasons.results): the season
     # close grants them from the final standings.
     rewards: tuple[RewardTier, ...] = ()
+    # Inclusive bounds on each event's value (on a composite board: the packed score); an
+    # event outside them is refused with its batch (seasons.events, out_of_bounds). They
+    # bound what one event brings, not the aggregated score. None: no bound on that side.
+    min_value: ExactBound = None
+    max_value: ExactBound = None
 
     @field_validator("windows")
     @classmethod
@@ -312,6 +355,39 @@ class BoardSettings(_Section):
                 )
             widest = (i, t.top_percent)
         return tiers
+
+    @field_validator("min_value", "max_value")
+    @classmethod
+    def _bounds_usable(cls, bound: float | None, info: ValidationInfo) -> float | None:
+        """min_value <= max_value; on a composite board, inside the scores its layout builds
+        (fields are validated in order: composite and min_value come before)."""
+        if bound is None:
+            return None
+        low = info.data.get("min_value")
+        if info.field_name == "max_value" and low is not None and bound < low:
+            raise ValueError(
+                f"{number_text(bound)} is below min_value {number_text(low)}: no value would "
+                "be accepted; make min_value <= max_value"
+            )
+        parts = info.data.get("composite")
+        if parts:
+            top = CompositeScore([(p.name, p.digits) for p in parts]).max_score
+            if not 0 <= bound <= top:
+                raise ValueError(
+                    f"{number_text(bound)} is outside the scores of the board's composite "
+                    f"layout (0 to {top}): a bound compares the packed score (CompositeScore."
+                    "build of the parts at the bound)"
+                )
+        return bound
+
+    def broken_bound(self, value: float) -> tuple[Literal["min_value", "max_value"], float] | None:
+        """The bound an event's ``value`` breaks (its name and value), or None: bounds are
+        inclusive. ``value`` is exact (within ±2^53), so an int compares with it exactly."""
+        if self.min_value is not None and value < self.min_value:
+            return "min_value", self.min_value
+        if self.max_value is not None and value > self.max_value:
+            return "max_value", self.max_value
+        return None
 
     def composite_score(self) -> CompositeScore | None:
         """The board's composite layout, or None for plain scores."""

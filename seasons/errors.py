@@ -53,7 +53,9 @@ class BadPeriod(InvalidInput):
 class BatchRejected(InvalidInput):
     """A write batch with at least one bad event; nothing of it was written.
 
-    ``details`` is a list of ``{"index", "field", "code", "message"}``, one per problem.
+    ``details`` is a list of ``{"index", "field", "code", "message"}``, one per problem; an
+    ``out_of_bounds`` problem adds ``member``, ``value``, ``bound`` (``min_value`` or
+    ``max_value``) and ``limit`` (that bound's value).
     """
 
     code = "invalid_events"

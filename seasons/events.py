@@ -18,6 +18,7 @@ from seasons import calendar
 from seasons.config.settings import (
     Settings,
     _iso,  # durations as the settings write them (PT1H)
+    number_text,
 )
 from seasons.errors import BatchRejected, InvalidMember, LimitExceeded
 from seasons.vocabulary import MAX_EXACT
@@ -45,8 +46,10 @@ class _Problems:
     def __init__(self) -> None:
         self.items: list[dict[str, Any]] = []
 
-    def add(self, index: int, field: str, code: str, message: str) -> None:
-        self.items.append({"index": index, "field": field, "code": code, "message": message})
+    def add(self, index: int, field: str, code: str, message: str, **extra: Any) -> None:
+        self.items.append(
+            {"index": index, "field": field, "code": code, "message": message, **extra}
+        )
 
 
 # Unicode category Cc is exactly U+0000-U+001F and U+007F-U+009F.
@@ -330,6 +333,27 @@ def _validate_one(
         return None
     if "value" not in ev or check_value(ev["value"]) is not None:
         return None  # its problem is listed; float() could overflow on a huge integer
+    _check_bounds(i, board, ev, settings, problems)
     return ValidEvent(
         i, board, ev.get("member", ""), float(ev["value"]), ts, day, event_id, meta_json
     )
+
+
+def _check_bounds(
+    i: int, board: str, ev: Mapping[str, Any], settings: Settings, problems: _Problems
+) -> None:
+    """A value outside its board's bounds (on a composite board: the packed score) refuses
+    the event, naming the bound. Every new event passes here (submit, import, backfill); a
+    restored archive does not."""
+    value, member = ev["value"], ev.get("member")
+    if (broken := settings.boards[board].broken_bound(value)) is None:
+        return
+    bound, limit = broken
+    relation = "below" if bound == "min_value" else "above"
+    problems.add(
+        i, "value", "out_of_bounds",
+        f"value {number_text(float(value))} is {relation} boards.{board}.{bound} = "
+        f"{number_text(limit)}",
+        member=member if check_member(member) is None else None,
+        value=value, bound=bound, limit=limit,
+    )  # fmt: skip
