@@ -93,15 +93,24 @@ class Note:
         """Raises :class:`~seasons.errors.InvalidInput` for an empty or overlong actor, a
         reason over :data:`MAX_REASON` characters, a request id that is not 1-128 of
         ``A-Z a-z 0-9 . _ : @ / + = -``; before the action changes anything."""
-        if not isinstance(actor, str) or not actor.strip() or len(actor) > MAX_ACTOR:
+        if (
+            not isinstance(actor, str) or not actor.strip() or len(actor) > MAX_ACTOR
+            or not _printable(actor)
+        ):  # fmt: skip
             raise InvalidInput(
-                f"actor must be 1-{MAX_ACTOR} characters, got {str(actor)[:50]!r}",
+                f"actor must be 1-{MAX_ACTOR} characters of UTF-8 text without control "
+                f"characters, got {str(actor)[:50]!r}",
                 {"field": "actor"},
             )
         if reason is not None and len(reason) > MAX_REASON:
             raise InvalidInput(
                 f"reason is {len(reason)} characters; at most {MAX_REASON}",
                 {"field": "reason", "length": len(reason), "max": MAX_REASON},
+            )
+        if reason is not None and not _printable(reason, "\t\n"):
+            raise InvalidInput(
+                "reason must be UTF-8 text without control characters (tabs and newlines are kept)",
+                {"field": "reason"},
             )
         if request_id is not None and not REQUEST_ID.fullmatch(request_id):
             raise InvalidInput(
@@ -232,6 +241,16 @@ class Audit:
         ordered = sorted(digests)
         found = self.client.hmget(self.keys.audit_members(), ordered)
         return {d: text(m) for d, m in zip(ordered, found, strict=True) if m is not None}
+
+
+def _printable(value: str, allowed: str = "") -> bool:
+    """Text Redis can store as UTF-8 (no lone surrogate) without control characters but
+    ``allowed``."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return not any((ord(c) < 32 or 127 <= ord(c) < 160) and c not in allowed for c in value)
 
 
 def _cursor(after: str) -> str | None:

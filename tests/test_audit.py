@@ -364,6 +364,8 @@ def test_bad_input_is_a_4xx_with_a_code_and_appends_nothing(
         (lambda: app.audit(limit=0), InvalidInput),
         (lambda: app.forget("ann", reason="y" * 501), InvalidInput),
         (lambda: app.forget("ann", actor=""), InvalidInput),
+        (lambda: app.forget("ann", reason="a\x00b"), InvalidInput),
+        (lambda: app.clear("kills", "day", "2099-03-10", reason="\ud800"), InvalidInput),
     ):
         with pytest.raises(error):
             call()
