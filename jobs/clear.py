@@ -393,12 +393,12 @@ class Clear:
             with_days=plan.with_days, deleted=list(plan.existing), rebuilt=rebuilt,
         )  # fmt: skip
         run.set("result", result.model_dump_json())
-        # Before the run is marked finished, under the clear id: a run stopped between the
-        # two appends nothing when it is resumed (seasons.audit).
-        self.audit.append(
+        # A step before the run is marked finished, under the clear id: a run stopped after
+        # the append, before the step is marked done, appends nothing when it is resumed.
+        run.step("audit", lambda: self.audit.append(
             "clear", note, self.clock(), boards=[board], once=f"clear:{run_id}",
             after=result.model_dump(mode="json", exclude={"board"}),
-        )  # fmt: skip
+        ))  # fmt: skip
         run.finish(keep=DEDUPE_WINDOW)
         log.info("clear %s: %s", run_id, plan.describe().replace("\n", " "))
         return result

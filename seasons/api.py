@@ -34,7 +34,7 @@ from seasons.models import (
     WriteResult,
 )
 from seasons.reads import DEFAULT_TO, Read, Reads, T
-from seasons.restore import RestoreAll, Restored, Restorer
+from seasons.restore import Restored, Restorer
 from seasons.rewards import Rewards
 from seasons.scripts import Scripts
 from seasons.writes import Writes, new_batch_id
@@ -345,20 +345,11 @@ class Seasons:
         ``seasons restore FILE`` does (:mod:`seasons.restore`): raises
         :class:`seasons.errors.ArchiveRejected` (a bad file) or
         :class:`seasons.errors.ArchiveExists` (other standings, without ``force``), writing
-        nothing. Appends one ``restore`` entry to the audit trail."""
+        nothing. Appends one ``restore`` entry to the audit trail. (``restore --all``, which
+        also ends safe mode, is the CLI's: :meth:`seasons.restore.Restorer.restore_all`.)"""
         note = Note.of(actor, reason)
         restorer = Restorer(self.client, self.settings, self.keys)
         return restorer.restore(Path(file), self.clock(), force=force, note=note)
-
-    def restore_all(
-        self, *, force: bool = False, actor: str = DEFAULT_ACTOR, reason: str | None = None
-    ) -> RestoreAll:
-        """Every archive file of the namespace, as ``seasons restore --all`` loads them (all
-        or, when any fails its checks, none; safe mode is left to the CLI's command). One
-        ``restore`` entry for the run when it loaded files."""
-        note = Note.of(actor, reason)
-        restorer = Restorer(self.client, self.settings, self.keys)
-        return restorer.restore_all(self.clock(), force=force, note=note)
 
     # --- lifecycle events -------------------------------------------------------------------
 

@@ -419,3 +419,28 @@ def test_admin_tokens_are_checked_at_start(
     for t in tokens:
         if len(t["token"]) > 2:
             assert t["token"] not in str(info.value)
+
+
+def test_reading_the_trail_needs_an_admin_token(app: Seasons, settings: Settings) -> None:
+    with http(settings, app) as client:
+        for method in ("GET", "HEAD"):
+            for headers in ({}, {"Authorization": f"Bearer {WRITE}"}):
+                resp = client.request(method, "/v1/admin/audit", headers=headers)
+                assert resp.status_code == 401, (method, headers)
+            ok = client.request(
+                method, "/v1/admin/audit", headers={"Authorization": f"Bearer {SRE}"}
+            )
+            assert ok.status_code == 200 and "x-request-id" in ok.headers
+        # The public reads are not asked for a token.
+        assert client.get("/v1/boards/kills/day").status_code == 200
+
+
+def test_config_shows_the_names_and_never_the_tokens(settings: Settings) -> None:
+    printed = cli_run(settings, "config", "--json")
+    assert printed.exit_code == 0, printed.output
+    shown = json.loads(printed.output)["api"]["admin_tokens"]
+    assert shown == [
+        {"name": "ops-oncall", "token": "<redacted>"},
+        {"name": "sre", "token": "<redacted>"},
+    ]
+    assert OPS not in printed.output and SRE not in printed.output
