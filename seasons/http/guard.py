@@ -22,9 +22,10 @@ A route with a JSON body also refuses a ``Content-Encoding`` (gzip...) with 415
 
 What each route needs is read once, when the app is built, from FastAPI's own route data
 (:class:`Rules`): its access level from the ``WriteAccess``/``AdminAccess`` dependency it
-declares, its query parameters, whether it takes a body. A GET without a query string (the
-hot reads) costs one length check and one set lookup; other requests find their route with
-the router's own path patterns, once per distinct path (a bounded cache).
+declares, its query parameters, whether it takes a body. A request without a query string
+whose path starts with no checked route's fixed start (the hot reads: only ``/v1/admin/``
+GETs are checked) costs one length check and one prefix test; other requests find their
+route with the router's own path patterns, once per distinct path (a bounded cache).
 
 An admin call that passes gets its actor (the name of the token that authorised it, or
 ``local``) and a request id in its scope (:data:`~seasons.http.deps.ACTOR`,
