@@ -47,7 +47,7 @@ NOT_SETTINGS = {
 # Keys whose values error messages never repeat (a list's index is left out: hooks.secret).
 SECRETS = {
     "redis.url", "redis.password", "api.write_token", "api.admin_token", "hooks.url",
-    "hooks.secret",
+    "hooks.secret", "api.admin_tokens.token", "api.admin_tokens",
 }  # fmt: skip
 PATTERNS = {
     NAMESPACE_RE: "1 to 32 characters of a-z, 0-9, _ and -",

@@ -458,9 +458,33 @@ class ArchiveSettings(_Section):
 DEFAULT_MAX_BODY = 16 * 1024 * 1024
 
 
+# The actor name of ``api.admin_token``, and the names Seasons gives actors without a token
+# (seasons.audit): no named admin token may take one of them.
+ADMIN_TOKEN_NAME = "admin"
+RESERVED_ACTORS = (ADMIN_TOKEN_NAME, "local", "python")
+
+
+class AdminToken(_Section):
+    """One named admin token (``api.admin_tokens``): its name is the actor of the audit
+    entries of the admin calls it authorises."""
+
+    name: str = Field(pattern=NAME_RE)
+    token: str
+
+    @field_validator("token")
+    @classmethod
+    def _not_empty(cls, token: str) -> str:
+        if not token:
+            raise ValueError("must not be empty")
+        return token
+
+
 class ApiSettings(_Section):
     write_token: str = ""
     admin_token: str = ""
+    # More admin tokens, each with the name that audit entries give as their actor
+    # (api.admin_token's is "admin").
+    admin_tokens: tuple[AdminToken, ...] = ()
     host: str = "127.0.0.1"
     port: int = Field(default=8080, ge=1, le=65535)
     # Peers (addresses or networks) whose Forwarded / X-Forwarded-For headers name the client;
@@ -494,6 +518,43 @@ class ApiSettings(_Section):
                     f"{net!r} is not an IP address or network (e.g. 10.0.0.5 or 10.0.0.0/8)"
                 ) from None
         return found
+
+    @model_validator(mode="after")
+    def _distinct_admin_tokens(self) -> ApiSettings:
+        """Names and tokens unique, no reserved name, no token shared with another setting
+        (a write token is never an admin's). Messages name the entries, never a token."""
+        seen_names: dict[str, int] = {}
+        seen_tokens: dict[str, int] = {}
+        for i, t in enumerate(self.admin_tokens):
+            where = f"api.admin_tokens[{i}]"
+            if t.name in RESERVED_ACTORS:
+                raise ValueError(
+                    f"{where}.name {t.name!r} is reserved ({', '.join(RESERVED_ACTORS)}: "
+                    f"{ADMIN_TOKEN_NAME!r} is api.admin_token's); choose another name"
+                )
+            if t.name in seen_names:
+                raise ValueError(
+                    f"{where}.name {t.name!r} repeats api.admin_tokens[{seen_names[t.name]}]"
+                    ".name; names must be unique"
+                )
+            if t.token in seen_tokens:
+                raise ValueError(
+                    f"{where}.token is the same as api.admin_tokens[{seen_tokens[t.token]}]"
+                    ".token; tokens must be unique"
+                )
+            for other in ("admin_token", "write_token"):
+                if t.token == getattr(self, other):
+                    raise ValueError(
+                        f"{where}.token is the same as api.{other}; tokens must be unique"
+                    )
+            seen_names[t.name] = i
+            seen_tokens[t.token] = i
+        return self
+
+    @property
+    def admin_configured(self) -> bool:
+        """Whether admin calls need a token (api.admin_token or any of api.admin_tokens)."""
+        return bool(self.admin_token or self.admin_tokens)
 
 
 class WorkerSettings(_Section):
@@ -585,6 +646,12 @@ class LifecycleSettings(_Section):
     max_len: int = Field(default=100_000, ge=1, le=100_000_000)
 
 
+class AuditSettings(_Section):
+    # The audit stream keeps about this many entries (XADD MAXLEN ~): older ones are trimmed
+    # (seasons.audit, docs/security.md#the-audit-trail).
+    max_len: int = Field(default=100_000, ge=1, le=100_000_000)
+
+
 class Settings(BaseSettings):
     """All of Seasons' configuration. Build it with :func:`load_settings`."""
 
@@ -612,6 +679,7 @@ class Settings(BaseSettings):
     worker: WorkerSettings = WorkerSettings()
     hooks: tuple[HookSettings, ...] = ()
     lifecycle: LifecycleSettings = LifecycleSettings()
+    audit: AuditSettings = AuditSettings()
 
     @field_validator("hooks")
     @classmethod

@@ -43,6 +43,7 @@ from typing import Any, cast
 
 from seasons import calendar, ties
 from seasons import windows as win
+from seasons.audit import Audit, Note
 from seasons.config.settings import Settings
 from seasons.connection import RedisClient, decoded
 from seasons.erasure import Cleared, Recomputed
@@ -181,6 +182,7 @@ class Clear:
         self.rollup = rollup
         self.checkpoint = checkpoint  # tests' hook between the steps of a run
         self.clock = clock
+        self.audit = Audit(client, keys, settings)
 
     # --- what a clear does ------------------------------------------------------------------
 
@@ -290,13 +292,17 @@ class Clear:
 
     def run(
         self, board: str, window: str, period: str, now: datetime, *, with_days: bool = False,
-        run_id: str | None = None,
+        run_id: str | None = None, note: Note | None = None,
     ) -> Cleared:  # fmt: skip
         """Clear ``window`` ``period`` of ``board`` as run ``run_id`` (generated if None; a
         clear id is 1-128 bytes of UTF-8 without control characters). The same id again
         resumes the run or, once it finished, answers its result; with another request it
         raises :class:`RunIdReused`. Another clear of the board running, or a close of a
-        season it touches, raises :class:`~seasons.errors.Conflict` (try again)."""
+        season it touches, raises :class:`~seasons.errors.Conflict` (try again).
+
+        The clear's audit entry (``note``: who and why) is appended once per clear id, when
+        the clear finishes: a resumed run or an answer given again appends nothing more."""
+        note = note if note is not None else Note()
         run_id = new_batch_id() if run_id is None else check_batch_id(run_id, "clear id")
         target = self.target(board, window, period, now)
         with_days = with_days and win.SPECS[target.window].rolled_up
@@ -333,7 +339,7 @@ class Clear:
             else:
                 self._plan_and_delete(run, run_id, (board, window, period, with_days), now, held)
                 plan = ClearPlan.from_json(run.fields["plan"])
-            return self._finish(run, plan, run_id, held)
+            return self._finish(run, plan, run_id, held, note)
 
     def _plan_and_delete(
         self, run: Run, run_id: str, asked: tuple[str, str, str, bool], now: datetime,
@@ -361,7 +367,9 @@ class Clear:
             run.step("delete", lambda: self._delete(plan, run_id))
         run.checkpoint = self._checkpoint(held)
 
-    def _finish(self, run: Run, plan: ClearPlan, run_id: str, held: list[Lock]) -> Cleared:
+    def _finish(
+        self, run: Run, plan: ClearPlan, run_id: str, held: list[Lock], note: Note
+    ) -> Cleared:
         """The recomputes left, then the result."""
         board = plan.board
         rebuilt: list[Recomputed] = []
@@ -385,6 +393,12 @@ class Clear:
             with_days=plan.with_days, deleted=list(plan.existing), rebuilt=rebuilt,
         )  # fmt: skip
         run.set("result", result.model_dump_json())
+        # A step before the run is marked finished, under the clear id: a run stopped after
+        # the append, before the step is marked done, appends nothing when it is resumed.
+        run.step("audit", lambda: self.audit.append(
+            "clear", note, self.clock(), boards=[board], once=f"clear:{run_id}",
+            after=result.model_dump(mode="json", exclude={"board"}),
+        ))  # fmt: skip
         run.finish(keep=DEDUPE_WINDOW)
         log.info("clear %s: %s", run_id, plan.describe().replace("\n", " "))
         return result

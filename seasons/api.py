@@ -5,8 +5,10 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Mapping
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
+from seasons.audit import DEFAULT_ACTOR, Audit, Note
 from seasons.backend import Backend
 from seasons.clock import Clock, system_clock
 from seasons.config.loading import load_settings
@@ -19,6 +21,7 @@ from seasons.jobs.registry import clear_of, sweeper_of
 from seasons.keys import Keys
 from seasons.lifecycle import Lifecycle, LifecycleEvents
 from seasons.models import (
+    AuditPage,
     Claim,
     Climb,
     Entry,
@@ -31,6 +34,7 @@ from seasons.models import (
     WriteResult,
 )
 from seasons.reads import DEFAULT_TO, Read, Reads, T
+from seasons.restore import Restored, Restorer
 from seasons.rewards import Rewards
 from seasons.scripts import Scripts
 from seasons.writes import Writes, new_batch_id
@@ -68,6 +72,9 @@ class Seasons:
         # What the jobs (seasons.jobs.registry) and the rewards run on.
         self.backend = Backend(self.client, self.scripts, settings, self.keys, clock)
         self._rewards = Rewards(self.backend, self.reads, self.run)
+        # The audit trail: forget, clear and restore append to it here (and moderation and
+        # held events through the same append).
+        self.audit_trail = Audit(self.client, self.keys, settings)
 
     @classmethod
     def from_settings(
@@ -277,12 +284,28 @@ class Seasons:
 
     # --- erasure --------------------------------------------------------------------------
 
-    def forget(self, member: str) -> Forgotten:
+    def forget(
+        self, member: str, *, actor: str = DEFAULT_ACTOR, reason: str | None = None,
+        request_id: str | None = None,
+    ) -> Forgotten:  # fmt: skip
         """Remove ``member`` everywhere: every live and archived board, its metadata, and
         the archive files it is in (rewritten with new manifests), as ``seasons forget`` and
         ``DELETE /v1/admin/members/{member}`` do. A member Seasons cannot hold raises
-        :class:`seasons.errors.InvalidMember` before any Redis call."""
-        return Forgotten.model_validate(sweeper_of(self.backend).forget(member, self.clock()))
+        :class:`seasons.errors.InvalidMember` before any Redis call.
+
+        Then one ``forget`` entry is appended to the audit trail (:meth:`audit`) naming
+        ``actor``, ``reason`` (at most 500 characters) and ``request_id``; the member's id
+        leaves the trail with it (its entries keep only its salted hash)."""
+        note = Note.of(actor, reason, request_id)
+        now = self.clock()
+        found = Forgotten.model_validate(sweeper_of(self.backend).forget(member, now))
+        self.audit_trail.append(
+            "forget", note, now, member=member, forgotten=True, boards=found.boards,
+            after={b: {"keys": len(r.keys), "metadata": r.metadata,
+                       "files_rewritten": len(r.files_rewritten)}
+                   for b, r in found.boards.items()},
+        )  # fmt: skip
+        return found
 
     def clear(
         self,
@@ -292,6 +315,9 @@ class Seasons:
         with_days: bool = False,
         *,
         run_id: str | None = None,
+        actor: str = DEFAULT_ACTOR,
+        reason: str | None = None,
+        request_id: str | None = None,
     ) -> Cleared:
         """Clear one period of a board (``seasons clear``, ``POST
         /v1/admin/boards/{board}/clear``): a day's key is deleted and every rolled-up board
@@ -302,10 +328,28 @@ class Seasons:
         a clear stopped midway resumes without deleting again, a finished one answers its
         result for 48 hours. Refused with :class:`seasons.errors.Conflict` (nothing changed):
         a closing or archived season, a day folded into an all-time base, a board to
-        recompute with days past retention, another clear of the board running."""
+        recompute with days past retention, another clear of the board running.
+
+        A clear that finishes appends one ``clear`` entry to the audit trail (``actor``,
+        ``reason``, ``request_id``), once per ``run_id``: asked again, it appends nothing."""
+        note = Note.of(actor, reason, request_id)
         return clear_of(self.backend).run(
-            board, window, period, self.clock(), with_days=with_days, run_id=run_id
+            board, window, period, self.clock(), with_days=with_days, run_id=run_id, note=note
         )
+
+    def restore(
+        self, file: str | Path, *, force: bool = False, actor: str = DEFAULT_ACTOR,
+        reason: str | None = None,
+    ) -> Restored:  # fmt: skip
+        """Load an archive file back into Redis after checking everything it claims, as
+        ``seasons restore FILE`` does (:mod:`seasons.restore`): raises
+        :class:`seasons.errors.ArchiveRejected` (a bad file) or
+        :class:`seasons.errors.ArchiveExists` (other standings, without ``force``), writing
+        nothing. Appends one ``restore`` entry to the audit trail. (``restore --all``, which
+        also ends safe mode, is the CLI's: :meth:`seasons.restore.Restorer.restore_all`.)"""
+        note = Note.of(actor, reason)
+        restorer = Restorer(self.client, self.settings, self.keys)
+        return restorer.restore(Path(file), self.clock(), force=force, note=note)
 
     # --- lifecycle events -------------------------------------------------------------------
 
@@ -314,3 +358,17 @@ class Seasons:
         ``after`` (a ``stream_id`` from a page), those older than it. The events and their
         ids: docs/contract.md#lifecycle-events."""
         return Lifecycle(self.client, self.keys, self.settings).read(limit, after)
+
+    # --- the audit trail ----------------------------------------------------------------------
+
+    def audit(
+        self, *, member: str | None = None, action: str | None = None, limit: int = 20,
+        after: str | None = None,
+    ) -> AuditPage:  # fmt: skip
+        """Entries of the audit trail (who forgot, cleared, restored what, when and why),
+        newest first: up to ``limit`` (1-1000), only ``action``'s and/or those naming
+        ``member`` if given, older than ``after`` (a page's ``next``) if given. Raises
+        :class:`seasons.errors.UnknownAction`, :class:`seasons.errors.BadCursor`,
+        :class:`seasons.errors.InvalidInput` (limit) or
+        :class:`seasons.errors.InvalidMember`."""
+        return self.audit_trail.read(member=member, action=action, limit=limit, after=after)

@@ -175,6 +175,19 @@ class InvalidBatchId(InvalidInput):
     code = "invalid_batch_id"
 
 
+class UnknownAction(InvalidInput):
+    """An audit read's ``action`` filter that names no action of the audit trail
+    (:data:`seasons.audit.ACTIONS`)."""
+
+    code = "unknown_action"
+
+
+class BadCursor(InvalidInput):
+    """A paging cursor (``after``) that is not a stream id (``<ms>-<seq>``)."""
+
+    code = "bad_cursor"
+
+
 class BatchIdReused(Conflict):
     """A batch id that a board applied in the last 48 hours came with other events: the
     original result would not describe them, so the batch is refused and nothing written."""

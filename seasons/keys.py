@@ -114,6 +114,24 @@ class Keys:
     def lifecycle_ids(self) -> str:
         return f"{{{self.lifecycle()}}}:ids"
 
+    # The audit trail (seasons.audit): a stream (XADD, bounded MAXLEN, no TTL) of the admin
+    # actions, one entry each, naming a member only by its salted hash. No route deletes it.
+    def audit(self) -> str:
+        return f"{self.ns}:audit"
+
+    # Beside the audit stream, in its slot (hash tag: the stream's whole name, as for
+    # lifecycle_ids), no TTL: the salt of the members' hashes (a string written once, SET
+    # NX); hash -> member id of every member named in the stream (forget deletes its field);
+    # the once-ids of the entries appended (sorted set: id -> epoch ms), trimmed with it.
+    def audit_salt(self) -> str:
+        return f"{{{self.audit()}}}:salt"
+
+    def audit_members(self) -> str:
+        return f"{{{self.audit()}}}:members"
+
+    def audit_ids(self) -> str:
+        return f"{{{self.audit()}}}:ids"
+
     # Webhook delivery state of one configured hook (hash, no TTL): attempts and the next
     # try of each pending stream entry, the last failure; the stream's consumer group
     # "hook:<name>" holds what is delivered (XACK) and what is pending.

@@ -235,3 +235,36 @@ class Claim(BaseModel):
     reward: str
     claimed_at: str = Field(description="The first claim's time, ISO 8601 UTC")
     already_claimed: bool
+
+
+class AuditEntry(BaseModel):
+    """One entry of the audit trail (seasons.audit): an admin action that was done."""
+
+    stream_id: str = Field(description="Its id in the <ns>:audit stream; the paging cursor")
+    at: str = Field(description="When it was done (ISO 8601 UTC)")
+    actor: str = Field(
+        description="Who did it: an admin token's name (admin for api.admin_token), local "
+        "(a loopback client without a token), cli:<user>, or the Python API's actor="
+    )
+    action: str = Field(description="forget, clear, restore, ...")
+    member: str | None = Field(
+        description="The member it concerned; null when it names none, or once the member "
+        "was forgotten (member_hash stays)"
+    )
+    member_hash: str | None = Field(
+        description="HMAC-SHA256 of the member id with the namespace's audit salt (hex)"
+    )
+    boards: list[str] = Field(description="The boards it concerned")
+    reason: str | None = Field(description="The reason the actor gave, if any")
+    before: Any = Field(description="The state it changed, as JSON (null: none recorded)")
+    after: Any = Field(description="What it did or left, as JSON")
+    request_id: str | None = Field(description="The admin request's X-Request-ID, if over HTTP")
+
+
+class AuditPage(BaseModel):
+    """Audit entries, newest first; ``next`` is the ``after`` of the next page (null: none)."""
+
+    entries: list[AuditEntry]
+    next: str | None = Field(
+        description="Pass as after= for the entries older than these; null at the end"
+    )

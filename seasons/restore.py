@@ -48,6 +48,7 @@ from typing import Any, Literal, cast
 
 from seasons import calendar, claimlog, closed, ties
 from seasons.archives import DATA_SUFFIX, MANIFEST_SUFFIX, TMP_TTL
+from seasons.audit import Audit, Note
 from seasons.catalog import archive_dir
 from seasons.claimlog import LoggedClaim
 from seasons.closed import AsClosed
@@ -142,15 +143,23 @@ class Restorer:
         self.settings = settings
         self.keys = keys
         self.lifecycle = Lifecycle(client, keys, settings)
+        self.audit = Audit(client, keys, settings)
 
     # --- one file -------------------------------------------------------------------------
 
     def restore(
-        self, file: Path, now: datetime, *, force: bool = False, progress: Progress | None = None
-    ) -> Restored:
-        """Check ``file`` (``<season>.jsonl.gz`` next to its manifest), then load it."""
+        self, file: Path, now: datetime, *, force: bool = False, progress: Progress | None = None,
+        note: Note | None = None,
+    ) -> Restored:  # fmt: skip
+        """Check ``file`` (``<season>.jsonl.gz`` next to its manifest), then load it; then
+        append its audit entry (``note``: who and why). A refused file appends nothing."""
         checked = self.check(file, now, force=force)
-        return self.load(checked, now, progress=progress, total=len(checked.rows))
+        done = self.load(checked, now, progress=progress, total=len(checked.rows))
+        self.audit.append(
+            "restore", note or Note(), now, boards=[done.board],
+            after={"all": False, "restored": [_audited(done)]},
+        )  # fmt: skip
+        return done
 
     def check(
         self, file: Path, now: datetime, *, force: bool = False, inside: Path | None = None
@@ -407,7 +416,12 @@ class Restorer:
         return found, others
 
     def restore_all(
-        self, now: datetime, *, force: bool = False, progress: Progress | None = None
+        self,
+        now: datetime,
+        *,
+        force: bool = False,
+        progress: Progress | None = None,
+        note: Note | None = None,
     ) -> RestoreAll:
         """Check every archive file of the namespace; if all pass, load them all. If any
         fails, nothing is written and the report lists every failure."""
@@ -432,7 +446,23 @@ class Restorer:
         for c in checked:
             report.restored.append(self.load(c, now, progress=progress, done=done, total=total))
             done += len(c.rows)
+        # One entry for the run, when it loaded every file (none when any was refused, or
+        # when there was none).
+        if not report.restored:
+            return report
+        self.audit.append(
+            "restore", note or Note(), now, boards=[r.board for r in report.restored],
+            after={"all": True, "restored": [_audited(r) for r in report.restored]},
+        )  # fmt: skip
         return report
+
+
+def _audited(done: Restored) -> dict[str, Any]:
+    """What an audit entry records of one file restored (no member: the file's lines)."""
+    return {
+        "board": done.board, "season": done.season, "action": done.action,
+        "count": done.count, "sha256": done.manifest.sha256,
+    }  # fmt: skip
 
 
 def _meta_json(meta: dict[str, Any]) -> str:

@@ -475,6 +475,9 @@ def test_a_clear_stopped_at_any_step_resumes_exactly(
             forget_days(model, "kills", cleared)  # the resumed run deletes them, new ones too
         assert_boards_match(r, model)
         assert r.hgetall(Keys(NS).state("kills")) == {}  # no mark of a run left behind
+        # One audit entry for the run, wherever it stopped (its "audit" step included).
+        runs = [e.after["run_id"] for e in app.audit(action="clear", limit=1000).entries]
+        assert runs.count(run_id) == 1, point
 
 
 DRIVER = """

@@ -7,6 +7,7 @@ adding a module of commands is one line in the import below.
 from __future__ import annotations
 
 from seasons.cli import (  # command modules: importing one registers its commands
+    audit,  # noqa: F401
     events,  # noqa: F401
     info,  # noqa: F401
     ops,  # noqa: F401

@@ -308,6 +308,8 @@ def redacted_settings(settings: Settings) -> dict[str, Any]:
     for name in ("write_token", "admin_token"):
         if data["api"].get(name):
             data["api"][name] = REDACTED
+    for named in data["api"].get("admin_tokens", []):
+        named["token"] = REDACTED
     for hook in data["hooks"]:
         hook["url"] = mask_url(hook["url"])
         hook["secret"] = REDACTED

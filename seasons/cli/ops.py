@@ -22,6 +22,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from seasons import catalog
 from seasons import windows as win
+from seasons.audit import MAX_REASON, Note, cli_actor
 from seasons.cli.common import (
     EXIT_FAILURE,
     EXIT_USAGE,
@@ -66,6 +67,12 @@ def _bar(description: str) -> Iterator[Callable[[int, int | None], None] | None]
     task = progress.add_task(description, total=None)
     with progress:
         yield lambda done, total: progress.update(task, completed=done, total=total)
+
+
+reason_option = click.option(
+    "--reason", default=None,
+    help=f"Why (at most {MAX_REASON} characters): recorded in the audit trail (seasons audit).",
+)  # fmt: skip
 
 
 def _emit(as_json: bool, data: dict[str, Any], text: str) -> None:
@@ -152,11 +159,13 @@ def rebuild(state: CliState, board: str | None, window: str, period: str, as_jso
               help="Every archive file of the namespace (after Redis lost its data).")  # fmt: skip
 @click.option("--force", is_flag=True,
               help="Replace an archive key that holds other standings than the file.")  # fmt: skip
+@reason_option
 @json_option
 @pass_state
 def restore(
-    state: CliState, file: Path | None, everything: bool, force: bool, as_json: bool
-) -> None:
+    state: CliState, file: Path | None, everything: bool, force: bool, reason: str | None,
+    as_json: bool,
+) -> None:  # fmt: skip
     """Load an archive file (<season>.jsonl.gz) back into Redis, or with --all every archive
     file under <archive.dir>/<namespace>/<board>/, after checking everything it claims.
 
@@ -168,15 +177,16 @@ def restore(
     if (file is None) == (not everything):
         raise click.UsageError("give one archive FILE or --all")
     app = state.app
+    note = Note.of(cli_actor(), reason)
     restorer = Restorer(app.client, app.settings, app.keys)
     if file is not None:
         with _bar("restoring") as bar:
-            done = restorer.restore(file, state.clock(), force=force, progress=bar)
+            done = restorer.restore(file, state.clock(), force=force, progress=bar, note=note)
         text = f"{done.action} {done.board} {done.season}: {plural(done.count, 'member')}"
         _emit(as_json, {"restored": asdict(done.manifest), "action": done.action}, text)
         return
     with _bar("restoring all") as bar:
-        report = restorer.restore_all(state.clock(), force=force, progress=bar)
+        report = restorer.restore_all(state.clock(), force=force, progress=bar, note=note)
     if report.ok:
         mark_recovered(app.client, app.keys, app.settings, reason="restore --all")
     _restore_all_output(report, as_json, app.settings.archive.dir / app.settings.namespace)
@@ -262,12 +272,13 @@ def status(state: CliState, as_json: bool) -> None:
 
 @cli.command()
 @click.argument("member")
+@reason_option
 @json_option
 @pass_state
-def forget(state: CliState, member: str, as_json: bool) -> None:
+def forget(state: CliState, member: str, reason: str | None, as_json: bool) -> None:
     """Remove a member everywhere: every live and archived board, its metadata, and the
     archive files it appears in (rewritten with new manifests)."""
-    report = state.app.forget(member)
+    report = state.app.forget(member, actor=cli_actor(), reason=reason)
     text = (
         "\n".join(
             f"{b}: removed from {plural(len(r.keys), 'key')}"
@@ -298,11 +309,12 @@ def forget(state: CliState, member: str, as_json: bool) -> None:
               help="The clear's id (default: generated). The same id again resumes a clear "
                    "that was stopped, or answers the one that finished; it never deletes "
                    "twice.")  # fmt: skip
+@reason_option
 @json_option
 @pass_state
 def clear(
     state: CliState, board: str, window: str, period: str, with_days: bool, yes: bool,
-    run_id: str | None, as_json: bool,
+    run_id: str | None, reason: str | None, as_json: bool,
 ) -> None:  # fmt: skip
     """Clear one period of a board (a test event, an incident).
 
@@ -316,6 +328,7 @@ def clear(
     changes nothing and exits 1.
     """
     app = state.app
+    note = Note.of(cli_actor(), reason)  # checked before anything is asked or done
     job = registry.clear_of(app.backend, checkpoint=fault_from_env() or no_checkpoint)
     now = state.clock()
     if not yes:
@@ -326,7 +339,7 @@ def clear(
         run_id = new_batch_id()
         click.echo(f"clear id {run_id} (if it stops midway: run again with --id {run_id})",
                    err=True)  # fmt: skip
-    result = job.run(board, window, period, now, with_days=with_days, run_id=run_id)
+    result = job.run(board, window, period, now, with_days=with_days, run_id=run_id, note=note)
     lines = [f"clear {result.run_id}: {result.window} {result.period} of {result.board}"]
     lines += [f"deleted {key}" for key in result.deleted]
     lines += [f"rebuilt {o.target}: {plural(o.size, 'entry')} ({o.mode})" for o in result.rebuilt]

@@ -182,6 +182,8 @@ def refuse_open_bind(host: str, api: ApiSettings) -> None:
     empty, unless ``api.allow_empty_tokens``: such calls are refused to remote clients anyway,
     but an operator who opens the port to the network most likely meant to set tokens."""
     empty = [f"api.{n}_token" for n in ("write", "admin") if not getattr(api, f"{n}_token")]
+    if api.admin_tokens:  # admin calls need one of the named tokens
+        empty = [name for name in empty if name != "api.admin_token"]
     if host in LOOPBACK_HOSTS or not empty or api.allow_empty_tokens:
         return
     raise cli_error(

@@ -1,29 +1,32 @@
 """Admin calls (admin token, or loopback when none is configured): rollup, snapshot, rebuild,
-erasure of a member, clearing a board's period, and resetting the demo data set. Each runs
-one job's code on the app's client and clock, as the worker and the CLI do (built by
-``seasons.jobs.registry``, no worker or scheduler), and answers the JSON that ``seasons
-rollup | snapshot | rebuild | forget | clear --json`` prints."""
+erasure of a member, clearing a board's period, resetting the demo data set, and reading
+the audit trail. Each runs one job's code on the app's client and clock, as the worker and
+the CLI do (built by ``seasons.jobs.registry``, no worker or scheduler), and answers the
+JSON that ``seasons rollup | snapshot | rebuild | forget | clear | audit --json`` prints.
+Forget and clear append their audit entry naming the caller (:class:`Caller`: the token's
+name and the request id the guard found)."""
 
 from __future__ import annotations
 
 from dataclasses import asdict
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Path, Request
+from fastapi import APIRouter, Header, Path, Query, Request
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from seasons import demo
 from seasons import windows as win
+from seasons.audit import ACTIONS, MAX_LIMIT, MAX_REASON
 from seasons.erasure import Cleared, Forgotten, Recomputed
 from seasons.http.boards import path_member
-from seasons.http.deps import AdminAccess, SeasonsDep
+from seasons.http.deps import AdminAccess, CallerDep, SeasonsDep
 from seasons.http.errors import AUTH_RESPONSES, ERROR_RESPONSES, ErrorBody
 from seasons.http.reset import reset_namespace
 from seasons.http.scores import IDEMPOTENCY_KEY, batch_id_of
 from seasons.jobs import registry
 from seasons.jobs.reconcile import Outcome
 from seasons.jobs.rollup import ALL, REBUILDS
-from seasons.models import WriteResult
+from seasons.models import AuditPage, WriteResult
 
 router = APIRouter(
     prefix="/v1/admin", tags=["admin"], dependencies=[AdminAccess],
@@ -95,6 +98,9 @@ class ClearIn(BaseModel):
     with_days: bool = Field(
         default=False, description="A rolled-up window: clear its days too (else recompute it)"
     )
+    reason: str | None = Field(
+        default=None, description=f"Why, for the audit trail (at most {MAX_REASON} characters)"
+    )
 
 
 class DemoResetIn(BaseModel):
@@ -145,11 +151,14 @@ def snapshot(body: SnapshotIn, s: SeasonsDep) -> Snapshots:
     summary="Erase a member everywhere: live and archived boards, metadata, archive files",
 )  # fmt: skip
 def forget_member(
-    request: Request, s: SeasonsDep, member: Annotated[str, Path(description="Member id")]
-) -> Forgotten:
+    request: Request, s: SeasonsDep, caller: CallerDep,
+    member: Annotated[str, Path(description="Member id")],
+    reason: Annotated[str | None, Query(
+        description=f"Why, for the audit trail (at most {MAX_REASON} characters)")] = None,
+) -> Forgotten:  # fmt: skip
     # The erasure checks the member rule (InvalidMember, 422) before any Redis call.
     member = path_member(request, member, stored=True)
-    return s.forget(member)
+    return s.forget(member, actor=caller.actor, reason=reason, request_id=caller.request_id)
 
 
 @router.post(
@@ -158,7 +167,8 @@ def forget_member(
     "or recompute a rolled-up board from its days (with_days: clear them first)",
 )  # fmt: skip
 def clear(
-    body: ClearIn, s: SeasonsDep, board: Annotated[str, Path(description="Board name")],
+    body: ClearIn, s: SeasonsDep, caller: CallerDep,
+    board: Annotated[str, Path(description="Board name")],
     idempotency_key: Annotated[
         str | None,
         Header(
@@ -174,7 +184,30 @@ def clear(
     ] = None,
 ) -> Cleared:  # fmt: skip
     run_id = None if idempotency_key is None else batch_id_of(idempotency_key)
-    return s.clear(board, body.window, body.period, body.with_days, run_id=run_id)
+    return s.clear(
+        board, body.window, body.period, body.with_days, run_id=run_id, actor=caller.actor,
+        reason=body.reason, request_id=caller.request_id,
+    )  # fmt: skip
+
+
+@router.get(
+    "/audit", response_model=AuditPage,
+    summary="The audit trail (forget, clear, restore: who, when, why), newest first",
+)  # fmt: skip
+def audit(
+    s: SeasonsDep,
+    member: Annotated[str | None, Query(description="Only the entries naming this member")] = None,
+    action: Annotated[str | None, Query(
+        description="Only this action's entries", json_schema_extra={"enum": list(ACTIONS)},
+    )] = None,
+    limit: Annotated[int, Query(
+        description=f"Entries returned, 1-{MAX_LIMIT}",
+        json_schema_extra={"minimum": 1, "maximum": MAX_LIMIT},
+    )] = 20,
+    after: Annotated[str | None, Query(
+        description="A page's next (a stream id): only the entries older than it")] = None,
+) -> AuditPage:  # fmt: skip
+    return s.audit(member=member, action=action, limit=limit, after=after)
 
 
 @router.post(

@@ -1,12 +1,16 @@
 """Who may write and administer: bearer tokens, or a direct local client when none is set.
 
-Reads need no token. A write (``POST /v1/scores``) takes ``api.write_token`` or
-``api.admin_token``; an admin call takes ``api.admin_token``. Tokens are compared with
+Reads need no token. A write (``POST /v1/scores``) takes ``api.write_token`` or an admin
+token; an admin call takes an admin token: ``api.admin_token`` (named ``admin``) or one of
+``api.admin_tokens`` (each with its name). The name of the token that authorised an admin
+call is its actor in the audit trail (:mod:`seasons.audit`); a write token is never an
+admin's (the settings refuse one equal to an admin token). Tokens are compared with
 :func:`secrets.compare_digest`, are read from the ``Authorization: Bearer`` header only (never
 the query string) and never appear in a response or a log line.
 
-With the operation's token left empty, the call is accepted only from a client that is
-provably on this host and talking to it directly:
+With the operation's tokens left empty (for admin calls: ``api.admin_token`` and
+``api.admin_tokens`` both), the call is accepted only from a client that is provably on this
+host and talking to it directly (its actor is then ``local``):
 
 * the peer address (the TCP connection's, from the ASGI scope) is ``127.0.0.1``, ``::1`` or
   ``::ffff:127.0.0.1``; not the rest of 127.0.0.0/8, where a reverse proxy may listen;
@@ -31,10 +35,12 @@ from dataclasses import dataclass, field
 from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network, ip_address, ip_network
 from typing import Any, Literal
 
-from seasons.config.settings import ApiSettings
+from seasons.config.settings import ADMIN_TOKEN_NAME, ApiSettings
 from seasons.http.errors import Forbidden, Unauthorized
 
 Level = Literal["write", "admin"]
+LOCAL = "local"  # the actor of a call accepted from loopback without a token
+WRITER = "write"  # the actor of a call authorised by api.write_token
 
 # Request headers by which a proxy (or a client pretending to be one) names another client.
 # X-Forwarded-* are matched by prefix (For, Host, Proto, Port, Prefix, Server, ...).
@@ -189,19 +195,31 @@ class Gate:
 
     def __init__(self, api: ApiSettings):
         self._write = api.write_token.encode()
-        self._admin = api.admin_token.encode()
+        # (actor name, token) of every admin token; api.admin_token's name is "admin".
+        self._admins = tuple(
+            (name, token.encode())
+            for name, token in (
+                (ADMIN_TOKEN_NAME, api.admin_token),
+                *((t.name, t.token) for t in api.admin_tokens),
+            )
+            if token
+        )
         self.proxies = Proxies(api.trusted_proxies)
 
-    def check(self, level: Level, head: Head, peer: str | None) -> None:
-        """Let the call through, or raise :class:`Unauthorized` (401) / :class:`Forbidden` (403)."""
-        own = self._write if level == "write" else self._admin
-        accepted = (own, self._admin) if level == "write" else (own,)
+    def check(self, level: Level, head: Head, peer: str | None) -> str:
+        """Let the call through, answering its actor (the admin token's name, ``write`` for
+        the write token, ``local`` for a loopback client without one), or raise
+        :class:`Unauthorized` (401) / :class:`Forbidden` (403)."""
         given = bearer(head.authorization)
-        if given is not None and any(t and secrets.compare_digest(given, t) for t in accepted):
-            return
-        if not own:
+        if given is not None:
+            if level == "write" and self._write and secrets.compare_digest(given, self._write):
+                return WRITER
+            for name, token in self._admins:
+                if secrets.compare_digest(given, token):
+                    return name
+        if not (self._write if level == "write" else self._admins):
             self._local_only(level, head, peer)
-            return
+            return LOCAL
         if given is None:
             raise Unauthorized(f"{level} calls need an 'Authorization: Bearer <token>' header")
         raise Unauthorized(f"the bearer token is not valid for {level} calls")

@@ -74,10 +74,14 @@ async def _now(services: ServicesDep) -> datetime:
 
 # The scope key where the guard records the access level it checked.
 GUARDED = "seasons.access"
+# Where it records an admin call's actor (the token's name, or "local") and request id.
+ACTOR = "seasons.actor"
+REQUEST_ID = "seasons.request_id"
 # Documents "Authorization: Bearer <token>" in the schema; the guard reads the header itself.
 _bearer = HTTPBearer(
     auto_error=False,
-    description="api.write_token (writes) or api.admin_token (writes and admin calls)",
+    description="api.write_token (writes), or api.admin_token or one of api.admin_tokens "
+    "(writes and admin calls)",
 )
 Bearer = Annotated[HTTPAuthorizationCredentials | None, Security(_bearer)]
 
@@ -101,7 +105,23 @@ async def _admin_access(request: Request, _: Bearer) -> None:
 ACCESS_LEVELS: dict[Any, Level] = {_write_access: "write", _admin_access: "admin"}
 
 
+async def _caller(request: Request) -> Caller:
+    scope = request.scope
+    if scope.get(GUARDED) != "admin":  # only admin routes take a Caller: the guard's bug
+        raise RuntimeError(f"the caller of {request.url.path} was not named by the guard")
+    return Caller(actor=scope[ACTOR], request_id=scope[REQUEST_ID])
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who made an admin call (the guard's findings): what its audit entry records."""
+
+    actor: str
+    request_id: str
+
+
 SeasonsDep = Annotated[Seasons, Depends(_seasons)]
+CallerDep = Annotated[Caller, Depends(_caller)]
 SettingsDep = Annotated[Settings, Depends(_settings)]
 MetricsDep = Annotated[Metrics, Depends(_metrics)]
 NowDep = Annotated[datetime, Depends(_now)]

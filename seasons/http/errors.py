@@ -14,7 +14,8 @@ NoResult (no_result), NoReward         404     the member has no result / no rew
   (no_reward)                                   season's results (claims, docs/http-api.md)
 InvalidInput and subclasses            422     well-formed JSON/query that the domain refuses
   (bad_window, bad_period, limit_exceeded,      (a window or period is a value, not a resource)
-  invalid_events, invalid_input)
+  invalid_events, invalid_input,
+  unknown_action, bad_cursor)
 request validation (invalid_input)     422     FastAPI's own checks, reshaped (a body that is
                                                 JSON of the wrong shape: the field is named)
 InvalidJson (invalid_json)             400     the body is not JSON at all (or is empty)

@@ -22,9 +22,17 @@ A route with a JSON body also refuses a ``Content-Encoding`` (gzip...) with 415
 
 What each route needs is read once, when the app is built, from FastAPI's own route data
 (:class:`Rules`): its access level from the ``WriteAccess``/``AdminAccess`` dependency it
-declares, its query parameters, whether it takes a body. A GET without a query string (the
-hot reads) costs one length check and one set lookup; other requests find their route with
-the router's own path patterns, once per distinct path (a bounded cache).
+declares, its query parameters, whether it takes a body. A request without a query string
+whose path starts with no checked route's fixed start (the hot reads: only ``/v1/admin/``
+GETs are checked) costs one length check and one prefix test; other requests find their
+route with the router's own path patterns, once per distinct path (a bounded cache).
+
+An admin call that passes gets its actor (the name of the token that authorised it, or
+``local``) and a request id in its scope (:data:`~seasons.http.deps.ACTOR`,
+:data:`~seasons.http.deps.REQUEST_ID`), which its audit entry records: the client's
+``X-Request-ID`` if it is 1-128 characters of ``A-Z a-z 0-9 . _ : @ / + = -``, else a
+generated one; the response carries it back in ``X-Request-ID``. Other requests pay
+nothing for it.
 
 A chunked body is read here, up to the limit, and handed to the route in one message, so
 the process never holds more than ``api.max_body_bytes`` of it; a body with a valid
@@ -44,10 +52,12 @@ from fastapi.dependencies.models import Dependant
 from fastapi.routing import iter_route_contexts
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from seasons.audit import REQUEST_ID as REQUEST_ID_FORM
+from seasons.audit import new_request_id
 from seasons.config.settings import ApiSettings
 from seasons.errors import SeasonsError
 from seasons.http.auth import Gate, Head, Level
-from seasons.http.deps import ACCESS_LEVELS, GUARDED
+from seasons.http.deps import ACCESS_LEVELS, ACTOR, GUARDED, REQUEST_ID
 from seasons.http.errors import (
     GUARD_RESPONSES,
     BodyTooLarge,
@@ -125,6 +135,15 @@ class Rules:
         self.checked = frozenset(
             m for m, found in self._by_method.items() if any(r.level or r.body for r in found)
         )
+        # Per such method, the fixed starts of those routes' paths (up to their first
+        # parameter): a request whose path starts with none of them needs no check, so the
+        # hot reads (GET of /v1/boards/...) skip the route lookup while GET /v1/admin/audit
+        # is checked.
+        self.prefixes: dict[str, tuple[str, ...]] = {
+            m: tuple(sorted({r.path.partition("{")[0] for r in found if r.level or r.body}))
+            for m, found in self._by_method.items()
+            if m in self.checked
+        }
         self._cache: dict[tuple[str, str], Rule | None] = {}
 
     def find(self, method: str, path: str) -> Rule | None:
@@ -207,10 +226,11 @@ class Guard:
             )  # fmt: skip
             return
         method: str = scope["method"]
-        if not query and method not in self.rules.checked:
+        path = _route_path(scope)
+        if not query and not path.startswith(self.rules.prefixes.get(method, ())):
             await self.app(scope, receive, send)
             return
-        rule = self.rules.find(method, _route_path(scope))
+        rule = self.rules.find(method, path)
         if rule is None:  # the router answers 404 or 405, reading no body
             await self.app(scope, receive, send)
             return
@@ -219,6 +239,8 @@ class Guard:
         except SeasonsError as exc:
             await self._refuse(scope, receive, send, rule, exc)
             return
+        if REQUEST_ID in scope:
+            send = _echo(scope[REQUEST_ID], send)
         if body is None:
             await self.app(scope, receive, send)
             return
@@ -241,8 +263,11 @@ class Guard:
         head = Head.of(scope)
         if rule.level is not None:
             client = scope.get("client")
-            self.gate.check(rule.level, head, client[0] if client else None)
+            actor = self.gate.check(rule.level, head, client[0] if client else None)
             scope[GUARDED] = rule.level
+            if rule.level == "admin":
+                scope[ACTOR] = actor
+                scope[REQUEST_ID] = _request_id(scope)
         if not rule.body:
             return None
         if not head.content_type:
@@ -296,6 +321,27 @@ class Guard:
         if rule is not None:
             scope["route"] = rule.route
         await response_of(exc)(scope, receive, send)
+
+
+def _request_id(scope: Scope) -> str:
+    """The client's X-Request-ID if it has the accepted form, else a new one."""
+    for name, value in scope["headers"]:
+        if name == b"x-request-id":
+            sent = value.decode("latin-1")
+            return sent if REQUEST_ID_FORM.fullmatch(sent) else new_request_id()
+    return new_request_id()
+
+
+def _echo(request_id: str, send: Send) -> Send:
+    """``send`` adding ``X-Request-ID`` to the response's headers."""
+    header = (b"x-request-id", request_id.encode("latin-1"))
+
+    async def echo(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            message = {**message, "headers": [*message.get("headers", []), header]}
+        await send(message)
+
+    return echo
 
 
 def replay(body: bytes, receive: Receive) -> Receive:
