@@ -223,3 +223,43 @@ class ClaimsLogUnavailable(SeasonsError):
     appends it and answers. ``details`` is ``{"file", "claim_id"}``."""
 
     code = "claims_log_unavailable"
+
+
+class HeldNotFound(NotFound):
+    """No held event with that id on the board (never held, or dropped after retention).
+    ``details`` is ``{"board", "event_id"}``."""
+
+    code = "held_not_found"
+
+
+class HeldDecided(Conflict):
+    """A held event decided the other way already (approve of a rejected one, reject of an
+    approved one). ``details`` is ``{"board", "event_id", "state"}``."""
+
+    code = "held_decided"
+
+
+class HeldRefused(Conflict):
+    """A held event that can no longer be applied as a backfill would apply it; nothing was
+    changed and it stays held. ``details`` lists the write path's problems. Subclasses name
+    the common reasons."""
+
+    code = "held_refused"
+
+
+class SeasonClosed(HeldRefused):
+    """Approving a held event whose season is closing or archived."""
+
+    code = "season_closed"
+
+
+class DayFolded(HeldRefused):
+    """Approving a held event of a set board whose day is folded into an all-time base."""
+
+    code = "day_folded"
+
+
+class HeldTooLate(HeldRefused):
+    """Approving a held event whose day is past retention (no write can reach it)."""
+
+    code = "late_event"
