@@ -240,26 +240,29 @@ class HeldDecided(Conflict):
 
 
 class HeldRefused(Conflict):
-    """A held event that can no longer be applied as a backfill would apply it; nothing was
-    changed and it stays held. ``details`` lists the write path's problems. Subclasses name
-    the common reasons."""
+    """A held event that can no longer be applied as a backfill would apply it (a problem
+    other than those below); nothing was changed and it stays held. ``details`` is
+    ``{"board", "event_id", "problems"}``, the write path's problems."""
 
     code = "held_refused"
 
 
-class SeasonClosed(HeldRefused):
-    """Approving a held event whose season is closing or archived."""
+class SeasonClosed(Conflict):
+    """A change to a season that is closing or archived: a clear of its boards, or the
+    approval of a held event of its days (which stays held)."""
 
     code = "season_closed"
 
 
-class DayFolded(HeldRefused):
-    """Approving a held event of a set board whose day is folded into an all-time base."""
+class DayFolded(Conflict):
+    """A change to a day folded into an all-time base already: a clear taking it out, or the
+    approval of a held event of a ``set`` board's folded day (which stays held)."""
 
     code = "day_folded"
 
 
-class HeldTooLate(HeldRefused):
-    """Approving a held event whose day is past retention (no write can reach it)."""
+class HeldTooLate(Conflict):
+    """Approving a held event whose day is past retention: no write can reach it any more
+    (it stays held until dropped)."""
 
     code = "late_event"

@@ -16,6 +16,7 @@ from typing import Any
 
 from seasons.errors import (
     BatchRejected,
+    Conflict,
     DayFolded,
     HeldDecided,
     HeldNotFound,
@@ -36,7 +37,7 @@ MAX_LIMIT = 1000
 MAX_HELD_ID_BYTES = MAX_ID_BYTES + 6
 
 # The write path's problem codes that refuse an approval, by the error raised.
-_REFUSALS: dict[str, type[HeldRefused]] = {
+_REFUSALS: dict[str, type[Conflict]] = {
     "season_closed": SeasonClosed,
     "day_folded": DayFolded,
     "late_event": HeldTooLate,
@@ -205,7 +206,7 @@ def _decided_otherwise(board: str, record: HeldEvent) -> HeldDecided:
     )
 
 
-def _refusal(board: str, event_id: str, problems: list[dict[str, Any]]) -> HeldRefused:
+def _refusal(board: str, event_id: str, problems: list[dict[str, Any]]) -> Conflict:
     first = problems[0]
     cls = _REFUSALS.get(first.get("code", ""), HeldRefused)
     return cls(
