@@ -35,6 +35,7 @@ from bench import (
     http,
     http_peers,
     ingest,
+    limits,
     memory,
     reads,
     redis_time,
@@ -54,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
         choices=[
             "ingest",
             "writes",
+            "limits",
             "reads",
             "redis-time",
             "http",
@@ -95,7 +97,17 @@ def main(argv: list[str] | None = None) -> int:
         sections: list[Section] = []
         wanted = set(
             opts.only
-            or ["ingest", "writes", "reads", "redis-time", "http", "memory", "rollup", "rewards"]
+            or [
+                "ingest",
+                "writes",
+                "limits",
+                "reads",
+                "redis-time",
+                "http",
+                "memory",
+                "rollup",
+                "rewards",
+            ]  # fmt: skip
         )
         if "ingest" in wanted:
             sections.append(ingest.run(server.url, sizes, calendar))
@@ -103,6 +115,11 @@ def main(argv: list[str] | None = None) -> int:
         if "writes" in wanted:
             batches = writes.QUICK_BATCHES if opts.quick else writes.FULL_BATCHES
             sections.append(writes.run(server.url, batches, calendar))
+            print("\n" + sections[-1].render(), flush=True)
+        if "limits" in wanted:
+            server.client().flushall()
+            batches = limits.QUICK_BATCHES if opts.quick else limits.FULL_BATCHES
+            sections.append(limits.run(server.url, batches, calendar))
             print("\n" + sections[-1].render(), flush=True)
         for name, run in (("reads", reads.run), ("http", http.run)):
             if name in wanted:

@@ -651,57 +651,97 @@ local holding = limits and not backfill and not approve and not check_only
 local rate, gain = limits and limits.rate, limits and limits.gain
 local counts, counted = {}, {}  -- member -> accepted events in the interval; members counted
 local gain_scores = {}  -- board key -> member -> its score as the batch leaves it so far
-local day_values = {}  -- day key -> member -> values applied by the batch so far, in order
 local held_as = {}  -- i -> {reason, score before (or false), window, limit}
+local duplicate = {}  -- i -> true: the i-th event's id was seen (pass 1 below)
 if holding then
   local members, mark = {}, {}
-  for i = 1, n do
+  for i = 1, (rate and n or 0) do
     local m = all[i][MEMBER]
     if not mark[m] then
       mark[m] = true
       members[#members + 1] = m
     end
   end
-  if rate then
-    for m, c in pairs(scores_of_hash(rate.key, members)) do counts[m] = tonumber(c) or 0 end
+  for from = 1, #members, 1000 do
+    local upto = math.min(from + 999, #members)
+    local got = redis.call('HMGET', rate.key, unpack(members, from, upto))
+    for j = from, upto do counts[members[j]] = tonumber(got[j - from + 1]) or 0 end
   end
-  if gain then
-    -- The board each group's events are limited on: its day board or its rollup of the
-    -- window (none for a day outside every season, on the season window: nothing to limit).
-    for _, grp in ipairs(groups) do
-      grp.gain = false
-      if gain.window == 'day' then
-        grp.gain = {key = grp.key, weight = 1}
-      else
-        for _, r in ipairs(grp.rollups) do
-          if r.window == gain.window then grp.gain = {key = r.key, weight = r.weight, days = r.days} end
-        end
+  -- The board each group's events are limited on: its day board or its rollup of the
+  -- window (none for a day outside every season, on the season window: nothing to limit).
+  local gain_keys, rises = {}, {}  -- keys in first use; key -> member -> its rises summed
+  for _, grp in ipairs(gain and groups or {}) do
+    grp.gain = false
+    if gain.window == 'day' then
+      grp.gain = {key = grp.key, weight = 1}
+    else
+      for _, r in ipairs(grp.rollups) do
+        if r.window == gain.window then grp.gain = {key = r.key, weight = r.weight, days = r.days} end
       end
-      if grp.gain and not gain_scores[grp.gain.key] then
-        local known = {}
-        for m, text in pairs(scores_of(grp.gain.key, members)) do
-          if text then
-            known[m] = tonumber(text)
-          elseif max_entries > 0 and grp.gain.days then
-            -- trimmed away: its score is what the board recomputes it from
-            known[m] = aggregate_days(aggregate, grp.gain.days, m) or 0
-          else
-            known[m] = 0
-          end
-        end
-        gain_scores[grp.gain.key] = known
+    end
+    local key = grp.gain and grp.gain.key
+    if key and not rises[key] then
+      rises[key] = {}
+      gain_keys[#gain_keys + 1] = {key, grp.gain.days}
+    end
+  end
+  -- Only a member whose score could pass the limit in this batch is read: one whose
+  -- contributions > 0 added to the board's best score (0 if higher: a member not on the
+  -- board has none) do. On a trimmed `asc` board a member trimmed away may be above the
+  -- best kept: every member is read there.
+  for i = 1, (gain and n or 0) do
+    local t = groups[all[i][GROUP] + 1].gain
+    if t then
+      local x = t.weight * all[i][VALUE]
+      if x > 0 then
+        local at = rises[t.key]
+        at[all[i][MEMBER]] = (at[all[i][MEMBER]] or 0) + x
       end
     end
   end
+  for _, kd in ipairs(gain_keys) do
+    local key, days = kd[1], kd[2]
+    local every = max_entries > 0 and not desc
+    local bound = 0
+    if not every then
+      local top = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+      if top[2] and tonumber(top[2]) > 0 then bound = tonumber(top[2]) end
+    end
+    local read, known = {}, {}
+    for m, rise in pairs(rises[key]) do
+      if every or bound + rise > gain.value then read[#read + 1] = m end
+    end
+    for from = 1, #read, 1000 do
+      local upto = math.min(from + 999, #read)
+      local got = redis.call('ZMSCORE', key, unpack(read, from, upto))
+      for j = from, upto do
+        local text = got[j - from + 1]
+        if text then
+          known[read[j]] = tonumber(text)
+        elseif max_entries > 0 and days then
+          -- trimmed away: its score is what the board recomputes it from
+          known[read[j]] = aggregate_days(aggregate, days, read[j]) or 0
+        else
+          known[read[j]] = 0
+        end
+      end
+    end
+    gain_scores[key] = known  -- a member not in it cannot pass the limit in this batch
+  end
 end
 
--- The member's score on the day board `key` before the i-th event: stored, then the
--- batch's values applied to it so far.
-local function day_score(key, member)
-  local text = redis.call('ZSCORE', key, member)
+-- The member of the i-th event's score on its day board before it: stored, then the values
+-- of the batch's events accepted before it on that board (read only for an event held).
+local function day_score(i)
+  local g, member = all[i][GROUP], all[i][MEMBER]
+  local text = redis.call('ZSCORE', groups[g + 1].key, member)
   local score = text and tonumber(text) or nil
-  for _, v in ipairs((day_values[key] or {})[member] or {}) do
-    if score == nil or aggregate == 'set' then score = v else score = aggregate_pair(aggregate, score, v) end
+  for j = 1, i - 1 do
+    local ev = all[j]
+    if ev[GROUP] == g and ev[MEMBER] == member and not duplicate[j] and not held_as[j] then
+      local v = ev[VALUE]
+      if score == nil or aggregate == 'set' then score = v else score = aggregate_pair(aggregate, score, v) end
+    end
   end
   return score or false
 end
@@ -709,27 +749,27 @@ end
 -- Whether the i-th event (not a duplicate) is held: nil, or {reason, score, window, limit}.
 -- An event that is not held is counted as accepted.
 local function hold(i, grp)
-  local member, value = all[i][MEMBER], all[i][VALUE]
-  if rate and counts[member] >= rate.events then
-    return {'member_rate', day_score(grp.key, member), 'day', rate.events}
+  local member = all[i][MEMBER]
+  local count = rate and counts[member]
+  if count and count >= rate.events then
+    return {'member_rate', day_score(i), 'day', rate.events}
   end
   local t = gain and grp.gain
-  local before, x
-  if t then
-    before, x = gain_scores[t.key][member], t.weight * value
+  local known = t and gain_scores[t.key]
+  local before = known and known[member]
+  if before then
+    local x = t.weight * all[i][VALUE]
     if x > 0 and before + x > gain.value then
       return {'max_period_gain', before, gain.window, gain.value}
     end
-    gain_scores[t.key][member] = before + x
+    known[member] = before + x
   end
-  if rate then
-    counts[member] = counts[member] + 1
-    counted[member] = true
-    local at = day_values[grp.key] or {}
-    day_values[grp.key] = at
-    local list = at[member] or {}
-    at[member] = list
-    list[#list + 1] = value
+  if count then
+    if not counted[member] then
+      counted[member] = true
+      counted[#counted + 1] = member
+    end
+    counts[member] = count + 1
   end
   return nil
 end
@@ -750,7 +790,7 @@ end
 
 -- What pass 1 found for the i-th event: a duplicate, the metadata text to write ('' to delete).
 local seen, merged_meta = {}, {}
-local duplicate, meta_text = {}, {}
+local meta_text = {}
 for i = 1, n do
   local grp = groups[all[i][GROUP] + 1]
   local event_id, given_meta = event_id_of(i), metadata_of(i)
@@ -1111,7 +1151,7 @@ if #held_list > 0 then
 end
 if holding and rate then
   local counters = {}
-  for m in pairs(counted) do
+  for _, m in ipairs(counted) do
     counters[#counters + 1] = m
     counters[#counters + 1] = counts[m]
   end
