@@ -79,6 +79,7 @@ def test_reply_routes_and_decisions(http: TestClient, app: Seasons, r: redis.Red
     body = second.json()
     assert (body["applied"], body["held"]) == (0, 1)
     assert body["held_events"] == [{"index": 0, "event_id": "ev-1", "reason": "member_rate"}]
+    assert 'seasons_events_total{outcome="held"} 1.0' in http.get("/metrics", headers=AUTH).text
 
     page = http.get("/v1/admin/boards/kills/held", headers=AUTH)
     assert page.status_code == 200
