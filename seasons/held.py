@@ -24,6 +24,7 @@ from seasons.errors import (
     HeldTooLate,
     InvalidInput,
     LimitExceeded,
+    NotReplicated,
     SeasonClosed,
     UnknownBoard,
 )
@@ -114,8 +115,16 @@ class Held:
             board, valid, self.settings, self.keys, now, batch_id=new_batch_id(),
             digest="approve", backfill=True, approve=event_id,
         )  # fmt: skip
+        replicas = self.settings.redis.wait_replicas
         with refused():
-            reply = writes.send([(keys, args)])[0][0]
+            replies, acked = writes.send([(keys, args)], replicas=replicas)
+        reply = replies[0]
+        if replicas and min(acked) < replicas:  # applied on the master: approving again says so
+            raise NotReplicated(
+                f"the approval was applied on the master, but only {min(acked)} of {replicas} "
+                "replicas acknowledged it in time (redis.wait_replicas): approve again",
+                {"replicas": replicas, "acknowledged": min(acked), "event_id": event_id},
+            )
         if _text(reply[0]) == "not_held":  # decided by another call in between
             return self.approve(board, event_id)
         try:
