@@ -1,9 +1,10 @@
 """``python -m bench [--quick] [--only SECTION]``: Seasons against plain Redis, side by side.
 
 Sections: ingest, Redis's time per event of a write against the plain commands
-(``bench/writes.py``), reads, Redis's time per read against the plain commands
-(``bench/redis_time.py``), HTTP, memory, the rollup of week and season boards at scale, and
-the results step of a season close at scale (``bench/rewards.py``).
+(``bench/writes.py``), what per-member limits add to it (``bench/limits.py``), reads,
+Redis's time per read against the plain commands (``bench/redis_time.py``), HTTP, memory,
+the rollup of week and season boards at scale, and the results step of a season close at
+scale (``bench/rewards.py``).
 ``--only cluster`` (never part of the default run: it starts a local Redis Cluster of its own)
 measures one board's write rate against boards spread over the cluster's masters.
 ``--only soak`` (never part of the default run either; ``--seconds N``, default 180) runs

@@ -649,16 +649,15 @@ end
 -- held then), nor for a backfill or an approval.
 local holding = limits and not backfill and not approve and not check_only
 local rate, gain = limits and limits.rate, limits and limits.gain
-local counts, counted = {}, {}  -- member -> accepted events in the interval; members counted
+local counts, members = {}, {}  -- member -> accepted events in the interval; the members
 local gain_scores = {}  -- board key -> member -> its score as the batch leaves it so far
 local held_as = {}  -- i -> {reason, score before (or false), window, limit}
 local duplicate = {}  -- i -> true: the i-th event's id was seen (pass 1 below)
 if holding then
-  local members, mark = {}, {}
   for i = 1, (rate and n or 0) do
     local m = all[i][MEMBER]
-    if not mark[m] then
-      mark[m] = true
+    if not counts[m] then
+      counts[m] = 0
       members[#members + 1] = m
     end
   end
@@ -764,13 +763,7 @@ local function hold(i, grp)
     end
     known[member] = before + x
   end
-  if count then
-    if not counted[member] then
-      counted[member] = true
-      counted[#counted + 1] = member
-    end
-    counts[member] = count + 1
-  end
+  if count then counts[member] = count + 1 end
   return nil
 end
 wanted = {}
@@ -1150,10 +1143,13 @@ if #held_list > 0 then
   redis.call('EXPIREAT', held.order, held.expire_at)
 end
 if holding and rate then
-  local counters = {}
-  for _, m in ipairs(counted) do
-    counters[#counters + 1] = m
-    counters[#counters + 1] = counts[m]
+  local counters = {}  -- a member whose events were all held or duplicates keeps its count
+  for _, m in ipairs(members) do
+    local c = counts[m]
+    if c > 0 then
+      counters[#counters + 1] = m
+      counters[#counters + 1] = c
+    end
   end
   if #counters > 0 then
     chunked(counters, 1000, function(...) redis.call('HSET', rate.key, ...) end)
@@ -1227,7 +1223,7 @@ if held then
     end
   end
 end
-if approve then return answer(applied, duplicates, held_list) end
+if approve then return answer(applied, duplicates, {}) end  -- nothing is held then
 local record = digest .. ' ' .. applied .. ' ' .. duplicates
 if #held_list > 0 then
   local parts = {}
