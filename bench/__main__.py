@@ -1,9 +1,10 @@
 """``python -m bench [--quick] [--only SECTION]``: Seasons against plain Redis, side by side.
 
 Sections: ingest, Redis's time per event of a write against the plain commands
-(``bench/writes.py``), reads, Redis's time per read against the plain commands
-(``bench/redis_time.py``), HTTP, memory, the rollup of week and season boards at scale, and
-the results step of a season close at scale (``bench/rewards.py``).
+(``bench/writes.py``), what per-member limits add to it (``bench/limits.py``), reads,
+Redis's time per read against the plain commands (``bench/redis_time.py``), HTTP, memory,
+the rollup of week and season boards at scale, and the results step of a season close at
+scale (``bench/rewards.py``).
 ``--only cluster`` (never part of the default run: it starts a local Redis Cluster of its own)
 measures one board's write rate against boards spread over the cluster's masters.
 ``--only soak`` (never part of the default run either; ``--seconds N``, default 180) runs
@@ -35,6 +36,7 @@ from bench import (
     http,
     http_peers,
     ingest,
+    limits,
     memory,
     reads,
     redis_time,
@@ -54,6 +56,7 @@ def main(argv: list[str] | None = None) -> int:
         choices=[
             "ingest",
             "writes",
+            "limits",
             "reads",
             "redis-time",
             "http",
@@ -95,7 +98,17 @@ def main(argv: list[str] | None = None) -> int:
         sections: list[Section] = []
         wanted = set(
             opts.only
-            or ["ingest", "writes", "reads", "redis-time", "http", "memory", "rollup", "rewards"]
+            or [
+                "ingest",
+                "writes",
+                "limits",
+                "reads",
+                "redis-time",
+                "http",
+                "memory",
+                "rollup",
+                "rewards",
+            ]  # fmt: skip
         )
         if "ingest" in wanted:
             sections.append(ingest.run(server.url, sizes, calendar))
@@ -103,6 +116,11 @@ def main(argv: list[str] | None = None) -> int:
         if "writes" in wanted:
             batches = writes.QUICK_BATCHES if opts.quick else writes.FULL_BATCHES
             sections.append(writes.run(server.url, batches, calendar))
+            print("\n" + sections[-1].render(), flush=True)
+        if "limits" in wanted:
+            server.client().flushall()
+            batches = limits.QUICK_BATCHES if opts.quick else limits.FULL_BATCHES
+            sections.append(limits.run(server.url, batches, calendar))
             print("\n" + sections[-1].render(), flush=True)
         for name, run in (("reads", reads.run), ("http", http.run)):
             if name in wanted:

@@ -304,7 +304,7 @@ SECTIONS = (
     ("check each event (duplicates, metadata merge)", "-- Pass 2: apply."),
     ("apply each event (ZINCRBY per board)", "chunked(new_ids"),
     ("write event ids and metadata (ZADD, HSET)", "flush_distinct()  -- before"),
-    ("trims, EXPIREATs, the batch record", "return answer(applied, duplicates)"),
+    ("trims, EXPIREATs, the batch record", "return answer(applied, duplicates, held_list)"),
 )
 CLOCK = "__t[#__t + 1] = redis.call('TIME')\n"
 
@@ -313,7 +313,11 @@ def profile_case(s: Seasons, batches: list[list[dict[str, Any]]], now: Any) -> l
     """Microseconds of each of SECTIONS in a call of write.lua, the smallest over
     ``batches``: a copy of the script reads Redis's clock (TIME) where each section ends."""
     source = script("write").source
-    marked = "local __t = {}\n" + CLOCK + source.replace("return answer(applied, duplicates)", "")
+    marked = (
+        "local __t = {}\n"
+        + CLOCK
+        + source.replace("return answer(applied, duplicates, held_list)", "")
+    )
     for _, text in SECTIONS[:-1]:
         if text not in marked:
             raise LookupError(f"bench.writes: write.lua no longer has {text!r}")

@@ -249,6 +249,37 @@ class RewardTier(_Section):
         return self
 
 
+class MemberRate(_Section):
+    """``boards.<b>.member_rate``: a member's accepted events on the board per interval of
+    ``per`` (aligned to the epoch, counted by arrival) beyond ``events`` are held
+    (docs/writes.md#held-events)."""
+
+    events: int = Field(ge=1, le=1_000_000_000)
+    per: PositiveDuration
+
+    @field_validator("per")
+    @classmethod
+    def _whole_seconds(cls, per: timedelta) -> timedelta:
+        if per.total_seconds() != int(per.total_seconds()):
+            raise ValueError(f"must be whole seconds, got {per.total_seconds():g} s")
+        return per
+
+
+class MaxPeriodGain(_Section):
+    """``boards.<b>.max_period_gain``: an event that would take a member's score on the
+    board of ``window`` (of the event's period) above ``value`` is held (sum boards)."""
+
+    value: float = Field(allow_inf_nan=False)
+    window: str
+
+    @field_validator("window")
+    @classmethod
+    def _known_window(cls, window: str) -> str:
+        if window not in WINDOWS:
+            raise ValueError(f"unknown window {window!r}: the windows are {', '.join(WINDOWS)}")
+        return window
+
+
 class BoardSettings(_Section):
     # sum, max, min: of the member's scores; set: its latest score replaces the one before.
     aggregate: Literal["sum", "max", "min", "set"] = "sum"
@@ -277,6 +308,10 @@ class BoardSettings(_Section):
     # bound what one event brings, not the aggregated score. None: no bound on that side.
     min_value: ExactBound = None
     max_value: ExactBound = None
+    # Per-member limits checked by the write script; an event over one is held for review,
+    # not applied (docs/writes.md#held-events). None: no limit.
+    member_rate: MemberRate | None = None
+    max_period_gain: MaxPeriodGain | None = None
 
     @field_validator("windows")
     @classmethod
@@ -433,6 +468,24 @@ class BoardSettings(_Section):
                     f"(weight {weights.index(0) + 1}): a day weighing 0 ties every value at 0, "
                     "and its reach times could not be recomputed; use weights > 0"
                 )
+        return self
+
+    @model_validator(mode="after")
+    def _gain_is_possible(self) -> BoardSettings:
+        """A gain is a sum's: on other boards an event does not add to a score."""
+        gain = self.max_period_gain
+        if gain is None:
+            return self
+        if self.aggregate != "sum":
+            raise ValueError(
+                f'max_period_gain needs aggregate = "sum" (got {self.aggregate!r}): only a sum '
+                "board's score grows by each event's value; remove it or use member_rate"
+            )
+        if gain.window not in self.windows:
+            raise ValueError(
+                f"max_period_gain.window {gain.window!r} is not a window the board keeps "
+                f"({', '.join(self.windows)})"
+            )
         return self
 
     def season_weight(self, week_index: int) -> float:

@@ -47,7 +47,7 @@ from seasons.audit import Audit, Note
 from seasons.config.settings import Settings
 from seasons.connection import RedisClient, decoded
 from seasons.erasure import Cleared, Recomputed
-from seasons.errors import Conflict, UnknownBoard
+from seasons.errors import Conflict, DayFolded, SeasonClosed, UnknownBoard
 from seasons.jobs.closes import CLOSE_SEASON
 from seasons.jobs.locks import Lock, locked
 from seasons.jobs.rollup import DaysExpired, Rollup, fold_lock
@@ -70,18 +70,6 @@ CLEAR = "clear"  # the job's runs: <ns>:job:clear:<run id>; its lock: clear:<boa
 # STATE_CLEARING + run id is written by the transaction that deletes (the board's slot),
 # which the run's own record (another slot) cannot be: it says the deletion is done.
 ONE_DAY = timedelta(days=1)
-
-
-class SeasonClosed(Conflict):
-    """The clear would change a season that is closing or archived."""
-
-    code = "season_closed"
-
-
-class DayFolded(Conflict):
-    """The clear would take a day out of a base it is folded into."""
-
-    code = "day_folded"
 
 
 class RunIdReused(Conflict):

@@ -37,7 +37,7 @@ from seasons.errors import SeasonsError
 from seasons.events import member_problem
 from seasons.keys import Keys, ParsedKey
 from seasons.scripts import Scripts
-from seasons.write_script import DEDUPE_WINDOW
+from seasons.write_script import DEDUPE_WINDOW, HELD_SLACK, RATE_SLACK
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +100,10 @@ class Sweeper:
             return win.expire_at(_checked_period(window, period, self.settings), self.settings)
         if kind in ("events", "batches", "batch_results"):
             return stamp + int(DEDUPE_WINDOW.total_seconds()) + 1
+        if kind in ("held", "held_order", "held_done"):  # given one by every held event
+            return stamp + int(self.settings.retention.total_seconds()) + HELD_SLACK
+        if kind == "rate":  # a counter of one interval: a minute past it is plenty
+            return stamp + RATE_SLACK
         if kind == "tmp":
             return stamp + int(TMP_TTL.total_seconds())
         if kind == "lock":

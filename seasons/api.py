@@ -17,6 +17,7 @@ from seasons.connection import RedisClient, make_client
 from seasons.erasure import Cleared, Forgotten
 from seasons.errors import BackendUnreachable
 from seasons.executor import sync_executor
+from seasons.held import Held
 from seasons.jobs.registry import clear_of, sweeper_of
 from seasons.keys import Keys
 from seasons.lifecycle import Lifecycle, LifecycleEvents
@@ -27,6 +28,8 @@ from seasons.models import (
     Entry,
     EntryDetail,
     Event,
+    HeldDecision,
+    HeldPage,
     HistoryPoint,
     MemberReward,
     Page,
@@ -75,6 +78,7 @@ class Seasons:
         # The audit trail: forget, clear and restore append to it here (and moderation and
         # held events through the same append).
         self.audit_trail = Audit(self.client, self.keys, settings)
+        self._held = Held(self.writes)
 
     @classmethod
     def from_settings(
@@ -156,6 +160,27 @@ class Seasons:
             except BackendUnreachable:
                 time.sleep(WRITE_BACKOFF * 2**attempt)
         return self.writes.apply(batch)
+
+    # --- held events (docs/writes.md#held-events) -------------------------------------------
+
+    def held(self, board: str, *, limit: int = 100, after: str | None = None) -> HeldPage:
+        """The events a per-member limit holds on ``board``, oldest arrival first: ``limit``
+        (1-1000), after the event id ``after`` (a page's ``next``)."""
+        return self._held.list(board, limit, after)
+
+    def approve(self, board: str, event_id: str) -> HeldDecision:
+        """Apply a held event exactly once with its original ``ts``, as a backfill write of
+        it would (:class:`seasons.errors.SeasonClosed` when its season is closing or
+        archived, :class:`seasons.errors.DayFolded`, :class:`seasons.errors.HeldTooLate`: it
+        stays held). Approving again answers ``repeated`` and applies nothing;
+        :class:`seasons.errors.HeldDecided` if it was rejected,
+        :class:`seasons.errors.HeldNotFound` if there is no such held event."""
+        return self._held.approve(board, event_id)
+
+    def reject(self, board: str, event_id: str) -> HeldDecision:
+        """Drop a held event: it is never applied. Rejecting again answers ``repeated``;
+        :class:`seasons.errors.HeldDecided` if it was approved."""
+        return self._held.reject(board, event_id)
 
     # --- reads ----------------------------------------------------------------------------
 

@@ -238,3 +238,46 @@ class ClaimsLogUnavailable(SeasonsError):
     appends it and answers. ``details`` is ``{"file", "claim_id"}``."""
 
     code = "claims_log_unavailable"
+
+
+class HeldNotFound(NotFound):
+    """No held event with that id on the board (never held, or dropped after retention).
+    ``details`` is ``{"board", "event_id"}``."""
+
+    code = "held_not_found"
+
+
+class HeldDecided(Conflict):
+    """A held event decided the other way already (approve of a rejected one, reject of an
+    approved one). ``details`` is ``{"board", "event_id", "state"}``."""
+
+    code = "held_decided"
+
+
+class HeldRefused(Conflict):
+    """A held event that can no longer be applied as a backfill would apply it (a problem
+    other than those below); nothing was changed and it stays held. ``details`` is
+    ``{"board", "event_id", "problems"}``, the write path's problems."""
+
+    code = "held_refused"
+
+
+class SeasonClosed(Conflict):
+    """A change to a season that is closing or archived: a clear of its boards, or the
+    approval of a held event of its days (which stays held)."""
+
+    code = "season_closed"
+
+
+class DayFolded(Conflict):
+    """A change to a day folded into an all-time base already: a clear taking it out, or the
+    approval of a held event of a ``set`` board's folded day (which stays held)."""
+
+    code = "day_folded"
+
+
+class HeldTooLate(Conflict):
+    """Approving a held event whose day is past retention: no write can reach it any more
+    (it stays held until dropped)."""
+
+    code = "late_event"

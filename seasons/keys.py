@@ -83,6 +83,26 @@ class Keys:
     def batch_results(self, board: str) -> str:
         return f"{self._board(board)}:batch_results"
 
+    # Held events (boards.<b>.member_rate, max_period_gain; docs/writes.md#held-events): hash
+    # event id -> JSON record of the event held (its state: held, approved, rejected); sorted
+    # set event id -> arrival of the events still held (review pages, retention); sorted set
+    # event id -> when an approve or reject decided it (the record kept 48 hours more, so a
+    # second decision answers the first). Expired entries are dropped by each write; the keys
+    # expire retention + 1 day after the last event held.
+    def held(self, board: str) -> str:
+        return f"{self._board(board)}:held"
+
+    def held_order(self, board: str) -> str:
+        return f"{self._board(board)}:held_order"
+
+    def held_done(self, board: str) -> str:
+        return f"{self._board(board)}:held_done"
+
+    # boards.<b>.member_rate: hash member -> events accepted in the interval of `per` seconds
+    # starting at epoch second `start` (aligned to the epoch); EXPIREAT a minute past its end.
+    def rate(self, board: str, start: int) -> str:
+        return f"{self._board(board)}:rate:{start}"
+
     # Board state, no TTL (job state): closed days ("closed:<YYYY-MM-DD>") and season
     # states ("season:<id>" -> closing | archived) that the write script checks; for a board
     # keeping alltime, the last day folded into its base ("folded:alltime") and the first

@@ -78,6 +78,17 @@ class Standing(BaseModel):
     score: Score | None = Field(description="null when not on the board (trimmed away)")
 
 
+class HeldRef(BaseModel):
+    """An event of a batch that a per-member limit held (docs/writes.md#held-events)."""
+
+    index: int = Field(description="The event's position in the batch")
+    event_id: str = Field(
+        description="Its event id, or for an event sent without one <batch_id>#<index>: what "
+        "the held routes name it by"
+    )
+    reason: str = Field(description="member_rate or max_period_gain")
+
+
 class WriteResult(BaseModel):
     """What a write batch did. A resend of the same batch id answers the original result."""
 
@@ -94,6 +105,19 @@ class WriteResult(BaseModel):
         exclude_if=lambda v: v is None,
         description="With return=standing: one per event, in batch order, read after the "
         "batch was applied (on a resend: when resent); absent otherwise",
+    )
+    # Absent (0, None) when the batch held nothing, so a board without limits answers as
+    # it always did.
+    held: int = Field(
+        default=0,
+        exclude_if=lambda v: v == 0,
+        description="Events held by a per-member limit (applied nowhere, kept for review); "
+        "absent when none",
+    )
+    held_events: list[HeldRef] | None = Field(
+        default=None,
+        exclude_if=lambda v: not v,
+        description="One per held event, in batch order; absent when none",
     )
 
 
@@ -268,3 +292,53 @@ class AuditPage(BaseModel):
     next: str | None = Field(
         description="Pass as after= for the entries older than these; null at the end"
     )
+
+
+class HeldEvent(BaseModel):
+    """An event a per-member limit held, as stored for review (docs/writes.md#held-events)."""
+
+    event_id: str = Field(description="Its event id, or <batch_id>#<index> when it had none")
+    state: str = Field(description="held, approved or rejected")
+    generated: bool = Field(description="Whether event_id was generated (the event had none)")
+    batch_id: str
+    index: int = Field(description="The event's position in its batch")
+    member: str
+    value: Score
+    ts: float = Field(description="The event's time, epoch seconds (approve applies it then)")
+    day: str = Field(description="The local day of ts, YYYY-MM-DD")
+    metadata: dict[str, Any] | None = Field(description="The metadata sent with it, or null")
+    metadata_merge: bool = Field(
+        description="Whether the metadata holds nulls (fields it deletes when merged)"
+    )
+    reason: str = Field(description="member_rate or max_period_gain")
+    window: str = Field(description="The window whose board `score` is on")
+    score: Score | None = Field(
+        description="The member's score on that board of the event's period before the event, "
+        "null when it had none"
+    )
+    limit: Score = Field(description="member_rate.events or max_period_gain.value then")
+    arrived_at: float = Field(description="When its batch arrived, epoch seconds")
+    decided_at: float | None = Field(
+        default=None, description="When it was approved or rejected, epoch seconds"
+    )
+
+
+class HeldPage(BaseModel):
+    """A page of a board's held events, oldest arrival first."""
+
+    board: str
+    events: list[HeldEvent]
+    next: str | None = Field(description="Pass as `after` for the next page; null at the end")
+
+
+class HeldDecision(BaseModel):
+    """What an approve or reject of a held event did. A second decision of the same kind
+    answers ``repeated`` true and changes nothing."""
+
+    board: str
+    event_id: str
+    action: str = Field(description="approve or reject")
+    repeated: bool = Field(description="It was decided so already; nothing done now")
+    applied: int = Field(description="1 when this call applied the event, else 0")
+    before: HeldEvent = Field(description="The record before this call")
+    after: HeldEvent = Field(description="The record after it")

@@ -19,15 +19,19 @@ from seasons.config.settings import BoardSettings, Settings
 from seasons.errors import BatchIdReused, BatchRejected
 from seasons.events import META_MAX_BYTES, META_MAX_FIELDS, ValidEvent
 from seasons.keys import STATE_FOLDED, Keys
-from seasons.models import Standing, WriteResult
+from seasons.models import HeldRef, Standing, WriteResult
 
 # How long the script keeps each board's result of a batch id, and each event id it applied:
 # a resend within it answers the original result.
 DEDUPE_WINDOW = timedelta(hours=48)
 # The shape of write.lua's argument (its header), which the script checks: a batch of
 # another version, or with other columns of events, is refused before anything is done.
-PROTOCOL = 5
+PROTOCOL = 6
 EVENT_FIELDS = ("group", "index", "member", "value", "event_id", "metadata", "ts")
+# How long held records outlive retention (a day: the keys' EXPIREAT), and rate counters
+# their interval (a minute: a batch whose `now` is a little behind still finds its counter).
+HELD_SLACK = 86_400
+RATE_SLACK = 60
 # How write.lua's refusals of a malformed batch begin.
 REFUSAL = "write.lua: "
 
@@ -120,11 +124,13 @@ def script_args(
     backfill: bool = False,
     check_only: bool = False,
     standing: str | None = None,
+    approve: str | None = None,
 ) -> tuple[list[str], list[str]]:
     """KEYS and ARGV of ``write.lua`` for the events of one board: every key the batch
     names, and the batch as one JSON argument (its fields are described in the script's
     header). ``standing``: a window of the board, on which the script answers each event's
-    standing after the batch (:func:`resolve_standing_window` picks it)."""
+    standing after the batch (:func:`resolve_standing_window` picks it). ``approve``: the
+    id of the held event this call applies (``events`` is that one event)."""
     cfg: BoardSettings = settings.boards[board]
     board_keys = {
         "state": keys.state(board),
@@ -135,6 +141,11 @@ def script_args(
         "scratch": keys.tmp(board, "union"),  # a set board's rebuild builds its union there
     }
     declared = dict.fromkeys(board_keys.values())  # an ordered set
+    held, limits = held_args(board, cfg, settings, keys, now, approve is not None)
+    if held is not None:
+        declared.update(dict.fromkeys((held["record"], held["order"], held["done"])))
+    if limits is not None and limits["rate"] is not None:
+        declared[limits["rate"]["key"]] = None
     today = calendar.local_day(now, settings.zone)
     days = sorted({ev.day for ev in events})
     groups = []
@@ -203,9 +214,44 @@ def script_args(
         "event_fields": EVENT_FIELDS,
         "events": [row(ev) for ev in events],  # in batch order
         "standing": None if standing is None else {"window": standing, "ties": cfg.ties},
+        "held": held,
+        "limits": limits,
+        "approve": approve,
     }
     text = json.dumps(batch, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
     return list(declared), [text]
+
+
+def held_args(
+    board: str, cfg: BoardSettings, settings: Settings, keys: Keys, now: datetime, approving: bool
+) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """The batch's ``held`` and ``limits`` (write.lua's header): None, None on a board
+    without limits (unless ``approving`` a held event). The rate counter is the one of the
+    interval of ``per`` holding ``now``: events are counted when they arrive."""
+    rate, gain = cfg.member_rate, cfg.max_period_gain
+    if rate is None and gain is None and not approving:
+        return None, None
+    stamp = now.timestamp()
+    held = {
+        "record": keys.held(board),
+        "order": keys.held_order(board),
+        "done": keys.held_done(board),
+        "cutoff": stamp - settings.retention.total_seconds(),
+        "expire_at": int(stamp + settings.retention.total_seconds() + HELD_SLACK),
+    }
+    if rate is None and gain is None:
+        return held, None
+    rate_args = None
+    if rate is not None:
+        per = int(rate.per.total_seconds())
+        start = int(stamp // per) * per
+        rate_args = {
+            "key": keys.rate(board, start),
+            "events": rate.events,
+            "expire_at": start + per + RATE_SLACK,
+        }
+    gain_args = None if gain is None else {"window": gain.window, "value": gain.value}
+    return held, {"rate": rate_args, "gain": gain_args}
 
 
 def parse_reply(
@@ -219,9 +265,21 @@ def parse_reply(
     which name each event's period."""
     kind = _text(reply[0])
     if kind == "applied":
-        result = WriteResult(applied=int(reply[1]), duplicates=int(reply[2]), batch_id=batch_id)
+        held = int(reply[3])
+        rows = reply[4 : 4 + 3 * held]
+        result = WriteResult(
+            applied=int(reply[1]),
+            duplicates=int(reply[2]),
+            batch_id=batch_id,
+            held=held,
+            held_events=[
+                HeldRef(index=int(i), event_id=_text(e), reason=_text(r))
+                for i, e, r in zip(rows[::3], rows[1::3], rows[2::3], strict=True)
+            ]
+            or None,
+        )
         if standing is not None:
-            result.standings = _standings(reply[3:], *standing)
+            result.standings = _standings(reply[4 + 3 * held :], *standing)
         return result
     if kind == "reused":
         raise BatchIdReused(_text(reply[1]), {"batch_id": batch_id})

@@ -230,10 +230,13 @@ class Writes:
         if len(batch.by_board()) > 1:
             self._run(batch, check_only=True)
         results = self._run(batch, check_only=False)
+        held = sorted((h for r in results for h in r.held_events or ()), key=lambda h: h.index)
         return WriteResult(
             applied=sum(r.applied for r in results),
             duplicates=sum(r.duplicates for r in results),
             batch_id=batch.batch_id,
+            held=len(held),
+            held_events=held or None,
             standings=None
             if batch.standing is None
             else sorted((s for r in results for s in r.standings or ()), key=lambda s: s.index),

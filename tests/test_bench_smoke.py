@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # bench/ is not an installed package
     sys.path.insert(0, str(ROOT))
 
-from bench import ingest, memory, reads, redis_time, rewards, writes  # noqa: E402
+from bench import ingest, limits, memory, reads, redis_time, rewards, writes  # noqa: E402
 from bench.common import BOARD, TINY, Calendar  # noqa: E402
 from seasons import Seasons  # noqa: E402
 
@@ -47,6 +47,15 @@ def test_writes_section_writes_what_the_plain_commands_write(redis_url: str) -> 
     assert section.correct, section.render()
     profiled = [label for label, _, note in section.rows if note == "profile"]
     assert len(profiled) == len(writes.CASES) * len(writes.SECTIONS)
+
+
+def test_limits_section_applies_the_same_events_on_both_sides(redis_url: str) -> None:
+    """bench/limits.py: with loose limits nothing is held and both boards are equal, and each
+    side's Redis time was counted."""
+    section = limits.run(redis_url, 2, Calendar.for_today())
+    assert section.correct, section.render()
+    assert [label for label, _, _ in section.rows] == ["without limits", "with limits"]
+    assert all(value > 0 for _, value, _ in section.rows), section.render()
 
 
 def test_redis_time_section_asks_both_sides_the_same(redis_url: str) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from seasons.cli import (  # command modules: importing one registers its commands
     audit,  # noqa: F401
     events,  # noqa: F401
+    held,  # noqa: F401
     info,  # noqa: F401
     ops,  # noqa: F401
     reads,  # noqa: F401

@@ -1,10 +1,11 @@
 """Admin calls (admin token, or loopback when none is configured): rollup, snapshot, rebuild,
-erasure of a member, clearing a board's period, resetting the demo data set, and reading
-the audit trail. Each runs one job's code on the app's client and clock, as the worker and
-the CLI do (built by ``seasons.jobs.registry``, no worker or scheduler), and answers the
-JSON that ``seasons rollup | snapshot | rebuild | forget | clear | audit --json`` prints.
-Forget and clear append their audit entry naming the caller (:class:`Caller`: the token's
-name and the request id the guard found)."""
+erasure of a member, clearing a board's period, reviewing held events (list, approve,
+reject; docs/writes.md#held-events), resetting the demo data set, and reading the audit
+trail. Each runs one job's code on the app's client and clock, as the worker and the CLI do
+(built by ``seasons.jobs.registry``, no worker or scheduler), and answers the JSON that
+``seasons rollup | snapshot | rebuild | forget | clear | held | audit --json`` prints.
+Forget, clear and the held events' decisions append their audit entry naming the caller
+(:class:`Caller`: the token's name and the request id the guard found)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from seasons import demo
 from seasons import windows as win
 from seasons.audit import ACTIONS, MAX_LIMIT, MAX_REASON
 from seasons.erasure import Cleared, Forgotten, Recomputed
+from seasons.held import MAX_LIMIT as MAX_HELD
 from seasons.http.boards import path_member
 from seasons.http.deps import AdminAccess, CallerDep, SeasonsDep
 from seasons.http.errors import AUTH_RESPONSES, ERROR_RESPONSES, ErrorBody
@@ -26,7 +28,7 @@ from seasons.http.scores import IDEMPOTENCY_KEY, batch_id_of
 from seasons.jobs import registry
 from seasons.jobs.reconcile import Outcome
 from seasons.jobs.rollup import ALL, REBUILDS
-from seasons.models import AuditPage, WriteResult
+from seasons.models import AuditPage, HeldDecision, HeldPage, WriteResult
 
 router = APIRouter(
     prefix="/v1/admin", tags=["admin"], dependencies=[AdminAccess],
@@ -208,6 +210,42 @@ def audit(
         description="A page's next (a stream id): only the entries older than it")] = None,
 ) -> AuditPage:  # fmt: skip
     return s.audit(member=member, action=action, limit=limit, after=after)
+
+
+BoardP = Annotated[str, Path(description="Board name")]
+HeldIdP = Annotated[
+    str, Path(description="The held event's id (as its page lists it: <batch_id>#<index> when it "
+              "had none; percent-encode '#' and '/')"),
+]  # fmt: skip
+
+
+@router.get(
+    "/boards/{board}/held", response_model=HeldPage,
+    summary="The events a per-member limit holds on a board, oldest arrival first",
+)  # fmt: skip
+def list_held(
+    s: SeasonsDep, board: BoardP,
+    limit: Annotated[int, Query(description=f"Events returned, 1-{MAX_HELD}",
+                                json_schema_extra={"minimum": 1, "maximum": MAX_HELD})] = 100,
+    after: Annotated[str | None, Query(description="A page's next: the events after it")] = None,
+) -> HeldPage:  # fmt: skip
+    return s.held(board, limit=limit, after=after)
+
+
+@router.post(
+    "/boards/{board}/held/{event_id:path}/approve", response_model=HeldDecision,
+    summary="Apply a held event once, with its original ts, to every window it reaches",
+)  # fmt: skip
+def approve_held(s: SeasonsDep, board: BoardP, event_id: HeldIdP) -> HeldDecision:
+    return s.approve(board, event_id)
+
+
+@router.post(
+    "/boards/{board}/held/{event_id:path}/reject", response_model=HeldDecision,
+    summary="Drop a held event: it is never applied",
+)  # fmt: skip
+def reject_held(s: SeasonsDep, board: BoardP, event_id: HeldIdP) -> HeldDecision:
+    return s.reject(board, event_id)
 
 
 @router.post(

@@ -12,6 +12,7 @@ UnknownBoard (unknown_board)           404     the board in the path names no re
 NotFound, NotRanked (not_ranked)       404     the member is not on the board
 NoResult (no_result), NoReward         404     the member has no result / no reward in the
   (no_reward)                                   season's results (claims, docs/http-api.md)
+HeldNotFound (held_not_found)          404     no held event with that id on the board
 InvalidInput and subclasses            422     well-formed JSON/query that the domain refuses
   (bad_window, bad_period, limit_exceeded,      (a window or period is a value, not a resource)
   invalid_events, invalid_input,
@@ -39,6 +40,8 @@ UnknownParameter (unknown_parameter)   422     a query parameter the route does 
 Conflict, ArchiveError                 409     the request conflicts with stored state
 RewardsNotReady (rewards_not_ready)    409     the season's results are not computed yet
 ProvisionalRewards (provisional)       409     a snapshot's results are never claimable
+SeasonClosed, DayFolded, HeldTooLate,  409     a held event's approval (or a clear) the
+  HeldDecided, HeldRefused                      stored state refuses (docs/writes.md#held-events)
 BackendUnavailable                     503     Redis unreachable; retry later
   (backend_unavailable)
 BackendFull (backend_full)             503     Redis at maxmemory (noeviction) refuses writes

@@ -113,6 +113,7 @@ def record(
         raise
     metrics.events.labels("applied").inc(result.applied)
     metrics.events.labels("duplicate").inc(result.duplicates)
+    metrics.events.labels("held").inc(result.held)
     return result
 
 

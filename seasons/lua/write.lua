@@ -73,6 +73,26 @@
 --                     when the member has no metadata yet) or '~' .. JSON (has nulls:
 --                     always merged), ts: the event's time, epoch seconds (what reach sets
 --                     record)
+--   held              null, or the board's held-event keys and their upkeep (given when the
+--                     board has limits, or with `approve`): {record, order, done, cutoff,
+--                     expire_at}: record, hash event id -> JSON of the held event (its
+--                     "state": held, approved or rejected); order, sorted set event id ->
+--                     arrival of the events still held; done, sorted set event id -> when it
+--                     was approved or rejected; cutoff: held events that arrived before it
+--                     are dropped (retention); expire_at: EXPIREAT of the three keys. An event
+--                     id in `record` counts as seen (a duplicate). docs/writes.md#held-events
+--   limits            null, or {rate, gain}, checked in batch order on events that are not
+--                     duplicates, unless `backfill`: rate null or {key, events, expire_at}: the
+--                     counter hash (member -> accepted events) of the interval holding `now`
+--                     and its EXPIREAT; an event of a member with `events` accepted already is
+--                     held (member_rate). gain null or {window, value}: an event whose weight x
+--                     value is > 0 and would take the member's score on its group's board of
+--                     `window` above `value` is held (max_period_gain; sum boards only). A held
+--                     event is applied nowhere, its id is recorded as seen and it is stored
+--                     in held.record and held.order. Needs `held`.
+--   approve           null, or the event id of a held record this call applies: the batch is
+--                     that one event (with that id); it is applied whatever the limits and the
+--                     seen ids, and its record marked approved, if it is still held
 --   standing          null, or {window, ties}: answer where each event's member stands
 --                     after the batch (also on a resend of an applied batch, read then) on
 --                     its group's board of `window` ('day' or a rollup's window), ranked
@@ -83,18 +103,20 @@
 -- within a batch and metadata merges behave as if submitted one by one.
 -- A batch id applied on this board since dedupe_cutoff answers its recorded result at once
 -- (in check-only mode too) and writes nothing new; with another digest it is refused.
--- Returns {'applied', applied, duplicates} (with `standing`: then rank, score of each event
--- in batch order, rank an integer and score Redis's text of it, both nil when the member is
--- not on that board or the group has no board of that window), {'rejected', then index,
--- field, code, message of each problem} or {'reused', message} (the batch id came with
--- other events); on the last two nothing was written.
+-- Returns {'applied', applied, duplicates, held, then index, event id, reason of each held
+-- event} (with `standing`: then rank, score of each event in batch order, rank an integer
+-- and score Redis's text of it, both nil when the member is not on that board or the group
+-- has no board of that window), {'rejected', then index, field, code, message of each
+-- problem}, {'reused', message} (the batch id came with other events) or, with `approve`,
+-- {'not_held', state or nil} (the record is decided already, or gone); on the last three
+-- nothing was written.
 
 --! include json
 --! include aggregate
 --! include trim
 --! include ranks
 
-local PROTOCOL = 5
+local PROTOCOL = 6
 local EVENT_FIELDS = {'group', 'index', 'member', 'value', 'event_id', 'metadata', 'ts'}
 local GROUP, INDEX, MEMBER, VALUE, EVENT_ID, METADATA, TS = 1, 2, 3, 4, 5, 6, 7
 
@@ -170,8 +192,12 @@ end
 local BATCH_FIELDS = set({
   'protocol', 'now', 'aggregate', 'order', 'max_entries', 'dedupe_cutoff', 'events_expire_at',
   'backfill', 'check_only', 'meta_max_fields', 'meta_max_bytes', 'batch_id', 'digest', 'keys',
-  'groups', 'event_fields', 'events', 'standing',
+  'groups', 'event_fields', 'events', 'standing', 'held', 'limits', 'approve',
 })
+local HELD_FIELDS = set({'record', 'order', 'done', 'cutoff', 'expire_at'})
+local LIMITS_FIELDS = set({'rate', 'gain'})
+local RATE_FIELDS = set({'key', 'events', 'expire_at'})
+local GAIN_FIELDS = set({'window', 'value'})
 local BOARD_KEYS = {'state', 'events', 'meta', 'batches', 'batch_results', 'scratch'}
 local GROUP_FIELDS = set({'day', 'season', 'key', 'reached', 'distinct', 'expire_at', 'rollups'})
 local ROLLUP_FIELDS = set({
@@ -375,6 +401,43 @@ local function parse()
       end
     end
   end
+  local held = check(batch.held, 'object', 'held', true)
+  if held then
+    only(held, HELD_FIELDS, 'held.')
+    b.held = {
+      record = check_key(held.record, 'held.record'),
+      order = check_key(held.order, 'held.order'),
+      done = check_key(held.done, 'held.done'),
+      cutoff = check(held.cutoff, 'number', 'held.cutoff'),
+      expire_at = check(held.expire_at, 'integer', 'held.expire_at'),
+    }
+  end
+  local limits = check(batch.limits, 'object', 'limits', true)
+  if limits then
+    if not b.held then refuse('limits', 'needs held (where held events are kept)') end
+    only(limits, LIMITS_FIELDS, 'limits.')
+    b.limits = {}
+    local rate = check(limits.rate, 'object', 'limits.rate', true)
+    if rate then
+      only(rate, RATE_FIELDS, 'limits.rate.')
+      b.limits.rate = {
+        key = check_key(rate.key, 'limits.rate.key'),
+        events = check(rate.events, 'count', 'limits.rate.events'),
+        expire_at = check(rate.expire_at, 'integer', 'limits.rate.expire_at'),
+      }
+    end
+    local gain = check(limits.gain, 'object', 'limits.gain', true)
+    if gain then
+      only(gain, GAIN_FIELDS, 'limits.gain.')
+      if b.aggregate ~= 'sum' then refuse('limits.gain', 'only on a sum board') end
+      b.limits.gain = {
+        window = check(gain.window, 'string', 'limits.gain.window'),
+        value = check(gain.value, 'number', 'limits.gain.value'),
+      }
+    end
+  end
+  b.approve = check(batch.approve, 'string', 'approve', true)
+  if b.approve and not b.held then refuse('approve', 'needs held (where the record is)') end
   local names = check(batch.event_fields, 'array', 'event_fields')
   local same = #names == #EVENT_FIELDS
   for i = 1, #EVENT_FIELDS do same = same and names[i] == EVENT_FIELDS[i] end
@@ -388,6 +451,9 @@ local function parse()
   end
   b.events = check(batch.events, 'array', 'events')
   parse_events(b.events, #b.groups)
+  if b.approve and not (#b.events == 1 and b.events[1][EVENT_ID] == b.approve) then
+    refuse('events', 'must be the one event approved, with the event id ' .. json_string(b.approve))
+  end
   return b
 end
 
@@ -402,6 +468,7 @@ local batches, batch_results = batch.keys.batches, batch.keys.batch_results
 local batch_id, digest, scratch = batch.batch_id, batch.digest, batch.keys.scratch
 local groups, all = batch.groups, batch.events
 local n = #all
+local held, limits, approve = batch.held, batch.limits, batch.approve
 
 -- The event id and the metadata of the i-th event, or false.
 local function event_id_of(i)
@@ -427,6 +494,17 @@ local function scores_of(key, members)
     local upto = math.min(from + 999, #members)
     local got = redis.call('ZMSCORE', key, unpack(members, from, upto))
     for i = from, upto do out[members[i]] = got[i - from + 1] or false end
+  end
+  return out
+end
+
+-- The same of a hash's fields: field -> its value, or false.
+local function scores_of_hash(key, fields)
+  local out = {}
+  for from = 1, #fields, 1000 do
+    local upto = math.min(from + 999, #fields)
+    local got = redis.call('HMGET', key, unpack(fields, from, upto))
+    for i = from, upto do out[fields[i]] = got[i - from + 1] or false end
   end
   return out
 end
@@ -475,9 +553,13 @@ local function standings()
   return out
 end
 
--- The reply {'applied', applied, duplicates}, with the standings when asked.
-local function answer(ap, du)
-  local reply = {'applied', ap, du}
+-- The reply {'applied', applied, duplicates, held, index, event id, reason of each held
+-- event}, with the standings when asked. `held_list`: {{index, event id, reason}, ...}.
+local function answer(ap, du, held_list)
+  local reply = {'applied', ap, du, #held_list}
+  for _, h in ipairs(held_list) do
+    reply[#reply + 1], reply[#reply + 2], reply[#reply + 3] = h[1], h[2], h[3]
+  end
   if batch.ties and not check_only then
     for _, x in ipairs(standings()) do reply[#reply + 1] = x end
   end
@@ -486,12 +568,13 @@ end
 
 -- A resend of a batch already applied (a retry after a timeout, by redis-py or the caller)
 -- answers what the original did, even if the day has closed since; standings are read now.
--- The record is 'digest applied duplicates'.
-local applied_at = redis.call('ZSCORE', batches, batch_id)
+-- The record is 'digest applied duplicates', then ' ' and the JSON of the held events
+-- ([[index, event id, reason], ...]) when the batch held any.
+local applied_at = (not approve) and redis.call('ZSCORE', batches, batch_id)
 if applied_at and tonumber(applied_at) >= cutoff then
   local record = redis.call('HGET', batch_results, batch_id)
   if record then
-    local was, ap, du = record:match('^(%S+) (%d+) (%d+)$')
+    local was, ap, du, held_json = record:match('^(%S+) (%d+) (%d+) ?(.*)$')
     if was ~= digest then
       return {'reused', 'batch id ' .. batch_id .. ' was already used for other events in the '
         .. 'last 48 hours: resend exactly the same events, or use a new batch id'}
@@ -499,8 +582,15 @@ if applied_at and tonumber(applied_at) >= cutoff then
     -- Rewriting the record makes this call a write, so a WAIT after it waits for the
     -- replicas to hold everything up to now, the original batch included.
     if not check_only then redis.call('HSET', batch_results, batch_id, record) end
-    return answer(tonumber(ap), tonumber(du))
+    return answer(tonumber(ap), tonumber(du), held_json ~= '' and cjson.decode(held_json) or {})
   end
+end
+
+-- Approving a held event: only while its record is still held.
+if approve then
+  local record = redis.call('HGET', held.record, approve)
+  local state = record and cjson.decode(record).state
+  if state ~= 'held' then return {'not_held', state or false} end
 end
 
 -- Pass 1: check everything; write nothing.
@@ -544,6 +634,138 @@ for i = 1, n do
   end
 end
 local recorded = scores_of(events, id_list)  -- id -> when it was applied, or false
+-- Ids of events held (or held and decided since): seen, whatever the dedupe window says.
+local held_known = {}
+if held and not approve then
+  for from = 1, #id_list, 1000 do
+    local upto = math.min(from + 999, #id_list)
+    local got = redis.call('HMGET', held.record, unpack(id_list, from, upto))
+    for j = from, upto do held_known[id_list[j]] = got[j - from + 1] and true or nil end
+  end
+end
+
+-- Holding (limits, docs/writes.md#held-events): decided per event in batch order, before its
+-- metadata is merged (a held event changes nothing). Not in check-only mode (nothing is
+-- held then), nor for a backfill or an approval.
+local holding = limits and not backfill and not approve and not check_only
+local rate, gain = limits and limits.rate, limits and limits.gain
+local counts, members = {}, {}  -- member -> accepted events in the interval; the members
+local gain_scores = {}  -- board key -> member -> its score as the batch leaves it so far
+local held_as = {}  -- i -> {reason, score before (or false), window, limit}
+local duplicate = {}  -- i -> true: the i-th event's id was seen (pass 1 below)
+if holding then
+  for i = 1, (rate and n or 0) do
+    local m = all[i][MEMBER]
+    if not counts[m] then
+      counts[m] = 0
+      members[#members + 1] = m
+    end
+  end
+  for from = 1, #members, 1000 do
+    local upto = math.min(from + 999, #members)
+    local got = redis.call('HMGET', rate.key, unpack(members, from, upto))
+    for j = from, upto do counts[members[j]] = tonumber(got[j - from + 1]) or 0 end
+  end
+  -- The board each group's events are limited on: its day board or its rollup of the
+  -- window (none for a day outside every season, on the season window: nothing to limit).
+  local gain_keys, rises = {}, {}  -- keys in first use; key -> member -> its rises summed
+  for _, grp in ipairs(gain and groups or {}) do
+    grp.gain = false
+    if gain.window == 'day' then
+      grp.gain = {key = grp.key, weight = 1}
+    else
+      for _, r in ipairs(grp.rollups) do
+        if r.window == gain.window then grp.gain = {key = r.key, weight = r.weight, days = r.days} end
+      end
+    end
+    local key = grp.gain and grp.gain.key
+    if key and not rises[key] then
+      rises[key] = {}
+      gain_keys[#gain_keys + 1] = {key, grp.gain.days}
+    end
+  end
+  -- Only a member whose score could pass the limit in this batch is read: one whose
+  -- contributions > 0 added to the board's best score (0 if higher: a member not on the
+  -- board has none) do. On a trimmed `asc` board a member trimmed away may be above the
+  -- best kept: every member is read there.
+  for i = 1, (gain and n or 0) do
+    local t = groups[all[i][GROUP] + 1].gain
+    if t then
+      local x = t.weight * all[i][VALUE]
+      if x > 0 then
+        local at = rises[t.key]
+        at[all[i][MEMBER]] = (at[all[i][MEMBER]] or 0) + x
+      end
+    end
+  end
+  for _, kd in ipairs(gain_keys) do
+    local key, days = kd[1], kd[2]
+    local every = max_entries > 0 and not desc
+    local bound = 0
+    if not every then
+      local top = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+      if top[2] and tonumber(top[2]) > 0 then bound = tonumber(top[2]) end
+    end
+    local read, known = {}, {}
+    for m, rise in pairs(rises[key]) do
+      if every or bound + rise > gain.value then read[#read + 1] = m end
+    end
+    for from = 1, #read, 1000 do
+      local upto = math.min(from + 999, #read)
+      local got = redis.call('ZMSCORE', key, unpack(read, from, upto))
+      for j = from, upto do
+        local text = got[j - from + 1]
+        if text then
+          known[read[j]] = tonumber(text)
+        elseif max_entries > 0 and days then
+          -- trimmed away: its score is what the board recomputes it from
+          known[read[j]] = aggregate_days(aggregate, days, read[j]) or 0
+        else
+          known[read[j]] = 0
+        end
+      end
+    end
+    gain_scores[key] = known  -- a member not in it cannot pass the limit in this batch
+  end
+end
+
+-- The member of the i-th event's score on its day board before it: stored, then the values
+-- of the batch's events accepted before it on that board (read only for an event held).
+local function day_score(i)
+  local g, member = all[i][GROUP], all[i][MEMBER]
+  local text = redis.call('ZSCORE', groups[g + 1].key, member)
+  local score = text and tonumber(text) or nil
+  for j = 1, i - 1 do
+    local ev = all[j]
+    if ev[GROUP] == g and ev[MEMBER] == member and not duplicate[j] and not held_as[j] then
+      local v = ev[VALUE]
+      if score == nil or aggregate == 'set' then score = v else score = aggregate_pair(aggregate, score, v) end
+    end
+  end
+  return score or false
+end
+
+-- Whether the i-th event (not a duplicate) is held: nil, or {reason, score, window, limit}.
+-- An event that is not held is counted as accepted.
+local function hold(i, grp)
+  local member = all[i][MEMBER]
+  local count = rate and counts[member]
+  if count and count >= rate.events then
+    return {'member_rate', day_score(i), 'day', rate.events}
+  end
+  local t = gain and grp.gain
+  local known = t and gain_scores[t.key]
+  local before = known and known[member]
+  if before then
+    local x = t.weight * all[i][VALUE]
+    if x > 0 and before + x > gain.value then
+      return {'max_period_gain', before, gain.window, gain.value}
+    end
+    known[member] = before + x
+  end
+  if count then counts[member] = count + 1 end
+  return nil
+end
 wanted = {}
 for i = 1, n do
   local m = all[i][MEMBER]
@@ -561,7 +783,7 @@ end
 
 -- What pass 1 found for the i-th event: a duplicate, the metadata text to write ('' to delete).
 local seen, merged_meta = {}, {}
-local duplicate, meta_text = {}, {}
+local meta_text = {}
 for i = 1, n do
   local grp = groups[all[i][GROUP] + 1]
   local event_id, given_meta = event_id_of(i), metadata_of(i)
@@ -576,10 +798,14 @@ for i = 1, n do
   end
   if event_id then
     local at = recorded[event_id]
-    if seen[event_id] or (at and tonumber(at) >= cutoff) then duplicate[i] = true end
+    if event_id ~= approve
+        and (seen[event_id] or held_known[event_id] or (at and tonumber(at) >= cutoff)) then
+      duplicate[i] = true
+    end
     seen[event_id] = true
   end
-  if given_meta and not duplicate[i] then
+  if holding and not duplicate[i] then held_as[i] = hold(i, grp) end
+  if given_meta and not duplicate[i] and not held_as[i] then
     local member = all[i][MEMBER]
     local as_given = given_meta:sub(1, 1) == '='
     local given = given_meta:sub(2)
@@ -631,7 +857,7 @@ for i = 1, n do
   end
 end
 if #errors > 1 then return errors end
-if check_only then return {'applied', 0, 0} end
+if check_only then return {'applied', 0, 0, 0} end
 
 -- Pass 2: apply.
 local function put(key, member, value)
@@ -830,6 +1056,13 @@ for i = 1, n do
   local grp = groups[all[i][GROUP] + 1]
   if duplicate[i] then
     duplicates = duplicates + 1
+  elseif held_as[i] then
+    -- Applied nowhere: kept for review, its id seen (below).
+    local id = event_id_of(i)
+    if id then
+      new_ids[#new_ids + 1] = now
+      new_ids[#new_ids + 1] = id
+    end
   else
     local member, value = all[i][MEMBER], all[i][VALUE]
     grp.applied = grp.applied + 1
@@ -877,6 +1110,62 @@ for i = 1, n do
   end
 end
 chunked(new_ids, 1000, function(...) redis.call('ZADD', events, ...) end)
+-- The held events: one record each (its "state" first, which a decision rewrites), the
+-- batch's answer lists them. An event without an id is named by its batch id and index.
+local held_list, held_set, held_order = {}, {}, {}
+for i = 1, n do
+  local h = held_as[i]
+  if h then
+    local ev = all[i]
+    local id = event_id_of(i) or (batch_id .. '#' .. ev[INDEX])
+    local meta_given = metadata_of(i)
+    local record = '{"state":"held","event_id":' .. json_string(id)
+      .. ',"generated":' .. (event_id_of(i) and 'false' or 'true')
+      .. ',"batch_id":' .. json_string(batch_id) .. ',"index":' .. ev[INDEX]
+      .. ',"member":' .. json_string(ev[MEMBER]) .. ',"value":' .. json_number(ev[VALUE])
+      .. ',"ts":' .. json_number(ev[TS]) .. ',"day":' .. json_string(groups[ev[GROUP] + 1].day)
+      .. ',"metadata":' .. (meta_given and meta_given:sub(2) or 'null')
+      .. ',"metadata_merge":' .. (meta_given and meta_given:sub(1, 1) == '~' and 'true' or 'false')
+      .. ',"reason":' .. json_string(h[1]) .. ',"window":' .. json_string(h[3])
+      .. ',"score":' .. (h[2] and json_number(h[2]) or 'null')
+      .. ',"limit":' .. json_number(h[4]) .. ',"arrived_at":' .. json_number(now) .. '}'
+    held_list[#held_list + 1] = {ev[INDEX], id, h[1]}
+    held_set[#held_set + 1] = id
+    held_set[#held_set + 1] = record
+    held_order[#held_order + 1] = now
+    held_order[#held_order + 1] = id
+  end
+end
+if #held_list > 0 then
+  chunked(held_set, 1000, function(...) redis.call('HSET', held.record, ...) end)
+  chunked(held_order, 1000, function(...) redis.call('ZADD', held.order, ...) end)
+  redis.call('EXPIREAT', held.record, held.expire_at)
+  redis.call('EXPIREAT', held.order, held.expire_at)
+end
+if holding and rate then
+  local counters = {}  -- a member whose events were all held or duplicates keeps its count
+  for _, m in ipairs(members) do
+    local c = counts[m]
+    if c > 0 then
+      counters[#counters + 1] = m
+      counters[#counters + 1] = c
+    end
+  end
+  if #counters > 0 then
+    chunked(counters, 1000, function(...) redis.call('HSET', rate.key, ...) end)
+    redis.call('EXPIREAT', rate.key, rate.expire_at)
+  end
+end
+if approve then
+  -- The record, decided: its state rewritten in place (the rest is the text stored).
+  local record = redis.call('HGET', held.record, approve)
+  local rest = record:sub(#'{"state":"held",' + 1)
+  redis.call('HSET', held.record, approve,
+    '{"state":"approved","decided_at":' .. json_number(now) .. ',' .. rest)
+  redis.call('ZREM', held.order, approve)
+  redis.call('ZADD', held.done, now, approve)
+  redis.call('EXPIREAT', held.done, held.expire_at)
+end
 local meta_set, meta_del = {}, {}
 for _, member in ipairs(meta_order) do
   local text = final_meta[member]
@@ -910,7 +1199,7 @@ for _, grp in ipairs(groups) do
     end
   end
 end
-if applied > 0 or duplicates > 0 then
+if applied > 0 or duplicates > 0 or #held_list > 0 then
   redis.call('ZREMRANGEBYSCORE', events, '-inf', '(' .. cutoff)
   if redis.call('EXISTS', events) == 1 then
     redis.call('EXPIREAT', events, batch.events_expire_at)
@@ -923,8 +1212,28 @@ if #expired > 0 then
   redis.call('ZREM', batches, unpack(expired))
   redis.call('HDEL', batch_results, unpack(expired))
 end
+-- Held records past retention, and decided ones past the dedupe window: at most 100 of
+-- each per write, the same bounded work.
+if held then
+  for _, drop in ipairs({{held.order, held.cutoff}, {held.done, cutoff}}) do
+    local old = redis.call('ZRANGEBYSCORE', drop[1], '-inf', '(' .. drop[2], 'LIMIT', 0, 100)
+    if #old > 0 then
+      redis.call('ZREM', drop[1], unpack(old))
+      redis.call('HDEL', held.record, unpack(old))
+    end
+  end
+end
+if approve then return answer(applied, duplicates, {}) end  -- nothing is held then
+local record = digest .. ' ' .. applied .. ' ' .. duplicates
+if #held_list > 0 then
+  local parts = {}
+  for k, h in ipairs(held_list) do
+    parts[k] = '[' .. h[1] .. ',' .. json_string(h[2]) .. ',' .. json_string(h[3]) .. ']'
+  end
+  record = record .. ' [' .. table.concat(parts, ',') .. ']'
+end
 redis.call('ZADD', batches, now, batch_id)
-redis.call('HSET', batch_results, batch_id, digest .. ' ' .. applied .. ' ' .. duplicates)
+redis.call('HSET', batch_results, batch_id, record)
 redis.call('EXPIREAT', batches, batch.events_expire_at)
 redis.call('EXPIREAT', batch_results, batch.events_expire_at)
-return answer(applied, duplicates)
+return answer(applied, duplicates, held_list)

@@ -1,0 +1,133 @@
+"""``python -m bench --only limits``: what per-member limits cost the write path in Redis's
+time (docs/writes.md#held-events).
+
+The same batches (100 events on a pool of members with scores already, as in
+:mod:`bench.writes`) are written through ``Seasons.submit_many`` to the ``sum`` board of
+:mod:`bench.common` under two namespaces: one without limits, one with ``member_rate`` and
+``max_period_gain`` set, both loose enough that nothing is held, so both sides apply the same
+events and their boards can be compared score by score (and nothing may be held) before a
+figure is believed. Rounds alternate the two sides; per side the best round counts. The
+figure is Redis's time per event (``INFO commandstats``, a script's commands counted once:
+:func:`bench.http_peers.command_usec`), the main thread's work, which does not scale out;
+target: the limited board at most 1.11x the free one's (at least 0.9x its throughput).
+"""
+
+from __future__ import annotations
+
+import random
+from datetime import timedelta
+from typing import Any
+
+from bench.common import BOARD, Calendar, Section
+from bench.http_peers import command_stats, command_usec
+from seasons import Seasons
+from seasons import windows as win
+from seasons.config import Settings
+from seasons.config.settings import MaxPeriodGain, MemberRate
+from seasons.keys import Keys
+
+NS_FREE = "bench-limits-free"
+NS_LIMITED = "bench-limits-held"
+EVENTS_PER_BATCH = 100
+MEMBERS = 10_000
+FULL_BATCHES = 400  # per side and round
+QUICK_BATCHES = 60
+ROUNDS = 3
+TARGET = 1 / 0.9  # limited / free Redis time per event, at most
+# Loose enough that nothing is held: every event is applied on both sides alike. A day's
+# interval: the bench's clock stands at noon of today, and the counter of a shorter interval
+# would expire at once by Redis's real clock (each batch would start a new, small hash).
+RATE = MemberRate(events=1_000_000, per=timedelta(days=1))
+GAIN = MaxPeriodGain(value=1e15, window="week")
+
+
+def limited(settings: Settings) -> Settings:
+    """``settings`` with the board's limits set (frozen models: copies)."""
+    cfg = settings.boards[BOARD].model_copy(update={"member_rate": RATE, "max_period_gain": GAIN})
+    return settings.model_copy(update={"boards": {BOARD: cfg}})
+
+
+def make_batch(rnd: random.Random) -> list[dict[str, Any]]:
+    return [
+        {"board": BOARD, "member": f"player:{rnd.randrange(MEMBERS):06d}",
+         "value": rnd.randint(1, 50)}
+        for _ in range(EVENTS_PER_BATCH)
+    ]  # fmt: skip
+
+
+def run(url: str, batches: int, calendar: Calendar | None = None) -> Section:
+    calendar = calendar or Calendar.for_today()
+    section = Section(
+        "Per-member limits: Redis time per event",
+        f"batches of {EVENTS_PER_BATCH} on a sum board (day, week, season) of {MEMBERS:,} "
+        f"members, without limits and with member_rate + max_period_gain (nothing held); "
+        f"{batches} batches per side and round, best of {ROUNDS} rounds",
+        "µs/event",
+    )
+    sides = {
+        "without limits": Seasons(calendar.settings(url, NS_FREE), clock=calendar.clock()),
+        "with limits": Seasons(limited(calendar.settings(url, NS_LIMITED)),
+                               clock=calendar.clock()),
+    }  # fmt: skip
+    best: dict[str, float] = {}
+    held = 0
+    try:
+        seed = [{"board": BOARD, "member": f"player:{m:06d}", "value": 1} for m in range(MEMBERS)]
+        for s in sides.values():
+            for i in range(0, MEMBERS, 1000):
+                s.submit_many(seed[i : i + 1000])
+        for round_ in range(ROUNDS):
+            rnd = random.Random(round_)
+            work = [make_batch(rnd) for _ in range(batches)]
+            for name, s in sides.items():
+                before = command_stats(s.client)
+                for batch in work:
+                    held += s.submit_many(batch).held
+                usec = command_usec(before, command_stats(s.client))
+                per_event = usec / (batches * EVENTS_PER_BATCH)
+                best[name] = min(best.get(name, per_event), per_event)
+        boards = {
+            name: {
+                w: s.client.zrange(Keys(s.settings.namespace).window(BOARD, w, p), 0, -1,
+                                   withscores=True)
+                for w, p in _periods(s, calendar)
+            }
+            for name, s in sides.items()
+        }  # fmt: skip
+    finally:
+        for s in sides.values():
+            s.close()
+    section.check("both sides' day, week and season boards equal, score by score",
+                  boards["without limits"] == boards["with limits"])  # fmt: skip
+    section.check("nothing held (the limits are loose: the same events applied)", held == 0)
+    for name, value in best.items():
+        section.row(name, value)
+    ratio = best["with limits"] / best["without limits"]
+    section.ratio("with / without limits, Redis time per event", ratio, "<=", TARGET)
+    return section
+
+
+def _periods(s: Seasons, calendar: Calendar) -> list[tuple[str, str]]:
+    cfg = s.settings.boards[BOARD]
+    out = []
+    for window in win.board_windows(cfg):
+        period = window.period_of_day(calendar.today, s.settings)
+        assert period is not None
+        out.append((window.name, period.id))
+    return out
+
+
+def main() -> int:  # pragma: no cover - python -m bench --only limits runs it
+    import sys
+
+    from bench.common import own_redis
+
+    quick = "--quick" in sys.argv
+    with own_redis() as server:
+        section = run(server.url, QUICK_BATCHES if quick else FULL_BATCHES)
+    print(section.render())
+    return 0 if section.correct else 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

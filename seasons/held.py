@@ -1,0 +1,225 @@
+"""Reviewing held events (docs/writes.md#held-events): the events that a board's per-member
+limits (``member_rate``, ``max_period_gain``) held in the write script, listed, approved or
+rejected. Each decision is one method returning a :class:`HeldDecision` with the record
+before and after, so that whatever must follow a decision is one line there.
+
+Approve applies the event as a backfill write of that one event would: with its original
+``ts``, to every window it would have reached, through ``write.lua`` in one call that checks
+the record is still held, applies it whatever the limits, and marks the record approved.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+from seasons.errors import (
+    BatchRejected,
+    Conflict,
+    DayFolded,
+    HeldDecided,
+    HeldNotFound,
+    HeldRefused,
+    HeldTooLate,
+    InvalidInput,
+    LimitExceeded,
+    NotReplicated,
+    SeasonClosed,
+    UnknownBoard,
+)
+from seasons.events import MAX_ID_BYTES, validate_batch
+from seasons.models import HeldDecision, HeldEvent, HeldPage
+from seasons.write_script import HELD_SLACK, parse_reply, refused, script_args
+from seasons.writes import Writes, new_batch_id
+
+MAX_LIMIT = 1000
+# A generated event id is the batch id, '#' and the event's index (up to 5 digits).
+MAX_HELD_ID_BYTES = MAX_ID_BYTES + 6
+
+# The write path's problem codes that refuse an approval, by the error raised.
+_REFUSALS: dict[str, type[Conflict]] = {
+    "season_closed": SeasonClosed,
+    "day_folded": DayFolded,
+    "late_event": HeldTooLate,
+}
+
+
+def check_held_id(value: Any) -> str:
+    """``value`` if it can name a held event (an event id, or a generated
+    ``<batch id>#<index>``), else :class:`InvalidInput` naming it."""
+    why = None
+    if not isinstance(value, str) or not value:
+        why = "event_id must be a non-empty string"
+    elif len(value.encode("utf-8", "surrogatepass")) > MAX_HELD_ID_BYTES:
+        why = f"event_id is over {MAX_HELD_ID_BYTES} bytes of UTF-8"
+    elif any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in value):
+        why = "event_id contains a control character"
+    if why is not None:
+        raise InvalidInput(f"{why}; nothing changed", {"field": "event_id"})
+    return value
+
+
+class Held:
+    """The held events of the boards of one facade, on its write path (client, scripts,
+    settings, keys, clock)."""
+
+    def __init__(self, writes: Writes):
+        self.writes = writes
+        self.client = writes.client
+        self.settings = writes.settings
+        self.keys = writes.keys
+
+    def list(self, board: str, limit: int = 100, after: str | None = None) -> HeldPage:
+        """The events still held on ``board``, oldest arrival first: ``limit`` (1-1000) of
+        them, after the event id ``after`` (a page's ``next``)."""
+        self._board(board)
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
+            raise LimitExceeded(
+                f"limit must be an integer from 1 to {MAX_LIMIT}, got {limit!r}", {"limit": limit}
+            )
+        order = self.keys.held_order(board)
+        start = 0
+        if after is not None:
+            start = self._after(board, check_held_id(after))
+        ids = [_text(i) for i in self.client.zrange(order, start, start + limit)]
+        page = ids[:limit]
+        texts = self.client.hmget(self.keys.held(board), page) if page else []
+        events = [_event(t) for t in texts if t is not None]
+        return HeldPage(board=board, events=events, next=page[-1] if len(ids) > limit else None)
+
+    def approve(self, board: str, event_id: str) -> HeldDecision:
+        """Apply the held event ``event_id`` of ``board`` exactly once, as a backfill write of
+        it would, and mark it approved. Approved already: ``repeated``, nothing applied.
+        :class:`HeldNotFound`, :class:`HeldDecided` (it was rejected), or a
+        :class:`HeldRefused` (:class:`SeasonClosed`, :class:`DayFolded`, :class:`HeldTooLate`)
+        when the write would refuse it; it stays held then."""
+        before = self._record(board, event_id)
+        if before.state == "approved":
+            return self._decided(board, before, "approve", repeated=True)
+        if before.state != "held":
+            raise _decided_otherwise(board, before)
+        writes, now = self.writes, self.writes.clock()
+        event: dict[str, Any] = {
+            "board": board, "member": before.member, "value": before.value, "ts": before.ts,
+        }  # fmt: skip
+        if before.metadata is not None:
+            event["metadata"] = before.metadata
+        try:
+            valid = validate_batch([event], self.settings, now, backfill=True)
+        except BatchRejected as exc:
+            raise _refusal(board, event_id, exc.details) from None
+        # A generated id may be longer than a caller's; the script takes it as it is.
+        valid = [dataclasses.replace(valid[0], event_id=event_id)]
+        keys, args = script_args(
+            board, valid, self.settings, self.keys, now, batch_id=new_batch_id(),
+            digest="approve", backfill=True, approve=event_id,
+        )  # fmt: skip
+        replicas = self.settings.redis.wait_replicas
+        with refused():
+            replies, acked = writes.send([(keys, args)], replicas=replicas)
+        reply = replies[0]
+        if replicas and min(acked) < replicas:  # applied on the master: approving again says so
+            raise NotReplicated(
+                f"the approval was applied on the master, but only {min(acked)} of {replicas} "
+                "replicas acknowledged it in time (redis.wait_replicas): approve again",
+                {"replicas": replicas, "acknowledged": min(acked), "event_id": event_id},
+            )
+        if _text(reply[0]) == "not_held":  # decided by another call in between
+            return self.approve(board, event_id)
+        try:
+            result = parse_reply(reply)
+        except BatchRejected as exc:
+            raise _refusal(board, event_id, exc.details) from None
+        after = self._record(board, event_id)
+        return HeldDecision(
+            board=board, event_id=event_id, action="approve", repeated=False,
+            applied=result.applied, before=before, after=after,
+        )  # fmt: skip
+
+    def reject(self, board: str, event_id: str) -> HeldDecision:
+        """Drop the held event ``event_id`` of ``board``: never applied. Rejected already:
+        ``repeated``. :class:`HeldNotFound`, or :class:`HeldDecided` (it was approved)."""
+        before = self._record(board, event_id)
+        if before.state == "rejected":
+            return self._decided(board, before, "reject", repeated=True)
+        if before.state != "held":
+            raise _decided_otherwise(board, before)
+        stamp = self.writes.clock().timestamp()
+        expire_at = int(stamp + self.settings.retention.total_seconds() + HELD_SLACK)
+        keys = [self.keys.held(board), self.keys.held_order(board), self.keys.held_done(board)]
+        reply = self.writes.scripts.held_reject(
+            keys=keys, args=[event_id, repr(stamp), str(expire_at)]
+        )
+        if _text(reply[0]) == "not_held":
+            return self.reject(board, event_id)
+        return self._decided(board, before, "reject", repeated=False)
+
+    def _decided(
+        self, board: str, before: HeldEvent, action: str, *, repeated: bool
+    ) -> HeldDecision:
+        after = self._record(board, before.event_id) if not repeated else before
+        return HeldDecision(
+            board=board, event_id=before.event_id, action=action, repeated=repeated,
+            applied=0, before=before, after=after,
+        )  # fmt: skip
+
+    def _board(self, board: str) -> None:
+        if board not in self.settings.boards:
+            raise UnknownBoard(board, list(self.settings.boards))
+
+    def _record(self, board: str, event_id: str) -> HeldEvent:
+        self._board(board)
+        check_held_id(event_id)
+        text = self.client.hget(self.keys.held(board), event_id)
+        if text is None:
+            raise HeldNotFound(
+                f"no held event {event_id!r} on board {board!r} (never held, or dropped "
+                "after retention)",
+                {"board": board, "event_id": event_id},
+            )
+        return _event(text)
+
+    def _after(self, board: str, after: str) -> int:
+        """The position in the held order just past the event ``after``: its own when it is
+        still held, else where it was (by its record's arrival, the order's ties by id)."""
+        order = self.keys.held_order(board)
+        rank = self.client.zrank(order, after)
+        if isinstance(rank, int):
+            return rank + 1
+        text = self.client.hget(self.keys.held(board), after)
+        if text is None:
+            raise InvalidInput(
+                f"after: {after!r} is no held event of board {board!r}; pass a page's next",
+                {"field": "after"},
+            )
+        arrived = repr(_event(text).arrived_at)
+        before = int(self.client.zcount(order, "-inf", f"({arrived}"))
+        same = [_text(m) for m in self.client.zrangebyscore(order, arrived, arrived)]
+        return before + len([m for m in same if m < after])
+
+
+def _event(text: str | bytes) -> HeldEvent:
+    return HeldEvent.model_validate(json.loads(text))
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _decided_otherwise(board: str, record: HeldEvent) -> HeldDecided:
+    return HeldDecided(
+        f"held event {record.event_id!r} of board {board!r} was {record.state} already; "
+        "nothing changed",
+        {"board": board, "event_id": record.event_id, "state": record.state},
+    )
+
+
+def _refusal(board: str, event_id: str, problems: list[dict[str, Any]]) -> Conflict:
+    first = problems[0]
+    cls = _REFUSALS.get(first.get("code", ""), HeldRefused)
+    return cls(
+        f"held event {event_id!r} of board {board!r} cannot be applied: {first['message']}; "
+        "it stays held",
+        {"board": board, "event_id": event_id, "problems": problems},
+    )
