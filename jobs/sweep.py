@@ -35,6 +35,7 @@ from seasons.config.settings import Settings
 from seasons.connection import RedisClient, scan_keys
 from seasons.errors import SeasonsError
 from seasons.events import member_problem
+from seasons.held import forget_member as forget_held
 from seasons.keys import Keys, ParsedKey
 from seasons.scripts import Scripts
 from seasons.write_script import DEDUPE_WINDOW, HELD_SLACK, RATE_SLACK
@@ -238,9 +239,12 @@ class Sweeper:
                 log = claimlog.log_path(self.settings, board, parsed.ident)
                 if claimlog.without_member(log, member):
                     rewritten.append(str(log))
-            if on or int(reply[0]):
+            # Its held events and rate counters (seasons.held) hold its id too.
+            held = forget_held(self.client, self.keys, board, member)
+            if on or int(reply[0]) or held:
                 report["boards"][board] = {
                     "keys": on, "metadata": bool(int(reply[0])), "files_rewritten": rewritten,
+                    "held": held,
                 }  # fmt: skip
         return report
 

@@ -17,7 +17,7 @@ from seasons.connection import RedisClient, make_client
 from seasons.erasure import Cleared, Forgotten
 from seasons.errors import BackendUnreachable
 from seasons.executor import sync_executor
-from seasons.held import Held
+from seasons.held import Held, held_summary
 from seasons.jobs.registry import clear_of, sweeper_of
 from seasons.keys import Keys
 from seasons.lifecycle import Lifecycle, LifecycleEvents
@@ -168,19 +168,43 @@ class Seasons:
         (1-1000), after the event id ``after`` (a page's ``next``)."""
         return self._held.list(board, limit, after)
 
-    def approve(self, board: str, event_id: str) -> HeldDecision:
+    def approve(
+        self, board: str, event_id: str, *, actor: str = DEFAULT_ACTOR,
+        reason: str | None = None, request_id: str | None = None,
+    ) -> HeldDecision:  # fmt: skip
         """Apply a held event exactly once with its original ``ts``, as a backfill write of
         it would (:class:`seasons.errors.SeasonClosed` when its season is closing or
         archived, :class:`seasons.errors.DayFolded`, :class:`seasons.errors.HeldTooLate`: it
         stays held). Approving again answers ``repeated`` and applies nothing;
         :class:`seasons.errors.HeldDecided` if it was rejected,
-        :class:`seasons.errors.HeldNotFound` if there is no such held event."""
-        return self._held.approve(board, event_id)
+        :class:`seasons.errors.HeldNotFound` if there is no such held event.
 
-    def reject(self, board: str, event_id: str) -> HeldDecision:
+        The decision appends one ``held_approve`` entry to the audit trail (``actor``,
+        ``reason``, ``request_id``), once per event however often it is asked."""
+        note = Note.of(actor, reason, request_id)
+        return self._audited(self._held.approve(board, event_id), note)
+
+    def reject(
+        self, board: str, event_id: str, *, actor: str = DEFAULT_ACTOR,
+        reason: str | None = None, request_id: str | None = None,
+    ) -> HeldDecision:  # fmt: skip
         """Drop a held event: it is never applied. Rejecting again answers ``repeated``;
-        :class:`seasons.errors.HeldDecided` if it was approved."""
-        return self._held.reject(board, event_id)
+        :class:`seasons.errors.HeldDecided` if it was approved. Appends one ``held_reject``
+        entry to the audit trail, as :meth:`approve` does."""
+        note = Note.of(actor, reason, request_id)
+        return self._audited(self._held.reject(board, event_id), note)
+
+    def _audited(self, decision: HeldDecision, note: Note) -> HeldDecision:
+        """``decision``, with its audit entry appended. A repeated decision appends only if
+        the first one's append was lost (the process stopped between the two): the entry's
+        once-id is the event's decision."""
+        record = decision.after
+        self.audit_trail.append(
+            f"held_{decision.action}", note, self.clock(), member=record.member,
+            boards=[decision.board], once=f"held:{decision.board}:{decision.event_id}",
+            before=held_summary(decision.before), after=held_summary(record),
+        )  # fmt: skip
+        return decision
 
     # --- reads ----------------------------------------------------------------------------
 
@@ -327,7 +351,7 @@ class Seasons:
         self.audit_trail.append(
             "forget", note, now, member=member, forgotten=True, boards=found.boards,
             after={b: {"keys": len(r.keys), "metadata": r.metadata,
-                       "files_rewritten": len(r.files_rewritten)}
+                       "files_rewritten": len(r.files_rewritten), "held": r.held}
                    for b, r in found.boards.items()},
         )  # fmt: skip
         return found

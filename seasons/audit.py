@@ -51,6 +51,8 @@ ACTIONS: dict[str, str] = {
     "forget": "a member was erased everywhere (seasons forget, DELETE /v1/admin/members/...)",
     "clear": "a period of a board was cleared (seasons clear, POST .../clear), once per clear id",
     "restore": "archive files were loaded back (seasons restore FILE, or --all: one entry)",
+    "held_approve": "a held event was applied (seasons held approve, POST .../approve)",
+    "held_reject": "a held event was dropped (seasons held reject, POST .../reject)",
 }
 
 DEFAULT_ACTOR = "python"  # the Python API's actor when none is given

@@ -18,6 +18,7 @@ class ForgottenBoard(BaseModel):
     files_rewritten: list[str] = Field(
         description="Archive files and claims logs rewritten without it"
     )
+    held: int = Field(default=0, description="Its held events removed (docs/writes.md#held-events)")
 
 
 class Forgotten(BaseModel):

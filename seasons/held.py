@@ -14,6 +14,7 @@ import dataclasses
 import json
 from typing import Any
 
+from seasons.connection import RedisClient, scan_keys
 from seasons.errors import (
     BatchRejected,
     Conflict,
@@ -29,11 +30,13 @@ from seasons.errors import (
     UnknownBoard,
 )
 from seasons.events import MAX_ID_BYTES, validate_batch
+from seasons.keys import Keys
 from seasons.models import HeldDecision, HeldEvent, HeldPage
 from seasons.write_script import HELD_SLACK, parse_reply, refused, script_args
 from seasons.writes import Writes, new_batch_id
 
 MAX_LIMIT = 1000
+SCAN_COUNT = 1000  # records and keys read per call while a member is forgotten
 # A generated event id is the batch id, '#' and the event's index (up to 5 digits).
 MAX_HELD_ID_BYTES = MAX_ID_BYTES + 6
 
@@ -197,6 +200,41 @@ class Held:
         before = int(self.client.zcount(order, "-inf", f"({arrived}"))
         same = [_text(m) for m in self.client.zrangebyscore(order, arrived, arrived)]
         return before + len([m for m in same if m < after])
+
+
+def held_summary(record: HeldEvent) -> dict[str, Any]:
+    """What an audit entry records of a held event: no member id (the entry names the
+    member apart, by its salted hash) and no metadata."""
+    return {
+        "event_id": record.event_id, "state": record.state, "value": record.value,
+        "ts": record.ts, "reason": record.reason,
+    }  # fmt: skip
+
+
+def forget_member(client: RedisClient, keys: Keys, board: str, member: str) -> int:
+    """Erasure (``Seasons.forget``): the held events of ``member`` on ``board``, decided ones
+    included (records, their order and decision entries), and its counters of
+    ``member_rate``. Returns how many held records went. The records are few (a board's
+    held events of its retention), so they are read whole."""
+    record_key = keys.held(board)
+    ids = [
+        field
+        for field, text in client.hscan_iter(record_key, count=SCAN_COUNT)
+        if _event(text).member == member
+    ]
+    for start in range(0, len(ids), SCAN_COUNT):
+        chunk = ids[start : start + SCAN_COUNT]
+        pipe = client.pipeline(transaction=False)
+        pipe.hdel(record_key, *chunk)
+        pipe.zrem(keys.held_order(board), *chunk)
+        pipe.zrem(keys.held_done(board), *chunk)
+        pipe.execute()
+    for batch in scan_keys(client, keys.board_pattern(board), count=SCAN_COUNT, kind="hash"):
+        for key in batch:
+            parsed = keys.parse(key)
+            if parsed is not None and parsed.kind == "rate":
+                client.hdel(key, member)
+    return len(ids)
 
 
 def _event(text: str | bytes) -> HeldEvent:

@@ -21,6 +21,7 @@ from seasons.cli import CliState, cli
 from seasons.clock import ManualClock
 from seasons.config import Settings
 from seasons.http.app import create_app
+from seasons.keys import Keys
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
@@ -186,3 +187,81 @@ def test_cli_held(run: Callable[..., Result], r: redis.Redis) -> None:
     top = run("top", "kills", "--window", "day", "--json")
     assert json.loads(top.output)["entries"][0]["score"] == 12
     assert run("held", "reject", "kills", "e1").exit_code == 1  # approved already
+
+
+# --- the audit trail and erasure ---------------------------------------------------------------
+
+
+def _entries(app: Seasons, action: str) -> list[Any]:
+    return app.audit(action=action, limit=100).entries
+
+
+def test_decisions_are_audited_once(http: TestClient, app: Seasons) -> None:
+    """Each decision appends one entry naming the token's actor, the member, the board and the
+    record's state before and after; asking the same decision again appends nothing more."""
+    assert _score(http, 5).status_code == 200
+    for event_id in ("e1", "e2"):
+        assert _score(http, 7, event_id).json()["held"] == 1
+    approve = http.post(
+        "/v1/admin/boards/kills/held/e1/approve?reason=looked%20fine",
+        headers={**AUTH, "X-Request-ID": "req-approve-1"},
+    )
+    assert approve.status_code == 200, approve.text
+    assert approve.headers["x-request-id"] == "req-approve-1"
+    again = http.post("/v1/admin/boards/kills/held/e1/approve", headers=AUTH)
+    assert again.json()["repeated"] is True
+    (entry,) = _entries(app, "held_approve")
+    assert (entry.actor, entry.member, entry.boards) == ("admin", "ann", ["kills"])
+    assert (entry.reason, entry.request_id) == ("looked fine", "req-approve-1")
+    assert entry.before["state"] == "held" and entry.after["state"] == "approved"
+    assert entry.before["event_id"] == "e1" and entry.after["value"] == 7
+    assert "member" not in entry.before and "metadata" not in entry.after
+    # Python: its actor; a repeated reject appends nothing more either.
+    app.reject("kills", "e2", actor="moderator-bot", reason="too fast")
+    app.reject("kills", "e2", actor="moderator-bot")
+    (rejected,) = _entries(app, "held_reject")
+    assert (rejected.actor, rejected.reason, rejected.member) == ("moderator-bot", "too fast", "ann")
+    assert rejected.after["state"] == "rejected"
+    # A reason over the limit is bad input: 422, nothing decided, nothing appended.
+    assert _score(http, 1, "e3").json()["held"] == 1
+    long = http.post(f"/v1/admin/boards/kills/held/e3/reject?reason={'x' * 501}", headers=AUTH)
+    _error(long, 422, "invalid_input")
+    assert app.held("kills").events[-1].state == "held"
+    assert len(_entries(app, "held_reject")) == 1
+
+
+def test_cli_decision_names_the_os_user(run: Callable[..., Result], r: redis.Redis) -> None:
+    import getpass
+
+    assert run("submit", "kills", "ann", "5").exit_code == 0
+    assert run("submit", "kills", "ann", "7", "--event-id", "e1").exit_code == 0
+    done = run("held", "reject", "kills", "e1", "--reason", "bot")
+    assert done.exit_code == 0, done.output
+    trail = json.loads(run("audit", "--action", "held_reject", "--json").output)["entries"]
+    assert [(e["actor"], e["reason"]) for e in trail] == [(f"cli:{getpass.getuser()}", "bot")]
+
+
+def test_forget_erases_held_events_and_counters(app: Seasons, r: redis.Redis) -> None:
+    """A forgotten member's held events (held or decided) and its rate counters go with it;
+    another member's stay."""
+    # Event ids are the caller's and are kept as ids (dedupe), so none names a member here.
+    for n, member in enumerate(("ann", "bob")):
+        app.submit("kills", member, 5)
+        app.submit("kills", member, 7, event_id=f"e{n}1")
+        app.submit("kills", member, 8, event_id=f"e{n}2")
+    app.reject("kills", "e01")
+    assert {e.member for e in app.held("kills").events} == {"ann", "bob"}
+    found = app.forget("ann")
+    assert found.boards["kills"].held == 2
+    left = app.held("kills").events
+    assert [e.event_id for e in left] == ["e11", "e12"]
+    assert r.hget(Keys(NS).held("kills"), "e01") is None  # decided ones too
+    for key in r.scan_iter(match=f"{NS}:*"):
+        kind = r.type(key)
+        if kind == b"hash":
+            dump = json.dumps({k.decode(): v.decode() for k, v in r.hgetall(key).items()})
+        elif kind == b"zset":
+            dump = json.dumps([m.decode() for m in r.zrange(key, 0, -1)])
+        else:
+            continue
+        assert "ann" not in dump, key

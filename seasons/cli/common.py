@@ -33,6 +33,7 @@ from rich.console import Console
 
 from seasons import windows as win
 from seasons.api import Seasons
+from seasons.audit import MAX_REASON
 from seasons.clock import Clock, system_clock
 from seasons.config.loading import ConfigError, load_settings
 from seasons.config.settings import Settings, config_path
@@ -314,3 +315,9 @@ def redacted_settings(settings: Settings) -> dict[str, Any]:
         hook["url"] = mask_url(hook["url"])
         hook["secret"] = REDACTED
     return data
+
+
+reason_option = click.option(
+    "--reason", default=None,
+    help=f"Why (at most {MAX_REASON} characters): recorded in the audit trail (seasons audit).",
+)  # fmt: skip

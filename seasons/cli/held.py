@@ -8,7 +8,15 @@ from __future__ import annotations
 
 import click
 
-from seasons.cli.common import CliState, cli, json_option, pass_state, print_json
+from seasons.audit import cli_actor
+from seasons.cli.common import (
+    CliState,
+    cli,
+    json_option,
+    pass_state,
+    print_json,
+    reason_option,
+)
 from seasons.cli.text import plural
 from seasons.held import MAX_LIMIT
 from seasons.models import HeldDecision
@@ -58,18 +66,20 @@ def _report(decision: HeldDecision, as_json: bool) -> None:
 @held.command()
 @click.argument("board")
 @click.argument("event_id")
+@reason_option
 @json_option
 @pass_state
-def approve(state: CliState, board: str, event_id: str, as_json: bool) -> None:
+def approve(state: CliState, board: str, event_id: str, reason: str | None, as_json: bool) -> None:
     """Apply the held event EVENT_ID of BOARD once, with its original ts."""
-    _report(state.app.approve(board, event_id), as_json)
+    _report(state.app.approve(board, event_id, actor=cli_actor(), reason=reason), as_json)
 
 
 @held.command()
 @click.argument("board")
 @click.argument("event_id")
+@reason_option
 @json_option
 @pass_state
-def reject(state: CliState, board: str, event_id: str, as_json: bool) -> None:
+def reject(state: CliState, board: str, event_id: str, reason: str | None, as_json: bool) -> None:
     """Drop the held event EVENT_ID of BOARD: it is never applied."""
-    _report(state.app.reject(board, event_id), as_json)
+    _report(state.app.reject(board, event_id, actor=cli_actor(), reason=reason), as_json)

@@ -22,7 +22,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from seasons import catalog
 from seasons import windows as win
-from seasons.audit import MAX_REASON, Note, cli_actor
+from seasons.audit import Note, cli_actor
 from seasons.cli.common import (
     EXIT_FAILURE,
     EXIT_USAGE,
@@ -33,6 +33,7 @@ from seasons.cli.common import (
     json_option,
     pass_state,
     print_json,
+    reason_option,
 )
 from seasons.cli.info import print_status
 from seasons.cli.text import plural
@@ -67,12 +68,6 @@ def _bar(description: str) -> Iterator[Callable[[int, int | None], None] | None]
     task = progress.add_task(description, total=None)
     with progress:
         yield lambda done, total: progress.update(task, completed=done, total=total)
-
-
-reason_option = click.option(
-    "--reason", default=None,
-    help=f"Why (at most {MAX_REASON} characters): recorded in the audit trail (seasons audit).",
-)  # fmt: skip
 
 
 def _emit(as_json: bool, data: dict[str, Any], text: str) -> None:
@@ -283,6 +278,7 @@ def forget(state: CliState, member: str, reason: str | None, as_json: bool) -> N
         "\n".join(
             f"{b}: removed from {plural(len(r.keys), 'key')}"
             + (", metadata" if r.metadata else "")
+            + (f", {plural(r.held, 'held event')}" if r.held else "")
             + (
                 f", rewrote {plural(len(r.files_rewritten), 'archive file')}"
                 if r.files_rewritten

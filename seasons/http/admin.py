@@ -30,6 +30,11 @@ from seasons.jobs.reconcile import Outcome
 from seasons.jobs.rollup import ALL, REBUILDS
 from seasons.models import AuditPage, HeldDecision, HeldPage, WriteResult
 
+# Why an action was done, for the audit trail (seasons.audit).
+ReasonQ = Annotated[
+    str | None, Query(description=f"Why, for the audit trail (at most {MAX_REASON} characters)")
+]
+
 router = APIRouter(
     prefix="/v1/admin", tags=["admin"], dependencies=[AdminAccess],
     responses={
@@ -154,9 +159,7 @@ def snapshot(body: SnapshotIn, s: SeasonsDep) -> Snapshots:
 )  # fmt: skip
 def forget_member(
     request: Request, s: SeasonsDep, caller: CallerDep,
-    member: Annotated[str, Path(description="Member id")],
-    reason: Annotated[str | None, Query(
-        description=f"Why, for the audit trail (at most {MAX_REASON} characters)")] = None,
+    member: Annotated[str, Path(description="Member id")], reason: ReasonQ = None,
 ) -> Forgotten:  # fmt: skip
     # The erasure checks the member rule (InvalidMember, 422) before any Redis call.
     member = path_member(request, member, stored=True)
@@ -236,16 +239,24 @@ def list_held(
     "/boards/{board}/held/{event_id:path}/approve", response_model=HeldDecision,
     summary="Apply a held event once, with its original ts, to every window it reaches",
 )  # fmt: skip
-def approve_held(s: SeasonsDep, board: BoardP, event_id: HeldIdP) -> HeldDecision:
-    return s.approve(board, event_id)
+def approve_held(
+    s: SeasonsDep, caller: CallerDep, board: BoardP, event_id: HeldIdP, reason: ReasonQ = None
+) -> HeldDecision:
+    return s.approve(
+        board, event_id, actor=caller.actor, reason=reason, request_id=caller.request_id
+    )
 
 
 @router.post(
     "/boards/{board}/held/{event_id:path}/reject", response_model=HeldDecision,
     summary="Drop a held event: it is never applied",
 )  # fmt: skip
-def reject_held(s: SeasonsDep, board: BoardP, event_id: HeldIdP) -> HeldDecision:
-    return s.reject(board, event_id)
+def reject_held(
+    s: SeasonsDep, caller: CallerDep, board: BoardP, event_id: HeldIdP, reason: ReasonQ = None
+) -> HeldDecision:
+    return s.reject(
+        board, event_id, actor=caller.actor, reason=reason, request_id=caller.request_id
+    )
 
 
 @router.post(
