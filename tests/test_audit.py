@@ -12,6 +12,7 @@ import hashlib
 import hmac
 import json
 import shutil
+import warnings
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,7 +21,6 @@ from typing import Any
 import pytest
 import redis
 from click.testing import CliRunner
-from starlette.testclient import TestClient
 
 from seasons import Seasons
 from seasons.archives import Archives
@@ -30,6 +30,10 @@ from seasons.clock import ManualClock
 from seasons.config import ConfigError, Settings
 from seasons.errors import ArchiveRejected, BadCursor, InvalidInput, UnknownAction
 from seasons.http.app import create_app
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    from starlette.testclient import TestClient
 
 NS = "aud"
 NOW = datetime(2099, 3, 11, 15, tzinfo=UTC)  # S3 of a 28-day cycle from 2099-01-05

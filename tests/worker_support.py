@@ -189,5 +189,6 @@ def toml_text(settings: Settings) -> str:
     ]
     for name, cfg in settings.boards.items():
         lines.append(f"[boards.{name}]")
-        lines += [f"{k} = {value(v)}" for k, v in cfg.model_dump().items()]
+        # A setting left unset (None: no bound, no limit) is left out, as in a file.
+        lines += [f"{k} = {value(v)}" for k, v in cfg.model_dump().items() if v is not None]
     return "\n".join(lines) + "\n"
