@@ -220,7 +220,8 @@ def test_decisions_are_audited_once(http: TestClient, app: Seasons) -> None:
     app.reject("kills", "e2", actor="moderator-bot", reason="too fast")
     app.reject("kills", "e2", actor="moderator-bot")
     (rejected,) = _entries(app, "held_reject")
-    assert (rejected.actor, rejected.reason, rejected.member) == ("moderator-bot", "too fast", "ann")
+    assert (rejected.actor, rejected.reason) == ("moderator-bot", "too fast")
+    assert rejected.member == "ann"
     assert rejected.after["state"] == "rejected"
     # A reason over the limit is bad input: 422, nothing decided, nothing appended.
     assert _score(http, 1, "e3").json()["held"] == 1
