@@ -3,13 +3,16 @@ time (docs/writes.md#held-events).
 
 The same batches (100 events on a pool of members with scores already, as in
 :mod:`bench.writes`) are written through ``Seasons.submit_many`` to the ``sum`` board of
-:mod:`bench.common` under two namespaces: one without limits, one with ``member_rate`` and
-``max_period_gain`` set, both loose enough that nothing is held, so both sides apply the same
-events and their boards can be compared score by score (and nothing may be held) before a
-figure is believed. Rounds alternate the two sides; per side the best round counts. The
-figure is Redis's time per event (``INFO commandstats``, a script's commands counted once:
-:func:`bench.http_peers.command_usec`), the main thread's work, which does not scale out;
-target: the limited board at most 1.11x the free one's (at least 0.9x its throughput).
+:mod:`bench.common` under two namespaces: one without limits or bounds, one with the board's
+bounds (``min_value``, ``max_value``: checked in Python, before Redis) and ``member_rate`` and
+``max_period_gain`` set, all loose enough that every event passes and nothing is held, so both
+sides apply the same events and their boards can be compared score by score (and nothing may
+be held) before a figure is believed. This is the issue's figure: ingest "with bounds and
+member_rate" against ingest without. Rounds alternate the two sides; per side the best round
+counts. The figure is Redis's time per event (``INFO commandstats``, a script's commands
+counted once: :func:`bench.http_peers.command_usec`), the main thread's work, which does not
+scale out; target: the limited board at most 1.11x the free one's (at least 0.9x its
+throughput).
 """
 
 from __future__ import annotations
@@ -39,11 +42,20 @@ TARGET = 1 / 0.9  # limited / free Redis time per event, at most
 # would expire at once by Redis's real clock (each batch would start a new, small hash).
 RATE = MemberRate(events=1_000_000, per=timedelta(days=1))
 GAIN = MaxPeriodGain(value=1e15, window="week")
+# make_batch's values lie inside them.
+MIN_VALUE, MAX_VALUE = 0.0, 1_000.0
 
 
 def limited(settings: Settings) -> Settings:
-    """``settings`` with the board's limits set (frozen models: copies)."""
-    cfg = settings.boards[BOARD].model_copy(update={"member_rate": RATE, "max_period_gain": GAIN})
+    """``settings`` with the board's bounds and limits set (frozen models: copies)."""
+    cfg = settings.boards[BOARD].model_copy(
+        update={
+            "min_value": MIN_VALUE,
+            "max_value": MAX_VALUE,
+            "member_rate": RATE,
+            "max_period_gain": GAIN,
+        }
+    )
     return settings.model_copy(update={"boards": {BOARD: cfg}})
 
 
@@ -60,7 +72,8 @@ def run(url: str, batches: int, calendar: Calendar | None = None) -> Section:
     section = Section(
         "Per-member limits: Redis time per event",
         f"batches of {EVENTS_PER_BATCH} on a sum board (day, week, season) of {MEMBERS:,} "
-        f"members, without limits and with member_rate + max_period_gain (nothing held); "
+        f"members, without limits and with min_value/max_value + member_rate + "
+        f"max_period_gain (nothing held); "
         f"{batches} batches per side and round, best of {ROUNDS} rounds",
         "µs/event",
     )

@@ -650,25 +650,15 @@ end
 local holding = limits and not backfill and not approve and not check_only
 local rate, gain = limits and limits.rate, limits and limits.gain
 local counts, members = {}, {}  -- member -> accepted events in the interval; the members
+local rate_events = rate and rate.events
 local gain_scores = {}  -- board key -> member -> its score as the batch leaves it so far
+local gaining = false  -- whether gain_scores holds any member (one that could pass)
 local held_as = {}  -- i -> {reason, score before (or false), window, limit}
 local duplicate = {}  -- i -> true: the i-th event's id was seen (pass 1 below)
 if holding then
-  for i = 1, (rate and n or 0) do
-    local m = all[i][MEMBER]
-    if not counts[m] then
-      counts[m] = 0
-      members[#members + 1] = m
-    end
-  end
-  for from = 1, #members, 1000 do
-    local upto = math.min(from + 999, #members)
-    local got = redis.call('HMGET', rate.key, unpack(members, from, upto))
-    for j = from, upto do counts[members[j]] = tonumber(got[j - from + 1]) or 0 end
-  end
   -- The board each group's events are limited on: its day board or its rollup of the
   -- window (none for a day outside every season, on the season window: nothing to limit).
-  local gain_keys, rises = {}, {}  -- keys in first use; key -> member -> its rises summed
+  local gain_keys, rises = {}, {}  -- keys in first use; key -> the batch's rises summed
   for _, grp in ipairs(gain and groups or {}) do
     grp.gain = false
     if gain.window == 'day' then
@@ -680,50 +670,75 @@ if holding then
     end
     local key = grp.gain and grp.gain.key
     if key and not rises[key] then
-      rises[key] = {}
+      rises[key] = 0
       gain_keys[#gain_keys + 1] = {key, grp.gain.days}
     end
+  end
+  -- One pass over the events: the members, each once (one HMGET of their counters), and
+  -- the contributions > 0 each gain board gets from the batch, summed.
+  for i = 1, n do
+    local ev = all[i]
+    if rate then
+      local m = ev[MEMBER]
+      if not counts[m] then
+        counts[m] = 0
+        members[#members + 1] = m
+      end
+    end
+    local t = gain and groups[ev[GROUP] + 1].gain
+    if t then
+      local x = t.weight * ev[VALUE]
+      if x > 0 then rises[t.key] = rises[t.key] + x end
+    end
+  end
+  for from = 1, #members, 1000 do
+    local upto = math.min(from + 999, #members)
+    local got = redis.call('HMGET', rate.key, unpack(members, from, upto))
+    for j = from, upto do counts[members[j]] = tonumber(got[j - from + 1]) or 0 end
   end
   -- Only a member whose score could pass the limit in this batch is read: one whose
   -- contributions > 0 added to the board's best score (0 if higher: a member not on the
   -- board has none) do. On a trimmed `asc` board a member trimmed away may be above the
-  -- best kept: every member is read there.
-  for i = 1, (gain and n or 0) do
-    local t = groups[all[i][GROUP] + 1].gain
-    if t then
-      local x = t.weight * all[i][VALUE]
-      if x > 0 then
-        local at = rises[t.key]
-        at[all[i][MEMBER]] = (at[all[i][MEMBER]] or 0) + x
-      end
-    end
-  end
+  -- best kept: every member is read there. A member's rises are at most the batch's on the
+  -- board (sums of numbers > 0, in the same order, round alike): when those cannot pass,
+  -- no member's can, and none is read.
   for _, kd in ipairs(gain_keys) do
     local key, days = kd[1], kd[2]
     local every = max_entries > 0 and not desc
     local bound = 0
-    if not every then
+    if not every and rises[key] > 0 then
       local top = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
       if top[2] and tonumber(top[2]) > 0 then bound = tonumber(top[2]) end
     end
-    local read, known = {}, {}
-    for m, rise in pairs(rises[key]) do
-      if every or bound + rise > gain.value then read[#read + 1] = m end
-    end
-    for from = 1, #read, 1000 do
-      local upto = math.min(from + 999, #read)
-      local got = redis.call('ZMSCORE', key, unpack(read, from, upto))
-      for j = from, upto do
-        local text = got[j - from + 1]
-        if text then
-          known[read[j]] = tonumber(text)
-        elseif max_entries > 0 and days then
-          -- trimmed away: its score is what the board recomputes it from
-          known[read[j]] = aggregate_days(aggregate, days, read[j]) or 0
-        else
-          known[read[j]] = 0
+    local known = {}
+    if rises[key] > 0 and (every or bound + rises[key] > gain.value) then
+      local rise, read = {}, {}  -- member -> its rises summed; the members read
+      for i = 1, n do
+        local t = groups[all[i][GROUP] + 1].gain
+        if t and t.key == key then
+          local x = t.weight * all[i][VALUE]
+          if x > 0 then rise[all[i][MEMBER]] = (rise[all[i][MEMBER]] or 0) + x end
         end
       end
+      for m, r in pairs(rise) do
+        if every or bound + r > gain.value then read[#read + 1] = m end
+      end
+      for from = 1, #read, 1000 do
+        local upto = math.min(from + 999, #read)
+        local got = redis.call('ZMSCORE', key, unpack(read, from, upto))
+        for j = from, upto do
+          local text = got[j - from + 1]
+          if text then
+            known[read[j]] = tonumber(text)
+          elseif max_entries > 0 and days then
+            -- trimmed away: its score is what the board recomputes it from
+            known[read[j]] = aggregate_days(aggregate, days, read[j]) or 0
+          else
+            known[read[j]] = 0
+          end
+        end
+      end
+      gaining = gaining or #read > 0
     end
     gain_scores[key] = known  -- a member not in it cannot pass the limit in this batch
   end
@@ -749,19 +764,21 @@ end
 -- An event that is not held is counted as accepted.
 local function hold(i, grp)
   local member = all[i][MEMBER]
-  local count = rate and counts[member]
-  if count and count >= rate.events then
-    return {'member_rate', day_score(i), 'day', rate.events}
+  local count = counts[member]  -- nil without member_rate
+  if count and count >= rate_events then
+    return {'member_rate', day_score(i), 'day', rate_events}
   end
-  local t = gain and grp.gain
-  local known = t and gain_scores[t.key]
-  local before = known and known[member]
-  if before then
-    local x = t.weight * all[i][VALUE]
-    if x > 0 and before + x > gain.value then
-      return {'max_period_gain', before, gain.window, gain.value}
+  if gaining then
+    local t = grp.gain
+    local known = t and gain_scores[t.key]
+    local before = known and known[member]
+    if before then
+      local x = t.weight * all[i][VALUE]
+      if x > 0 and before + x > gain.value then
+        return {'max_period_gain', before, gain.window, gain.value}
+      end
+      known[member] = before + x
     end
-    known[member] = before + x
   end
   if count then counts[member] = count + 1 end
   return nil
@@ -804,7 +821,15 @@ for i = 1, n do
     end
     seen[event_id] = true
   end
-  if holding and not duplicate[i] then held_as[i] = hold(i, grp) end
+  if holding and not duplicate[i] then
+    local member = all[i][MEMBER]
+    local count = counts[member]
+    if gaining or (count and count >= rate_events) then
+      held_as[i] = hold(i, grp)
+    elseif count then
+      counts[member] = count + 1  -- what hold() finds: no limit reached, the event counted
+    end
+  end
   if given_meta and not duplicate[i] and not held_as[i] then
     local member = all[i][MEMBER]
     local as_given = given_meta:sub(1, 1) == '='
@@ -858,6 +883,23 @@ for i = 1, n do
 end
 if #errors > 1 then return errors end
 if check_only then return {'applied', 0, 0, 0} end
+
+-- The rate counters as pass 1 left them, written first: their fields are fresh from the
+-- HMGET that read them.
+if holding and rate then
+  local counters = {}  -- a member whose events were all held or duplicates keeps its count
+  for _, m in ipairs(members) do
+    local c = counts[m]
+    if c > 0 then
+      counters[#counters + 1] = m
+      counters[#counters + 1] = c
+    end
+  end
+  if #counters > 0 then
+    chunked(counters, 1000, function(...) redis.call('HSET', rate.key, ...) end)
+    redis.call('EXPIREAT', rate.key, rate.expire_at)
+  end
+end
 
 -- Pass 2: apply.
 local function put(key, member, value)
@@ -1142,20 +1184,6 @@ if #held_list > 0 then
   redis.call('EXPIREAT', held.record, held.expire_at)
   redis.call('EXPIREAT', held.order, held.expire_at)
 end
-if holding and rate then
-  local counters = {}  -- a member whose events were all held or duplicates keeps its count
-  for _, m in ipairs(members) do
-    local c = counts[m]
-    if c > 0 then
-      counters[#counters + 1] = m
-      counters[#counters + 1] = c
-    end
-  end
-  if #counters > 0 then
-    chunked(counters, 1000, function(...) redis.call('HSET', rate.key, ...) end)
-    redis.call('EXPIREAT', rate.key, rate.expire_at)
-  end
-end
 if approve then
   -- The record, decided: its state rewritten in place (the rest is the text stored).
   local record = redis.call('HGET', held.record, approve)
@@ -1213,8 +1241,8 @@ if #expired > 0 then
   redis.call('HDEL', batch_results, unpack(expired))
 end
 -- Held records past retention, and decided ones past the dedupe window: at most 100 of
--- each per write, the same bounded work.
-if held then
+-- each per write, the same bounded work. A board that never held an event has neither key.
+if held and redis.call('EXISTS', held.order, held.done) > 0 then
   for _, drop in ipairs({{held.order, held.cutoff}, {held.done, cutoff}}) do
     local old = redis.call('ZRANGEBYSCORE', drop[1], '-inf', '(' .. drop[2], 'LIMIT', 0, 100)
     if #old > 0 then
