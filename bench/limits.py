@@ -9,15 +9,16 @@ bounds (``min_value``, ``max_value``: checked in Python, before Redis) and ``mem
 sides apply the same events and their boards can be compared score by score (and nothing may
 be held) before a figure is believed. This is the issue's figure: ingest "with bounds and
 member_rate" against ingest without. Rounds alternate the two sides; per side the best round
-counts. The figure is Redis's time per event (``INFO commandstats``, a script's commands
+counts. Two figures: ingest events/s through one client (target: the limited board at least
+0.9x the free one's), and Redis's time per event (``INFO commandstats``, a script's commands
 counted once: :func:`bench.http_peers.command_usec`), the main thread's work, which does not
-scale out; target: the limited board at most 1.11x the free one's (at least 0.9x its
-throughput).
+scale out (target: at most 1.11x).
 """
 
 from __future__ import annotations
 
 import random
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -37,6 +38,7 @@ FULL_BATCHES = 400  # per side and round
 QUICK_BATCHES = 60
 ROUNDS = 3
 TARGET = 1 / 0.9  # limited / free Redis time per event, at most
+INGEST_TARGET = 0.9  # limited / free ingest events/s, at least (the issue's figure)
 # Loose enough that nothing is held: every event is applied on both sides alike. A day's
 # interval: the bench's clock stands at noon of today, and the counter of a shorter interval
 # would expire at once by Redis's real clock (each batch would start a new, small hash).
@@ -83,6 +85,7 @@ def run(url: str, batches: int, calendar: Calendar | None = None) -> Section:
                                clock=calendar.clock()),
     }  # fmt: skip
     best: dict[str, float] = {}
+    fastest: dict[str, float] = {}  # events/s through Seasons.submit_many, one client
     held = 0
     try:
         seed = [{"board": BOARD, "member": f"player:{m:06d}", "value": 1} for m in range(MEMBERS)]
@@ -94,11 +97,15 @@ def run(url: str, batches: int, calendar: Calendar | None = None) -> Section:
             work = [make_batch(rnd) for _ in range(batches)]
             for name, s in sides.items():
                 before = command_stats(s.client)
+                started = time.perf_counter()
                 for batch in work:
                     held += s.submit_many(batch).held
+                elapsed = time.perf_counter() - started
                 usec = command_usec(before, command_stats(s.client))
                 per_event = usec / (batches * EVENTS_PER_BATCH)
                 best[name] = min(best.get(name, per_event), per_event)
+                ingest = batches * EVENTS_PER_BATCH / elapsed
+                fastest[name] = max(fastest.get(name, ingest), ingest)
         boards = {
             name: {
                 w: s.client.zrange(Keys(s.settings.namespace).window(BOARD, w, p), 0, -1,
@@ -115,6 +122,10 @@ def run(url: str, batches: int, calendar: Calendar | None = None) -> Section:
     section.check("nothing held (the limits are loose: the same events applied)", held == 0)
     for name, value in best.items():
         section.row(name, value)
+    for name, value in fastest.items():
+        section.row(f"{name}: ingest", value, "events/s, one client")
+    ingest = fastest["with limits"] / fastest["without limits"]
+    section.ratio("with / without limits, ingest events/s", ingest, ">=", INGEST_TARGET)
     ratio = best["with limits"] / best["without limits"]
     section.ratio("with / without limits, Redis time per event", ratio, "<=", TARGET)
     return section
