@@ -10,6 +10,11 @@ Which periods: the rolled-up periods of every day that still takes events (from 
 ``now - late_grace`` to the day of ``now + 5 minutes``). A season that is closing or archived
 is left alone unless its close asks for the final rollup (``force``).
 
+Each board recomputed takes its twin with it (hidden and banned members' entries,
+``Keys.twin_of``): the twin board from the twin days (and the twin base) by the same
+formula, never trimmed; a board with no twin key pays one EXISTS for it. A day's fold folds
+its twin into the twin base in the same atomic call.
+
 A board can only be recomputed while all of its day keys still exist: a day key expires at
 its day's end + ``retention``. A period with a day past that point is refused
 (:class:`DaysExpired`) rather than rebuilt from part of its days.
