@@ -50,6 +50,8 @@ BOARDS: dict[str, dict[str, Any]] = {
     "laps": {"aggregate": "set", "max_entries": 2, "windows": ["day", "week", "season"]},
     # Equal scores rank first-reached first: reach sets beside the boards, and their twins.
     "first": {"ties": "earliest", "windows": ["day", "week", "season"]},
+    # Dense ranks: a distinct set beside each public board, of public scores only (no twin).
+    "dense": {"ties": "dense", "windows": ["day", "week", "season"]},
 }  # fmt: skip
 MEMBERS = [f"p{i}" for i in range(6)]
 MODERATED = {"p1": "hidden", "p4": "banned"}
@@ -263,6 +265,10 @@ def assert_rolled_up(r: redis.Redis, board: str) -> None:
             board, window, pid,
         )  # fmt: skip
         assert r.expiretime(twin(board, window, pid)) == expire_at(window, pid)
+        if board == "dense":
+            distinct = set(zset(r, public(board, "distinct", f"{window}:{pid}")).values())
+            assert distinct == set(want.values()), (window, pid)
+            assert not r.exists(twin(board, "distinct", f"{window}:{pid}"))
         if board == "first":
             got = zset(r, twin(board, "reached", f"{window}:{pid}"))
             assert got == reach_of(board, window, pid, hidden), (window, pid)
@@ -396,6 +402,9 @@ def test_a_season_archive_excludes_moderated_members_and_its_twin_holds_them(
     assert zset(r, twin("first", "reached", "archive:S2")) == reach_of(
         "first", "season", "S2", hidden
     )
+    distinct = set(zset(r, public("dense", "distinct", "archive:S2")).values())
+    assert distinct == set(board_of("dense", "season", "S2", VISIBLE).values())
+    assert not r.exists(twin("dense", "distinct", "archive:S2"))
     # The files: byte for byte those of a namespace where the moderated members never were.
     other = make_settings(settings_factory, tmp_path, namespace="mj2")
     with Seasons(other, clock=ManualClock(NOW)) as plain:
