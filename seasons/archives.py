@@ -145,10 +145,10 @@ class Archives:
             if rule.distinct_set:
                 args = ["distinct"]
         size = int(self.scripts.archive_copy(keys=keys, args=args))
-        self._copy_twin(board, keys, rule.reach_set)
+        self._copy_twin(keys, rule.reach_set)
         return size
 
-    def _copy_twin(self, board: str, keys: list[str], reach_set: bool) -> int:
+    def _copy_twin(self, keys: list[str], reach_set: bool) -> int:
         """The twin of an archive copy (``keys``: what :meth:`copy` gives archive_copy.lua):
         the hidden and banned members' standings (``Keys.twin_of`` of the live board)
         copied to the twin of the archive key, Redis only, no TTL, so that a member made
