@@ -9,6 +9,9 @@
 - A **rolled-up period** (week, month, season, all-time): recomputed from its days; with
   ``with_days`` its days are cleared first, each as above (for a window with a base, the
   base and its fold mark too).
+- Each key deleted takes its twin with it (hidden and banned members' entries,
+  ``Keys.twin_of``), and each board recomputed its twin (:mod:`seasons.jobs.rollup`): a
+  cleared period holds no score of any member, visible or not.
 
 A rolled-up board that is left with no day at all (every day of it up to now is cleared) is
 deleted in the same transaction as the days rather than recomputed: its days past retention
@@ -270,11 +273,13 @@ class Clear:
     def _doomed(
         self, board: str, days: list[date], emptied: list[win.Period], base: win.Period | None
     ) -> list[str]:
+        """The boards a clear deletes, each followed by its twin (hidden and banned members'
+        entries, ``Keys.twin_of``): a period cleared is cleared for them too."""
         out = [self.keys.day(board, d) for d in days]
         out += [self.keys.window(board, p.window, p.id) for p in emptied]
         if base is not None:
             out.append(self.keys.base(board, base.window))
-        return out
+        return [k for key in out for k in (key, self.keys.twin_of(key))]
 
     # --- running one ------------------------------------------------------------------------
 
@@ -396,12 +401,15 @@ class Clear:
         doomed = self._doomed(
             plan.board, list(plan.days), list(plan.emptied), plan.target if plan.base else None
         )
-        beside = ties.of(self.settings.boards[plan.board]).beside(self.keys)
+        rule = ties.of(self.settings.boards[plan.board])
+        beside = rule.beside(self.keys)
         if beside is not None:
             # The reach sets or distinct sets go with their boards (the rebuilt boards' are
             # recomputed with them); the result names the boards deleted.
-            doomed += [beside(plan.board, "day", d.isoformat()) for d in plan.days]
-            doomed += [beside(plan.board, p.window, p.id) for p in plan.emptied]
+            sets = [beside(plan.board, "day", d.isoformat()) for d in plan.days]
+            sets += [beside(plan.board, p.window, p.id) for p in plan.emptied]
+            # Reach sets have twins; distinct sets describe public scores only.
+            doomed += [*sets, *(self.keys.twin_of(k) for k in sets if rule.reach_set)]
         # One transaction in the board's slot: the days, the boards they leave empty and the
         # mark that they are gone, at one instant for every reader and writer.
         pipe = self.client.pipeline(transaction=True)

@@ -8,9 +8,10 @@ write: docs/contract.md#archives).
   month, season and alltime, as the board keeps them).
 - **close season** ``S`` (due once its last day is closed), per board: mark it ``closing``
   (writes for it are rejected from then on) → final rollup of the season board → copy it to
-  the archive key → its results (each member's rank, score and reward:
-  :mod:`seasons.results`) → write the archive files (their lines carry the rewards) →
-  verify → mark it ``archived``; then rebuild
+  the archive key (hidden and banned members' standings, on the season's twin, to the twin
+  of the archive key: Redis only, the files hold the public board) → its results (each
+  member's rank, score and reward: :mod:`seasons.results`) → write the archive files (their
+  lines carry the rewards) → verify → mark it ``archived``; then rebuild
   the boards of the current periods. The live keys already carry EXPIREAT; they simply run
   out after the archive exists.
 

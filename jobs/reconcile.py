@@ -21,11 +21,12 @@ best ``max_entries``.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import cast
 
 from seasons.config.settings import BoardSettings
 from seasons.connection import RedisClient
+from seasons.keys import Keys
 from seasons.scripts import Scripts
 
 ATOMIC_LIMIT = 20_000  # default of settings.worker.atomic_union_limit
@@ -53,6 +54,22 @@ class Plan:
     # ties = "dense": the target's distinct set (one member per distinct score), rebuilt from
     # the target after an atomic union, kept by each slice and made exact after the last.
     distinct: str | None = None
+    # A twin (hidden and banned members' entries): never trimmed, since the members on it
+    # are not on the public board whose size ``max_entries`` bounds.
+    untrimmed: bool = False
+
+    def twin(self, keys: Keys) -> Plan:
+        """The same formula over the twin keys (``Keys.twin_of``): the twin board from the
+        twin days (and twin base), the twin reach sets alike; twins keep no distinct set."""
+        return replace(
+            self,
+            target=keys.twin_of(self.target),
+            days=[keys.twin_of(k) for k in self.days],
+            reached=keys.twin_of(self.reached) if self.reached is not None else None,
+            reached_days=[keys.twin_of(k) for k in self.reached_days],
+            distinct=None,
+            untrimmed=True,
+        )
 
     def reach_keys(self) -> list[str]:
         """The KEYS that union_store.lua and reconcile_slice.lua take after the days: the
@@ -94,7 +111,8 @@ def reconcile(
     ``slices_wanted=False``: if the board is too large for one atomic call, leave it as the
     write path keeps it and report ``skipped``.
     """
-    head = [board.aggregate, board.order, str(board.max_entries), str(plan.expireat)]
+    max_entries = 0 if plan.untrimmed else board.max_entries
+    head = [board.aggregate, board.order, str(max_entries), str(plan.expireat)]
     weights = [repr(float(w)) for w in plan.weights]
     pipe = client.pipeline(transaction=False)
     for key in plan.days:
@@ -138,7 +156,7 @@ def reconcile(
         # right one: trim only once they all are (the empty call), then after every slice.
         settling = source in own
         if source == plan.days[0]:
-            repair([], board.max_entries)
+            repair([], max_entries)
         cursor = 0
         while True:
             cursor, rows = client.zscan(source, cursor, count=slice_size)
@@ -148,7 +166,7 @@ def reconcile(
             seen.update(fresh)
             for i in range(0, len(fresh), slice_size):
                 part = fresh[i : i + slice_size]
-                changed += repair(part, 0 if settling else board.max_entries)
+                changed += repair(part, 0 if settling else max_entries)
                 if progress:
                     progress(len(part))
             if cursor == 0:

@@ -10,6 +10,11 @@ Which periods: the rolled-up periods of every day that still takes events (from 
 ``now - late_grace`` to the day of ``now + 5 minutes``). A season that is closing or archived
 is left alone unless its close asks for the final rollup (``force``).
 
+Each board recomputed takes its twin with it (hidden and banned members' entries,
+``Keys.twin_of``): the twin board from the twin days (and the twin base) by the same
+formula, never trimmed; a board with no twin key pays one EXISTS for it. A day's fold folds
+its twin into the twin base in the same atomic call.
+
 A board can only be recomputed while all of its day keys still exist: a day key expires at
 its day's end + ``retention``. A period with a day past that point is refused
 (:class:`DaysExpired`) rather than rebuilt from part of its days.
@@ -91,11 +96,13 @@ def fold_day(
     window: str, day: date,
 ) -> bool:  # fmt: skip
     """Fold ``day``'s key into the base of ``board``'s ``window``, unless it is folded
-    already (one atomic call: the check and the record go together). True if folded now."""
+    already (one atomic call: the check and the record go together), and its twin into the
+    twin base with it. True if folded now."""
     cfg = settings.boards[board]
+    base, day_key = keys.base(board, window), keys.day(board, day)
     done = scripts.fold_day(
-        keys=[keys.base(board, window), keys.day(board, day), keys.state(board),
-              keys.tmp(board, "union")],
+        keys=[base, day_key, keys.state(board), keys.tmp(board, "union"), keys.twin_of(base),
+              keys.twin_of(day_key)],
         args=[day.isoformat(), cfg.aggregate, STATE_FOLDED + window],
     )  # fmt: skip
     return bool(int(done))
@@ -287,7 +294,17 @@ class Rollup:
             key = self.keys.job_state("reconciled")
             self.client.hset(key, plan.target, f"{mark}|{now.timestamp()}")
             self.client.expire(key, int(self.settings.retention.total_seconds()))
+        self._recompute_twin(cfg, plan)
         return outcome
+
+    def _recompute_twin(self, cfg: BoardSettings, plan: Plan) -> Outcome | None:
+        """The twin of ``plan``'s board (hidden and banned members: ``Keys.twin_of``), from
+        the twin days as the board is from its days, untrimmed; None when the board has no
+        twin key at all (one EXISTS: what a board without hidden members pays)."""
+        twin = plan.twin(self.keys)
+        if not self.client.exists(twin.target, *twin.days):
+            return None
+        return reconcile(self.client, self.scripts, cfg, twin, atomic_limit=self.atomic_limit)
 
     def run(
         self, now: datetime, board: str | None = None, *, routine: bool = False

@@ -5,9 +5,15 @@ its name implies (a key of a window: its period's end + ``retention``, as the wr
 path sets it); then remove the metadata of members that are on none of the board's sorted
 sets, live or archived.
 
-Keys without TTL by design: archives, the alltime board and its base, the ``meta`` and
-``state`` hashes, job state, the namespace marker and safe mode (``seasons.jobs.integrity``).
-The sweep deletes no key: a member on the alltime board or its base keeps its metadata.
+Keys without TTL by design: archives, the alltime board and its base, the ``meta``,
+``state`` and ``moderation`` hashes, job state, the namespace marker and safe mode
+(``seasons.jobs.integrity``). The sweep deletes no key: a member on the alltime board or its
+base keeps its metadata.
+
+A twin (``hidden:<kind>:<id>``, ``Keys.twin_of``: a hidden or banned member's entries) is
+its public key's kind for all of this: the same TTL (none for a base's or an archive's), and
+a member on a twin keeps its metadata as on the public key; erasure removes the member from
+the twins and its field from the moderation hash.
 
 A reach set (``ties = "earliest"``, ``reached:<window>:<period id>``) expires with its board
 and an archive's (``reached:archive:<id>``) never does. It holds the members of its board
@@ -47,12 +53,15 @@ META_SLICE = 200
 # Kinds that never expire (besides the keys of a window that never ends: alltime).
 NO_TTL = {
     "archive", "results", "claims", "base", "meta", "state", "job", "marker", "safe_mode",
-    "lifecycle", "audit",
+    "lifecycle", "audit", "moderation",
 }  # fmt: skip
 TMP_TTL = timedelta(hours=1)
 # The sorted sets of a board: a member on one of them keeps its metadata, and erasure
 # removes it from each.
 ZSET_KINDS = (*win.WINDOWS, "base", "archive", "tmp")
+# The kinds whose keys have a twin (kind "hidden": a hidden or banned member's entries,
+# Keys.twin_of), which counts as its public key does for TTLs, metadata and erasure.
+TWINNED = (*win.WINDOWS, "base", "archive", "reached")
 
 
 @dataclass
@@ -87,6 +96,11 @@ class Sweeper:
         """
         kind, ident = parsed.kind, parsed.ident
         stamp = int(now.timestamp())
+        if kind == "hidden":  # a twin: its public key's TTL
+            public = _twinned(parsed)
+            if public is None:
+                raise ValueError(f"a twin of no key that has one: {ident!r}")
+            return self.expected_expireat(public, now)
         if kind in NO_TTL:
             return None
         if kind in win.SPECS:
@@ -144,9 +158,13 @@ class Sweeper:
     # --- metadata -----------------------------------------------------------------------
 
     def prune_metadata(self, board: str, now: datetime) -> int:
-        """Remove metadata of members on no live or archived key of ``board``."""
+        """Remove metadata of members on no live or archived key of ``board`` (twins
+        included: a hidden member keeps its metadata)."""
         zsets = self.board_zsets(board)
-        for key in self.open_keys(board, now):  # may be created by a write any moment
+        opened = self.open_keys(board, now)  # may be created by a write any moment
+        # The open twins last: meta_prune.lua stops at a member's first key, so only the
+        # members it removes pay for them.
+        for key in [*opened, *(self.keys.twin_of(k) for k in opened)]:
             if key not in zsets:
                 zsets.append(key)
         removed = 0
@@ -169,16 +187,21 @@ class Sweeper:
         for batch in self._scan(self.keys.board_pattern(board), kind="zset"):
             for key in batch:
                 parsed = self.keys.parse(key)
+                if parsed is not None and parsed.kind == "hidden":
+                    parsed = _twinned(parsed)
                 if parsed is not None and parsed.kind in ZSET_KINDS:
                     out.append(key)
         return sorted(out)
 
     def reach_sets(self, board: str) -> list[str]:
-        """Every reach set of ``board`` (``ties = "earliest"``), live and archived."""
+        """Every reach set of ``board`` (``ties = "earliest"``), live and archived, and
+        their twins."""
         out = []
         for batch in self._scan(self.keys.board_pattern(board), kind="zset"):
             for key in batch:
                 parsed = self.keys.parse(key)
+                if parsed is not None and parsed.kind == "hidden":
+                    parsed = _twinned(parsed)
                 if parsed is not None and parsed.kind == "reached":
                     out.append(key)
         return sorted(out)
@@ -215,14 +238,18 @@ class Sweeper:
             # Its reach times go with it; the report names the boards it was on.
             reached = self.reach_sets(board)
             distinct = self._distinct_sets(board, zsets)
-            # KEYS: meta, the boards, their reach sets, the distinct sets paired with boards
-            # (forget.lua takes a score out of one when no member has it any more).
+            # KEYS: meta, the boards (twins included), their reach sets, the distinct sets
+            # paired with boards (forget.lua takes a score out of one when no member has it
+            # any more), the moderation hash (a hidden or banned member's state goes too).
             keys = [self.keys.meta(board), *zsets, *reached, *dict.fromkeys(distinct.values())]
             at = {key: i for i, key in enumerate(keys, start=1)}
             pairing = [at[distinct[k]] if k in distinct else 0 for k in (*zsets, *reached)]
             pairing += [-1] * (len(keys) - 1 - len(pairing))
+            keys.append(self.keys.moderation(board))
+            pairing.append(-2)
             reply = self.scripts.forget(keys=keys, args=[member, *pairing])
             on = [zsets[int(i) - 2] for i in reply[1:] if int(i) - 2 < len(zsets)]
+            moderation = len(keys) in {int(i) for i in reply[1:]}
             rewritten = []
             for key in on:
                 parsed = self.keys.parse(key)
@@ -241,10 +268,10 @@ class Sweeper:
                     rewritten.append(str(log))
             # Its held events and rate counters (seasons.held) hold its id too.
             held = forget_held(self.client, self.keys, board, member)
-            if on or int(reply[0]) or held:
+            if on or int(reply[0]) or held or moderation:
                 report["boards"][board] = {
                     "keys": on, "metadata": bool(int(reply[0])), "files_rewritten": rewritten,
-                    "held": held,
+                    "held": held, "moderation": moderation,
                 }  # fmt: skip
         return report
 
@@ -262,6 +289,13 @@ class Sweeper:
 
     def _scan(self, pattern: str, kind: str | None = None) -> Iterator[list[str]]:
         return scan_keys(self.client, pattern, count=SCAN_COUNT, kind=kind)
+
+
+def _twinned(twin: ParsedKey) -> ParsedKey | None:
+    """What the twin ``twin`` (kind "hidden") stands beside, parsed as its public key;
+    None when that is no kind with twins."""
+    kind, _, ident = twin.ident.partition(":")
+    return ParsedKey(twin.board, kind, ident) if kind in TWINNED else None
 
 
 def _checked_period(window: str, ident: str, settings: Settings) -> win.Period:

@@ -351,7 +351,8 @@ class Seasons:
         self.audit_trail.append(
             "forget", note, now, member=member, forgotten=True, boards=found.boards,
             after={b: {"keys": len(r.keys), "metadata": r.metadata,
-                       "files_rewritten": len(r.files_rewritten), "held": r.held}
+                       "files_rewritten": len(r.files_rewritten), "held": r.held,
+                       "moderation": r.moderation}
                    for b, r in found.boards.items()},
         )  # fmt: skip
         return found

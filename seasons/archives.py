@@ -5,7 +5,9 @@ A season ``S`` of board ``B`` is archived as:
 
 - ``<ns>:{B}:archive:S``: a sorted set, the season's final standings, no TTL. Reads of the
   season use it once it exists. Member metadata stays in the board's ``meta`` hash, which the
-  sweep keeps for every member on an archive.
+  sweep keeps for every member on an archive. Like the live board it holds visible members
+  only; the hidden and banned members' standings go to its twin, ``<ns>:{B}:hidden:archive:S``
+  (Redis only: the files are the public board's).
 - ``<archive.dir>/<ns>/<B>/S.jsonl.gz``: one ``{"rank","member","score","metadata"}`` line per
   member in rank order (rank per the board's ``ties``; on a board with reward tiers a
   ``"reward"`` too, from the season's results: :mod:`seasons.results`), gzip without a time
@@ -142,7 +144,19 @@ class Archives:
             keys += [beside(board, parsed.kind, parsed.ident), beside(board, "archive", archive_id)]
             if rule.distinct_set:
                 args = ["distinct"]
-        return int(self.scripts.archive_copy(keys=keys, args=args))
+        size = int(self.scripts.archive_copy(keys=keys, args=args))
+        self._copy_twin(keys, rule.reach_set)
+        return size
+
+    def _copy_twin(self, keys: list[str], reach_set: bool) -> int:
+        """The twin of an archive copy (``keys``: what :meth:`copy` gives archive_copy.lua):
+        the hidden and banned members' standings (``Keys.twin_of`` of the live board)
+        copied to the twin of the archive key, Redis only, no TTL, so that a member made
+        visible later can be brought back; their reach set alike. Twins keep no distinct
+        set. Returns the twin archive's size, -1 when neither twin exists (a board without
+        hidden members: archive_copy.lua's two EXISTS)."""
+        twins = [self.keys.twin_of(k) for k in keys[: 4 if reach_set else 2]]
+        return int(self.scripts.archive_copy(keys=twins, args=[]))
 
     def write_files(
         self,

@@ -19,6 +19,9 @@ class ForgottenBoard(BaseModel):
         description="Archive files and claims logs rewritten without it"
     )
     held: int = Field(default=0, description="Its held events removed (docs/writes.md#held-events)")
+    moderation: bool = Field(
+        default=False, description="Whether its moderation state (hidden or banned) was removed"
+    )
 
 
 class Forgotten(BaseModel):

@@ -64,6 +64,33 @@ class Keys:
     def archive(self, board: str, season_id: str) -> str:
         return f"{self._board(board)}:archive:{season_id}"
 
+    # Moderation (docs: hidden and banned members), no TTL: hash member -> JSON
+    # {"state", "mode", "reason", "at", "actor"} of each hidden or banned member of the
+    # board; a visible member has no field.
+    def moderation(self, board: str) -> str:
+        return f"{self._board(board)}:moderation"
+
+    # The twin of a board key that holds member entries (a window's period, base, reached,
+    # an archive): the same name with "hidden:" after the board's "{<board>}:". It holds the
+    # hidden and banned members' entries so that the public key holds visible members only;
+    # same hash tag (same slot), same EXPIREAT as its public key. parse() gives kind
+    # "hidden" and ident "<kind>:<ident>".
+    def twin_of(self, key: str) -> str:
+        head, sep, tail = key.partition("}:")
+        if not sep or not head.startswith(self.ns + ":{"):
+            raise ValueError(f"not a board key of namespace {self.ns!r}: {key!r}")
+        return f"{head}}}:{TWIN_PREFIX}{tail}"
+
+    # The name the design uses for twin_of.
+    hidden = twin_of
+
+    def public_of(self, twin: str) -> str:
+        """The public key a twin stands beside (the inverse of ``twin_of``)."""
+        head, sep, tail = twin.partition("}:")
+        if not sep or not tail.startswith(TWIN_PREFIX):
+            raise ValueError(f"not a twin key: {twin!r}")
+        return f"{head}}}:{tail[len(TWIN_PREFIX) :]}"
+
     # Public: member -> metadata JSON, shared by every live and archived key of the board.
     # No TTL: the sweep job removes members that are on no live or archived key.
     def meta(self, board: str) -> str:
@@ -220,6 +247,7 @@ def _iso(day: date | str) -> str:
     return day if isinstance(day, str) else day.isoformat()
 
 
+TWIN_PREFIX = "hidden:"  # what twin_of inserts after "{<board>}:"
 STATE_CLOSED_DAY = "closed:"
 STATE_SEASON = "season:"
 STATE_FOLDED = "folded:"  # + window: the last day folded into that window's base
