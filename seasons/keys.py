@@ -60,6 +60,34 @@ class Keys:
     def distinct(self, board: str, window: str, period_id: str) -> str:
         return f"{self._board(board)}:distinct:{window}:{period_id}"
 
+    # Hidden and banned members (seasons.moderation, docs/fair-play.md): hash member -> JSON
+    # {"state": "hidden" | "banned", "mode", "reason", "at", "actor"}; a visible member has no
+    # field. No TTL. The write script reads it (one EXISTS per call when it is absent).
+    def moderation(self, board: str) -> str:
+        return f"{self._board(board)}:moderation"
+
+    # The twin of a board key holding member entries of a live period (a window's key, a
+    # base, a reach set; TWIN_KINDS): where the entries of hidden and banned members live, so
+    # that the public key holds visible members only. The same name with "hidden:" after the
+    # board's "{<board>}:" (same hash tag, same slot); parse() gives it kind "hidden" and ident
+    # "<kind>:<ident>" of the public key. Same EXPIREAT as its public key.
+    def hidden(self, key: str) -> str:
+        parsed = self.parse(key)
+        if parsed is None or parsed.board is None or parsed.kind not in TWIN_KINDS:
+            raise ValueError(f"{key!r} is no key of a kind that has a twin")
+        return f"{self._board(parsed.board)}:{HIDDEN}:{parsed.kind}:{parsed.ident}"
+
+    def twin_of(self, key: str) -> str:
+        """The twin of the public key ``key`` (:meth:`hidden`)."""
+        return self.hidden(key)
+
+    def public_of(self, twin: str) -> str:
+        """The public key whose twin is ``twin``; ValueError for a key that is no twin."""
+        parsed = self.parse(twin)
+        if parsed is None or parsed.board is None or parsed.kind != HIDDEN:
+            raise ValueError(f"{twin!r} is no twin key")
+        return f"{self._board(parsed.board)}:{parsed.ident}"
+
     # Public: final standings of an archived season (or a snapshot ``S@<ts>``), no TTL.
     def archive(self, board: str, season_id: str) -> str:
         return f"{self._board(board)}:archive:{season_id}"
@@ -219,6 +247,14 @@ class ParsedKey(NamedTuple):
 def _iso(day: date | str) -> str:
     return day if isinstance(day, str) else day.isoformat()
 
+
+# The kinds of keys that have a twin (Keys.hidden): every window's live key, the all-time
+# base, the reach sets (LIVE_TWIN_KINDS: what moderation moves), and a season's archive
+# (its twin: the hidden members' entries at the close, Redis only). Distinct sets have
+# none: they describe public scores only.
+HIDDEN = "hidden"
+LIVE_TWIN_KINDS = frozenset({"day", "week", "month", "season", "alltime", "base", "reached"})
+TWIN_KINDS = LIVE_TWIN_KINDS | {"archive"}
 
 STATE_CLOSED_DAY = "closed:"
 STATE_SEASON = "season:"
