@@ -19,22 +19,24 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 import redis
 from click.testing import CliRunner
+from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 from reference import Model, best, zset
 
 from seasons import Seasons
-from seasons.cli import cli
+from seasons.cli import CliState, cli
 from seasons.clock import ManualClock
 from seasons.config import Settings
 from seasons.errors import InvalidInput, InvalidMember, UnknownBoard, UnknownMode, UnknownState
+from seasons.http.app import create_app
 from seasons.keys import Keys
 
 NS = "mod"
@@ -284,18 +286,20 @@ def test_bad_input_changes_nothing(
         assert {k: r.dump(k) for k in r.scan_iter("*")} == before
 
 
-def test_the_cli_and_http(make: Make, r: redis.Redis, settings_factory: Make,
-                          monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
-    settings = make()
-    from fastapi.testclient import TestClient
-
-    from seasons.http.app import create_app
-
-    with Seasons(settings) as s:
+def test_the_cli_and_http(settings_factory: Make, r: redis.Redis) -> None:
+    token = "t" * 32
+    settings = settings_factory(
+        namespace=NS, boards={BOARD: {"windows": list(WINDOWS)}, "other": {}},
+        api={"admin_token": token},
+    )  # fmt: skip
+    keys = Keys(NS)
+    with Seasons(settings, clock=ManualClock(START)) as s:
         s.submit(BOARD, "a", 5)
         s.submit(BOARD, "b", 2)
-    app = create_app(settings)
-    with TestClient(app) as http:
+    public = keys.window(BOARD, "day", START.date().isoformat())
+    app = create_app(settings, clock=ManualClock(START))
+    auth = {"Authorization": f"Bearer {token}"}
+    with TestClient(app, base_url="http://localhost", headers=auth) as http:
         url = "/v1/admin/members/a/moderation"
         for body, code in [
             ({"state": "gone", "reason": "x"}, "unknown_state"),
@@ -303,10 +307,12 @@ def test_the_cli_and_http(make: Make, r: redis.Redis, settings_factory: Make,
             ({"state": "hidden", "boards": ["nope"], "reason": "x"}, "unknown_board"),
             ({"state": "hidden", "reason": "x" * 501}, "invalid_input"),
             ({"state": "hidden"}, "invalid_input"),
+            ({"state": 5, "reason": "x"}, "invalid_input"),
         ]:
             got = http.put(url, json=body)
             assert 400 <= got.status_code < 500 and got.json()["error"] == code, got.text
-        assert not r.exists(Keys(NS).moderation(BOARD))
+        assert not r.exists(keys.moderation(BOARD))
+        assert zset(r, public) == {"a": 5.0, "b": 2.0}
         got = http.put(url, json={"state": "hidden", "boards": [BOARD], "reason": "alt"})
         assert got.status_code == 200, got.text
         assert got.json()["boards"][0]["after"]["state"] == "hidden"
@@ -314,23 +320,21 @@ def test_the_cli_and_http(make: Make, r: redis.Redis, settings_factory: Make,
         assert {b["board"]: b["state"] for b in shown["boards"]} == {
             BOARD: "hidden", "other": "visible"}  # fmt: skip
         assert shown["boards"][0]["reason"] == "alt"
-    day = START.date()
-    public = Keys(NS).window(BOARD, "day", _day_id(settings, day))
+        assert zset(r, public) == {"b": 2.0}
+        assert zset(r, keys.hidden(public)) == {"a": 5.0}
+    state = CliState(clock=ManualClock(START), settings=settings)
+    for args in (["hide", "b", "--board", "nope", "--reason", "x"], ["hide", "b"],
+                 ["ban", "b", "--mode", "loud", "--reason", "x"],
+                 ["ban", "b", "--reason", "x" * 501]):  # fmt: skip
+        bad = CliRunner().invoke(cli, args, obj=state)
+        assert bad.exit_code == 2, (args, bad.output)
     assert zset(r, public) == {"b": 2.0}
-    config = json.dumps({"namespace": NS})
-    del config
-    runner = CliRunner()
-    env = {"SEASONS_NAMESPACE": NS, "SEASONS_REDIS__URL": settings.redis.url}
-    bad = runner.invoke(cli, ["hide", "a", "--board", "nope", "--reason", "x"], env=env)
-    assert bad.exit_code == 2, bad.output
-    bad = runner.invoke(cli, ["hide", "a"], env=env)
-    assert bad.exit_code == 2, bad.output
-    ok = runner.invoke(cli, ["unhide", "a", "--reason", "appeal", "--json"], env=env)
+    ok = CliRunner().invoke(cli, ["unhide", "a", "--reason", "appeal", "--json"], obj=state)
     assert ok.exit_code == 0, ok.output
-
-
-def _day_id(settings: Settings, day: date) -> str:
-    return day.isoformat()
+    assert json.loads(ok.output)["boards"][0]["after"]["state"] == "visible"
+    assert zset(r, public) == {"a": 5.0, "b": 2.0}
+    shown = CliRunner().invoke(cli, ["moderation", "a"], obj=state)
+    assert shown.exit_code == 0 and "kills\tvisible" in shown.output, shown.output
 
 
 # --- a race: writers and a moderator --------------------------------------------------------
@@ -375,8 +379,6 @@ def test_writers_and_a_moderator_lose_nothing(make: Make, r: redis.Redis) -> Non
     mod.join()
     assert not errors, errors
     keys = Keys(NS)
-    day = START.date()  # unused when the real clock runs: read every key of the board instead
-    del day
     totals: dict[str, float] = {}
     for name in r.scan_iter(match=f"{NS}:{{{BOARD}}}:*"):
         key = name.decode()
