@@ -20,7 +20,7 @@ import json
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import redis
@@ -102,7 +102,8 @@ def check_redis(r: redis.Redis, keys: Keys, model: Moderated) -> None:
         assert zset(r, twin) == model.twin(window, pid), (twin, model.state)
         if model.cfg.ties == "dense":
             distinct = keys.distinct(BOARD, window, pid)
-            got = {s for _, s in r.zrange(distinct, 0, -1, withscores=True)}
+            rows = cast(list[tuple[bytes, float]], r.zrange(distinct, 0, -1, withscores=True))
+            got = {score for _, score in rows}
             assert got == {s + 0.0 for s in model.public(window, pid).values()}, distinct
         if model.cfg.ties == "earliest":
             reached = keys.reached(BOARD, window, pid)
