@@ -443,7 +443,13 @@ def test_the_openapi_schema_documents_the_header(http: TestClient) -> None:
     assert "48 hours" in header[0]["description"]
     result = schema["components"]["schemas"]["WriteResult"]["properties"]
     assert set(result) == {
-        "applied", "duplicates", "batch_id", "standings", "held", "held_events", "banned"
+        "applied",
+        "duplicates",
+        "batch_id",
+        "standings",
+        "held",
+        "held_events",
+        "banned",
     }
 
 
