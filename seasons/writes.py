@@ -128,6 +128,10 @@ class Writes:
         self.settings = settings
         self.keys = keys
         self.clock = clock
+        # Boards whose script asked for the twin keys (a hidden member wrote): their calls name
+        # them from then on, saving the call that would ask again. Naming them when no member
+        # is hidden any more costs only a longer argument.
+        self.twin_boards: set[str] = set()
 
     def check(
         self,
@@ -261,7 +265,8 @@ class Writes:
 
         boards = list(by_board)
         replicas = 0 if check_only else settings.redis.wait_replicas
-        replies, acked = self.send([call(b, False) for b in boards], replicas=replicas)
+        twins = self.twin_boards
+        replies, acked = self.send([call(b, b in twins) for b in boards], replicas=replicas)
         # A board whose script met a hidden member without its twin keys wrote nothing: sent
         # again naming them (docs/fair-play.md). With them it cannot answer so again; the
         # tries are bounded all the same.
@@ -269,6 +274,7 @@ class Writes:
             again = [n for n, reply in enumerate(replies) if _text(reply[0]) == TWINS]
             if not again:
                 break
+            twins.update(boards[n] for n in again)
             got, more = self.send([call(boards[n], True) for n in again], replicas=replicas)
             for n, reply in zip(again, got, strict=True):
                 replies[n] = reply
