@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
@@ -215,6 +216,47 @@ def test_a_fixed_run_on_each_backend(
         run_steps(s, r, settings, clock, steps)
 
 
+def test_multi_board_batches_held_approvals_and_banned_ids(
+    settings_factory: Make, r: redis.Redis
+) -> None:
+    """A batch over two boards with a hidden member on one; an approved held event of a
+    hidden member goes to the twins; a banned event's id stays seen after unban."""
+    settings = settings_factory(namespace=NS, boards={
+        BOARD: {"windows": list(WINDOWS), "member_rate": {"events": 1, "per": "PT1H"}},
+        "other": {"windows": list(WINDOWS)},
+    })  # fmt: skip
+    keys = Keys(NS)
+    day = START.date().isoformat()
+    mine, other = keys.day(BOARD, day), keys.day("other", day)
+    clock = ManualClock(START)
+    with Seasons(settings, clock=clock) as s:
+        s.submit_many([{"board": BOARD, "member": "a", "value": 1},
+                       {"board": "other", "member": "a", "value": 1}])  # fmt: skip
+        s.moderate("a", "hidden", boards=[BOARD], reason="x")
+        got = s.submit_many([{"board": BOARD, "member": "a", "value": 2, "event_id": "h1"},
+                             {"board": "other", "member": "a", "value": 2},
+                             {"board": BOARD, "member": "b", "value": 4}])  # fmt: skip
+        assert (got.applied, got.held, got.banned) == (2, 1, 0)  # a's rate: 1 an hour
+        assert zset(r, mine) == {"b": 4.0} and zset(r, keys.hidden(mine)) == {"a": 1.0}
+        assert zset(r, other) == {"a": 3.0} and not r.exists(keys.hidden(other))
+        s.approve(BOARD, "h1", reason="fine")
+        assert zset(r, keys.hidden(mine)) == {"a": 3.0} and zset(r, mine) == {"b": 4.0}
+        s.moderate("a", "banned", boards=[BOARD], reason="x")
+        clock.advance(timedelta(hours=1))  # a new interval of member_rate: nothing held
+        got = s.submit_many([{"board": BOARD, "member": "a", "value": 5, "event_id": "z"}],
+                            batch_id="ban-1")  # fmt: skip
+        assert (got.applied, got.duplicates, got.banned) == (0, 0, 1)
+        again = s.submit_many([{"board": BOARD, "member": "a", "value": 5, "event_id": "z"}],
+                              batch_id="ban-1")  # fmt: skip
+        assert again.model_dump() == got.model_dump()
+        s.moderate("a", "visible", reason="appeal")
+        got = s.submit_many([{"board": BOARD, "member": "a", "value": 5, "event_id": "z"}])
+        assert (got.applied, got.duplicates, got.banned) == (0, 1, 0)
+        assert zset(r, mine) == {"a": 3.0, "b": 4.0} and not r.exists(keys.hidden(mine))
+        week = keys.window(BOARD, "week", "2035-06-11")
+        assert zset(r, week) == {"a": 3.0, "b": 4.0} and not r.exists(keys.hidden(week))
+
+
 # --- what a change records ------------------------------------------------------------------
 
 
@@ -323,17 +365,26 @@ def test_the_cli_and_http(settings_factory: Make, r: redis.Redis) -> None:
         assert shown["boards"][0]["reason"] == "alt"
         assert zset(r, public) == {"b": 2.0}
         assert zset(r, keys.hidden(public)) == {"a": 5.0}
+        http.put(url, json={"state": "banned", "boards": [BOARD], "reason": "cheat"})
+        events = [{"board": BOARD, "member": "a", "value": 1},
+                  {"board": BOARD, "member": "b", "value": 1}]  # fmt: skip
+        got = http.post("/v1/scores", json={"events": events})
+        assert got.status_code == 200 and got.json()["banned"] == 1, got.text
+        assert got.json()["applied"] == 1
+        assert zset(r, public) == {"b": 3.0}
+        assert zset(r, keys.hidden(public)) == {"a": 5.0}
+        http.put(url, json={"state": "hidden", "boards": [BOARD], "reason": "alt"})
     state = CliState(clock=ManualClock(START), settings=settings)
     for args in (["hide", "b", "--board", "nope", "--reason", "x"], ["hide", "b"],
                  ["ban", "b", "--mode", "loud", "--reason", "x"],
                  ["ban", "b", "--reason", "x" * 501]):  # fmt: skip
         bad = CliRunner().invoke(cli, args, obj=state)
         assert bad.exit_code == 2, (args, bad.output)
-    assert zset(r, public) == {"b": 2.0}
+    assert zset(r, public) == {"b": 3.0}
     ok = CliRunner().invoke(cli, ["unhide", "a", "--reason", "appeal", "--json"], obj=state)
     assert ok.exit_code == 0, ok.output
     assert json.loads(ok.output)["boards"][0]["after"]["state"] == "visible"
-    assert zset(r, public) == {"a": 5.0, "b": 2.0}
+    assert zset(r, public) == {"a": 5.0, "b": 3.0}
     shown = CliRunner().invoke(cli, ["moderation", "a"], obj=state)
     assert shown.exit_code == 0 and "kills\tvisible" in shown.output, shown.output
 
@@ -343,53 +394,63 @@ def test_the_cli_and_http(settings_factory: Make, r: redis.Redis) -> None:
 
 def test_writers_and_a_moderator_lose_nothing(make: Make, r: redis.Redis) -> None:
     settings = make(aggregate="sum")
-    writers, rounds = 8, 25
+    writers, flips = 8, 30
     done = threading.Event()
     errors: list[BaseException] = []
+    written = [0] * writers  # batches each writer had acknowledged
 
     def writer(w: int) -> None:
         try:
             with Seasons(settings) as s:
-                for i in range(rounds):
+                while not done.is_set():
+                    i = written[w]
                     s.submit_many([{"board": BOARD, "member": "x", "value": 1},
                                    {"board": BOARD, "member": f"w{w}", "value": 1}],
                                   batch_id=f"w{w}-{i}")  # fmt: skip
+                    written[w] = i + 1
         except BaseException as exc:  # noqa: BLE001 - reported by the main thread
             errors.append(exc)
 
     def moderator() -> None:
         try:
             with Seasons(settings) as s:
-                flip = 0
-                while not done.is_set():
-                    state = ("hidden", "visible")[flip % 2]
-                    s.moderate("x", state, boards=[BOARD], reason="flip")
-                    flip += 1
+                for flip in range(flips):  # ends hidden (an even count of flips)
+                    s.moderate("x", ("hidden", "visible")[flip % 2], boards=[BOARD],
+                               reason="flip")  # fmt: skip
+                    while min(written) <= flip // 4:  # let every writer in between
+                        if errors:
+                            return
+                        time.sleep(0.001)
                 s.moderate("x", "hidden", boards=[BOARD], reason="end")
         except BaseException as exc:  # noqa: BLE001
             errors.append(exc)
+        finally:
+            done.set()
 
     threads = [threading.Thread(target=writer, args=(w,)) for w in range(writers)]
-    mod = threading.Thread(target=moderator)
-    mod.start()
     for t in threads:
         t.start()
+    mod = threading.Thread(target=moderator)
+    mod.start()
+    mod.join()
     for t in threads:
         t.join()
-    done.set()
-    mod.join()
     assert not errors, errors
     keys = Keys(NS)
-    totals: dict[str, float] = {}
+    totals: dict[tuple[str, str], float] = {}
     for name in r.scan_iter(match=f"{NS}:{{{BOARD}}}:*"):
         key = name.decode()
         parsed = keys.parse(key)
         assert parsed is not None
-        if parsed.kind == "day":
+        if parsed.kind in ("day", "week", "season"):
             public, twin = zset(r, key), zset(r, keys.hidden(key))
             assert "x" not in public  # hidden at the end: on the twin only
             assert set(public) & set(twin) == set()
-            totals["x"] = totals.get("x", 0) + twin.get("x", 0)
+            totals[parsed.kind, "x"] = totals.get((parsed.kind, "x"), 0) + twin.get("x", 0)
             for m, v in public.items():
-                totals[m] = totals.get(m, 0) + v
-    assert totals == {"x": writers * rounds, **{f"w{w}": rounds for w in range(writers)}}
+                totals[parsed.kind, m] = totals.get((parsed.kind, m), 0) + v
+    want: dict[tuple[str, str], float] = {}
+    for window in ("day", "week", "season"):
+        want[window, "x"] = sum(written)
+        want.update({(window, f"w{w}"): written[w] for w in range(writers)})
+    assert totals == want
