@@ -257,6 +257,21 @@ def test_multi_board_batches_held_approvals_and_banned_ids(
         assert zset(r, week) == {"a": 3.0, "b": 4.0} and not r.exists(keys.hidden(week))
 
 
+def test_a_hidden_members_limit_counts_its_score_on_the_twins(
+    settings_factory: Make, r: redis.Redis
+) -> None:
+    settings = settings_factory(namespace=NS, boards={
+        BOARD: {"windows": list(WINDOWS), "max_period_gain": {"value": 50, "window": "day"}},
+    })  # fmt: skip
+    day = Keys(NS).day(BOARD, START.date().isoformat())
+    with Seasons(settings, clock=ManualClock(START)) as s:
+        s.submit(BOARD, "a", 40)
+        s.moderate("a", "hidden", reason="x")
+        assert s.submit(BOARD, "a", 20).held == 1  # 40 + 20 > 50: its score, on the twin
+        assert s.submit(BOARD, "a", 10).applied == 1
+        assert zset(r, Keys(NS).hidden(day)) == {"a": 50.0} and zset(r, day) == {}
+
+
 # --- what a change records ------------------------------------------------------------------
 
 

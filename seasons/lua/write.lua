@@ -104,23 +104,24 @@
 --                     applied to, the same fields naming the twin keys (seasons.keys:
 --                     Keys.hidden): its day twin, reach twin, rollup twins (their reach twins,
 --                     days' twins, base twins), distinct null; never trimmed.
--- Moderation: when the `moderation` hash exists, the members of the events that are neither
--- duplicates nor held are looked up in it. A banned member's event is acknowledged, its id
--- recorded as seen, and applied nowhere (counted as banned). A hidden member's event is
--- applied to its group's twin, never to a public key or a distinct set; a batch with one and
--- without `twins` answers {'twins'} having written nothing (the caller resends it with them).
+-- Moderation: when the `moderation` hash exists, the batch's members are looked up in it,
+-- before the limits (which measure a hidden member's score on the twins). Of the events that
+-- are neither duplicates nor held, a banned member's is acknowledged, its id recorded as
+-- seen, and applied nowhere (counted as banned); a hidden member's is applied to its group's
+-- twin, never to a public key or a distinct set. A batch with a hidden member and without
+-- `twins` answers {'twins'} having written nothing (the caller resends it with them).
 -- The whole batch is checked before anything is read or written: one that does not match
 -- this description is refused with the error 'write.lua: <field>: <what is wrong>'.
 -- Events are checked and applied in batch order, whatever their day, so that duplicates
 -- within a batch and metadata merges behave as if submitted one by one.
 -- A batch id applied on this board since dedupe_cutoff answers its recorded result at once
 -- (in check-only mode too) and writes nothing new; with another digest it is refused.
--- Returns {'applied', applied, duplicates, held, banned, then index, event id, reason of each held
--- event} (with `standing`: then rank, score of each event in batch order, rank an integer
+-- Returns {'applied', applied, duplicates, held, banned, then index, event id, reason of each
+-- held event} (with `standing`: then rank, score of each event in batch order, rank an integer
 -- and score Redis's text of it, both nil when the member is not on that board or the group
 -- has no board of that window), {'twins'} (above), {'rejected', then index, field, code,
--- message of each problem}, {'reused', message} (the batch id came with other events) or, with `approve`,
--- {'not_held', state or nil} (the record is decided already, or gone); on the last three
+-- message of each problem}, {'reused', message} (the batch id came with other events) or,
+-- with `approve`, {'not_held', state or nil} (the record is decided already, or gone); on the last three
 -- nothing was written.
 
 --! include json
@@ -633,6 +634,35 @@ if approve then
   if state ~= 'held' then return {'not_held', state or false} end
 end
 
+-- Moderation (docs/fair-play.md): the state of each member of the batch, read once when the
+-- board has any (member -> 'hidden', 'banned' or false); before the limits, which measure a
+-- hidden member on the twins, where its entries are.
+local state_of = {}
+if not check_only and redis.call('EXISTS', moderation) == 1 then
+  local list, hiding = {}, false
+  for i = 1, n do
+    local m = all[i][MEMBER]
+    if state_of[m] == nil then
+      state_of[m] = false
+      list[#list + 1] = m
+    end
+  end
+  for m, text in pairs(scores_of_hash(moderation, list)) do
+    -- The records are Seasons' own JSON: its state is all this script needs of one.
+    local st = text and cjson.decode(text).state or false
+    state_of[m] = st
+    if st == 'hidden' then hiding = true end
+  end
+  if hiding and not batch.twins then return {'twins'} end
+end
+
+-- The group whose keys hold the entries of the i-th event's member: its twin for a hidden one.
+local function home(i)
+  local grp = groups[all[i][GROUP] + 1]
+  if state_of[all[i][MEMBER]] == 'hidden' then return grp.twin end
+  return grp
+end
+
 -- Pass 1: check everything; write nothing.
 local errors = {'rejected'}
 local function reject(i, field, code, message)
@@ -712,7 +742,12 @@ if holding then
   -- The board each group's events are limited on: its day board or its rollup of the
   -- window (none for a day outside every season, on the season window: nothing to limit).
   local gain_keys, rises = {}, {}  -- keys in first use; key -> member -> its rises summed
+  local limited = {}  -- the groups, and their twins
   for _, grp in ipairs(gain and groups or {}) do
+    limited[#limited + 1] = grp
+    if grp.twin then limited[#limited + 1] = grp.twin end
+  end
+  for _, grp in ipairs(limited) do
     grp.gain = false
     if gain.window == 'day' then
       grp.gain = {key = grp.key, weight = 1}
@@ -732,7 +767,7 @@ if holding then
   -- board has none) do. On a trimmed `asc` board a member trimmed away may be above the
   -- best kept: every member is read there.
   for i = 1, (gain and n or 0) do
-    local t = groups[all[i][GROUP] + 1].gain
+    local t = home(i).gain
     if t then
       local x = t.weight * all[i][VALUE]
       if x > 0 then
@@ -776,7 +811,7 @@ end
 -- of the batch's events accepted before it on that board (read only for an event held).
 local function day_score(i)
   local g, member = all[i][GROUP], all[i][MEMBER]
-  local text = redis.call('ZSCORE', groups[g + 1].key, member)
+  local text = redis.call('ZSCORE', home(i).key, member)
   local score = text and tonumber(text) or nil
   for j = 1, i - 1 do
     local ev = all[j]
@@ -847,7 +882,7 @@ for i = 1, n do
     end
     seen[event_id] = true
   end
-  if holding and not duplicate[i] then held_as[i] = hold(i, grp) end
+  if holding and not duplicate[i] then held_as[i] = hold(i, home(i)) end
   if given_meta and not duplicate[i] and not held_as[i] then
     local member = all[i][MEMBER]
     local as_given = given_meta:sub(1, 1) == '='
@@ -902,33 +937,16 @@ end
 if #errors > 1 then return errors end
 if check_only then return {'applied', 0, 0, 0, 0} end
 
--- Moderation (docs/fair-play.md): each member's state, read once, when the board has any.
+-- Moderation: a banned member's events (neither duplicates nor held) are applied nowhere, a
+-- hidden member's go to the twins.
 local banned_as, hidden_as = {}, {}  -- i -> true
-if redis.call('EXISTS', moderation) == 1 then
-  local list, seen_m = {}, {}
-  for i = 1, n do
-    local m = all[i][MEMBER]
-    if not duplicate[i] and not held_as[i] and not seen_m[m] then
-      seen_m[m] = true
-      list[#list + 1] = m
-    end
+for i = 1, n do
+  local st = not duplicate[i] and not held_as[i] and state_of[all[i][MEMBER]]
+  if st == 'banned' then
+    banned_as[i] = true
+  elseif st == 'hidden' then
+    hidden_as[i] = true
   end
-  local found = scores_of_hash(moderation, list)
-  local state_of, hiding = {}, false
-  for m, text in pairs(found) do
-    -- The records are Seasons' own JSON: its state is all this script needs of one.
-    state_of[m] = text and cjson.decode(text).state or false
-  end
-  for i = 1, n do
-    local st = not duplicate[i] and not held_as[i] and state_of[all[i][MEMBER]]
-    if st == 'banned' then
-      banned_as[i] = true
-    elseif st == 'hidden' then
-      hidden_as[i] = true
-      hiding = true
-    end
-  end
-  if hiding and not batch.twins then return {'twins'} end
 end
 
 -- Pass 2: apply.
