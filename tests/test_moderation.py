@@ -386,6 +386,7 @@ def test_the_cli_and_http(settings_factory: Make, r: redis.Redis) -> None:
         got = http.post("/v1/scores", json={"events": events})
         assert got.status_code == 200 and got.json()["banned"] == 1, got.text
         assert got.json()["applied"] == 1
+        assert 'seasons_events_total{outcome="banned"} 1.0' in http.get("/metrics").text
         assert zset(r, public) == {"b": 3.0}
         assert zset(r, keys.hidden(public)) == {"a": 5.0}
         http.put(url, json={"state": "hidden", "boards": [BOARD], "reason": "alt"})
