@@ -272,6 +272,34 @@ def test_a_hidden_members_limit_counts_its_score_on_the_twins(
         assert zset(r, Keys(NS).hidden(day)) == {"a": 50.0} and zset(r, day) == {}
 
 
+@pytest.mark.parametrize("max_entries", [0, 2])
+def test_the_alltime_board_and_its_base(settings_factory: Make, r: redis.Redis,
+                                        max_entries: int) -> None:  # fmt: skip
+    """A day folded into the all-time base already: a hidden member's events reach the base's
+    twin too, and unhide brings base and board back (trimmed: the best two)."""
+    settings = settings_factory(namespace=NS, boards={
+        BOARD: {"windows": [*WINDOWS, "alltime"], "max_entries": max_entries},
+    })  # fmt: skip
+    keys = Keys(NS)
+    alltime, base = keys.window(BOARD, "alltime", "all"), keys.base(BOARD, "alltime")
+    r.hset(keys.state(BOARD), "folded:alltime", START.date().isoformat())
+    with Seasons(settings, clock=ManualClock(START)) as s:
+        s.submit_many([{"board": BOARD, "member": m, "value": v}
+                       for m, v in (("a", 5), ("b", 3), ("c", 1))])  # fmt: skip
+        s.moderate("a", "hidden", reason="x")
+        s.submit(BOARD, "a", 2)
+        top = {"b": 3.0, "c": 1.0}
+        assert zset(r, alltime) == top and zset(r, base) == top
+        assert zset(r, keys.hidden(alltime)) == {"a": 7.0} == zset(r, keys.hidden(base))
+        s.moderate("a", "visible", reason="x")
+        every = {"a": 7.0, "b": 3.0, "c": 1.0}
+        assert zset(r, base) == every
+        assert zset(r, alltime) == (every if max_entries == 0 else {"a": 7.0, "b": 3.0})
+        assert not r.exists(keys.hidden(alltime)) and not r.exists(keys.hidden(base))
+        s.moderate("a", "banned", reason="x")  # the trimmed board takes c back
+        assert zset(r, alltime) == top and zset(r, base) == top
+
+
 # --- what a change records ------------------------------------------------------------------
 
 
