@@ -5,6 +5,8 @@ Sections: ingest, Redis's time per event of a write against the plain commands
 Redis's time per read against the plain commands (``bench/redis_time.py``), HTTP, memory,
 the rollup of week and season boards at scale, and the results step of a season close at
 scale (``bench/rewards.py``).
+``--only moderation`` (not in the default run): what 1% hidden members add to a write's
+Redis time (``bench/moderation.py``).
 ``--only cluster`` (never part of the default run: it starts a local Redis Cluster of its own)
 measures one board's write rate against boards spread over the cluster's masters.
 ``--only soak`` (never part of the default run either; ``--seconds N``, default 180) runs
@@ -38,6 +40,7 @@ from bench import (
     ingest,
     limits,
     memory,
+    moderation,
     reads,
     redis_time,
     rewards,
@@ -57,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
             "ingest",
             "writes",
             "limits",
+            "moderation",
             "reads",
             "redis-time",
             "http",
@@ -121,6 +125,11 @@ def main(argv: list[str] | None = None) -> int:
             server.client().flushall()
             batches = limits.QUICK_BATCHES if opts.quick else limits.FULL_BATCHES
             sections.append(limits.run(server.url, batches, calendar))
+            print("\n" + sections[-1].render(), flush=True)
+        if "moderation" in wanted:  # only when asked: --only moderation
+            server.client().flushall()
+            batches = moderation.QUICK_BATCHES if opts.quick else moderation.FULL_BATCHES
+            sections.append(moderation.run(server.url, batches, calendar))
             print("\n" + sections[-1].render(), flush=True)
         for name, run in (("reads", reads.run), ("http", http.run)):
             if name in wanted:

@@ -304,7 +304,7 @@ SECTIONS = (
     ("check each event (duplicates, metadata merge)", "-- Pass 2: apply."),
     ("apply each event (ZINCRBY per board)", "chunked(new_ids"),
     ("write event ids and metadata (ZADD, HSET)", "flush_distinct()  -- before"),
-    ("trims, EXPIREATs, the batch record", "return answer(applied, duplicates, held_list)"),
+    ("trims, EXPIREATs, the batch record", "return answer(applied, duplicates, held_list, banned)"),
 )
 CLOCK = "__t[#__t + 1] = redis.call('TIME')\n"
 
@@ -316,7 +316,7 @@ def profile_case(s: Seasons, batches: list[list[dict[str, Any]]], now: Any) -> l
     marked = (
         "local __t = {}\n"
         + CLOCK
-        + source.replace("return answer(applied, duplicates, held_list)", "")
+        + source.replace("return answer(applied, duplicates, held_list, banned)", "")
     )
     for _, text in SECTIONS[:-1]:
         if text not in marked:

@@ -31,11 +31,14 @@ from seasons.models import (
     HeldDecision,
     HeldPage,
     HistoryPoint,
+    MemberModeration,
     MemberReward,
+    ModerationChange,
     Page,
     RewardsPage,
     WriteResult,
 )
+from seasons.moderation import DEFAULT_MODE, Moderation, Moderator
 from seasons.reads import DEFAULT_TO, Read, Reads, T
 from seasons.restore import Restored, Restorer
 from seasons.rewards import Rewards
@@ -79,6 +82,10 @@ class Seasons:
         # held events through the same append).
         self.audit_trail = Audit(self.client, self.keys, settings)
         self._held = Held(self.writes)
+        self._moderator = Moderator(
+            Moderation(self.client, self.scripts, settings, self.keys), self.audit_trail,
+            Lifecycle(self.client, self.keys, settings),
+        )  # fmt: skip
 
     @classmethod
     def from_settings(
@@ -205,6 +212,29 @@ class Seasons:
             before=held_summary(decision.before), after=held_summary(record),
         )  # fmt: skip
         return decision
+
+    # --- hidden and banned members (docs/fair-play.md) ---------------------------------------
+
+    def moderate(
+        self, member: str, state: str, *, mode: str = DEFAULT_MODE,
+        boards: Iterable[str] | None = None, reason: str, actor: str = DEFAULT_ACTOR,
+        request_id: str | None = None,
+    ) -> ModerationChange:  # fmt: skip
+        """Set ``member``'s state on ``boards`` (default: every board): ``visible``,
+        ``hidden`` (absent from every public read, its writes kept aside) or ``banned``
+        (hidden, and its new events applied nowhere). ``mode``: its self-view, ``shadow``
+        (answered as if visible) or ``open`` (flagged). One atomic call per board; each
+        board that changed appends to the audit trail (actions hide, unhide, ban, unban)
+        and its state change emits a lifecycle event. Bad input (unknown state, mode or
+        board, a reason empty or over 500 characters) raises before anything changes."""
+        note = Note.of(actor, reason, request_id)
+        return self._moderator.moderate(
+            member, state, mode=mode, boards=boards, reason=reason, note=note, now=self.clock()
+        )
+
+    def moderation(self, member: str, *, boards: Iterable[str] | None = None) -> MemberModeration:
+        """``member``'s state, mode, reason, time and actor on each board (default: all)."""
+        return self._moderator.status(member, None if boards is None else list(boards))
 
     # --- reads ----------------------------------------------------------------------------
 

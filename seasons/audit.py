@@ -53,6 +53,12 @@ ACTIONS: dict[str, str] = {
     "restore": "archive files were loaded back (seasons restore FILE, or --all: one entry)",
     "held_approve": "a held event was applied (seasons held approve, POST .../approve)",
     "held_reject": "a held event was dropped (seasons held reject, POST .../reject)",
+    "hide": "a member was hidden, or its hidden mode or reason changed (seasons hide, PUT "
+    ".../moderation): one entry per call, naming the boards that changed",
+    "unhide": "a hidden member was made visible again (seasons unhide, PUT .../moderation)",
+    "ban": "a member was banned, or its ban's mode or reason changed (seasons ban, PUT "
+    ".../moderation)",
+    "unban": "a banned member was made visible again (seasons unban, PUT .../moderation)",
 }
 
 DEFAULT_ACTOR = "python"  # the Python API's actor when none is given

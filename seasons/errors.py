@@ -281,3 +281,15 @@ class HeldTooLate(Conflict):
     (it stays held until dropped)."""
 
     code = "late_event"
+
+
+class UnknownState(InvalidInput):
+    """A moderation state that is not visible, hidden or banned."""
+
+    code = "unknown_state"
+
+
+class UnknownMode(InvalidInput):
+    """A moderation mode that is not shadow or open."""
+
+    code = "unknown_mode"

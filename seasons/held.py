@@ -32,7 +32,7 @@ from seasons.errors import (
 from seasons.events import MAX_ID_BYTES, validate_batch
 from seasons.keys import Keys
 from seasons.models import HeldDecision, HeldEvent, HeldPage
-from seasons.write_script import HELD_SLACK, parse_reply, refused, script_args
+from seasons.write_script import HELD_SLACK, TWINS, parse_reply, refused, script_args
 from seasons.writes import Writes, new_batch_id
 
 MAX_LIMIT = 1000
@@ -114,14 +114,17 @@ class Held:
             raise _refusal(board, event_id, exc.details) from None
         # A generated id may be longer than a caller's; the script takes it as it is.
         valid = [dataclasses.replace(valid[0], event_id=event_id)]
-        keys, args = script_args(
-            board, valid, self.settings, self.keys, now, batch_id=new_batch_id(),
-            digest="approve", backfill=True, approve=event_id,
-        )  # fmt: skip
-        replicas = self.settings.redis.wait_replicas
-        with refused():
-            replies, acked = writes.send([(keys, args)], replicas=replicas)
-        reply = replies[0]
+        batch_id, replicas = new_batch_id(), self.settings.redis.wait_replicas
+        for twins in (False, True):  # with the twin keys when the member is hidden
+            keys, args = script_args(
+                board, valid, self.settings, self.keys, now, batch_id=batch_id,
+                digest="approve", backfill=True, approve=event_id, twins=twins,
+            )  # fmt: skip
+            with refused():
+                replies, acked = writes.send([(keys, args)], replicas=replicas)
+            reply = replies[0]
+            if _text(reply[0]) != TWINS:
+                break
         if replicas and min(acked) < replicas:  # applied on the master: approving again says so
             raise NotReplicated(
                 f"the approval was applied on the master, but only {min(acked)} of {replicas} "

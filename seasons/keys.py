@@ -12,6 +12,8 @@ from __future__ import annotations
 from datetime import date
 from typing import NamedTuple
 
+from seasons.vocabulary import WINDOWS
+
 
 class Keys:
     """Key names for one namespace."""
@@ -60,36 +62,37 @@ class Keys:
     def distinct(self, board: str, window: str, period_id: str) -> str:
         return f"{self._board(board)}:distinct:{window}:{period_id}"
 
-    # Public: final standings of an archived season (or a snapshot ``S@<ts>``), no TTL.
-    def archive(self, board: str, season_id: str) -> str:
-        return f"{self._board(board)}:archive:{season_id}"
-
-    # Moderation (docs: hidden and banned members), no TTL: hash member -> JSON
-    # {"state", "mode", "reason", "at", "actor"} of each hidden or banned member of the
-    # board; a visible member has no field.
+    # Hidden and banned members (seasons.moderation, docs/fair-play.md): hash member -> JSON
+    # {"state": "hidden" | "banned", "mode", "reason", "at", "actor"}; a visible member has no
+    # field. No TTL. The write script reads it (one EXISTS per call when it is absent).
     def moderation(self, board: str) -> str:
         return f"{self._board(board)}:moderation"
 
-    # The twin of a board key that holds member entries (a window's period, base, reached,
-    # an archive): the same name with "hidden:" after the board's "{<board>}:". It holds the
-    # hidden and banned members' entries so that the public key holds visible members only;
-    # same hash tag (same slot), same EXPIREAT as its public key. parse() gives kind
-    # "hidden" and ident "<kind>:<ident>".
-    def twin_of(self, key: str) -> str:
-        head, sep, tail = key.partition("}:")
-        if not sep or not head.startswith(self.ns + ":{"):
-            raise ValueError(f"not a board key of namespace {self.ns!r}: {key!r}")
-        return f"{head}}}:{TWIN_PREFIX}{tail}"
+    # The twin of a board key holding member entries of a live period (a window's key, a
+    # base, a reach set; TWIN_KINDS): where the entries of hidden and banned members live, so
+    # that the public key holds visible members only. The same name with "hidden:" after the
+    # board's "{<board>}:" (same hash tag, same slot); parse() gives it kind "hidden" and ident
+    # "<kind>:<ident>" of the public key. Same EXPIREAT as its public key.
+    def hidden(self, key: str) -> str:
+        parsed = self.parse(key)
+        if parsed is None or parsed.board is None or parsed.kind not in TWIN_KINDS:
+            raise ValueError(f"{key!r} is no key of a kind that has a twin")
+        return f"{self._board(parsed.board)}:{HIDDEN}:{parsed.kind}:{parsed.ident}"
 
-    # The name the design uses for twin_of.
-    hidden = twin_of
+    def twin_of(self, key: str) -> str:
+        """The twin of the public key ``key`` (:meth:`hidden`)."""
+        return self.hidden(key)
 
     def public_of(self, twin: str) -> str:
-        """The public key a twin stands beside (the inverse of ``twin_of``)."""
-        head, sep, tail = twin.partition("}:")
-        if not sep or not tail.startswith(TWIN_PREFIX):
-            raise ValueError(f"not a twin key: {twin!r}")
-        return f"{head}}}:{tail[len(TWIN_PREFIX) :]}"
+        """The public key whose twin is ``twin``; ValueError for a key that is no twin."""
+        parsed = self.parse(twin)
+        if parsed is None or parsed.board is None or parsed.kind != HIDDEN:
+            raise ValueError(f"{twin!r} is no twin key")
+        return f"{self._board(parsed.board)}:{parsed.ident}"
+
+    # Public: final standings of an archived season (or a snapshot ``S@<ts>``), no TTL.
+    def archive(self, board: str, season_id: str) -> str:
+        return f"{self._board(board)}:archive:{season_id}"
 
     # Public: member -> metadata JSON, shared by every live and archived key of the board.
     # No TTL: the sweep job removes members that are on no live or archived key.
@@ -247,7 +250,14 @@ def _iso(day: date | str) -> str:
     return day if isinstance(day, str) else day.isoformat()
 
 
-TWIN_PREFIX = "hidden:"  # what twin_of inserts after "{<board>}:"
+# The kinds of keys that have a twin (Keys.hidden): every window's live key, the all-time
+# base, the reach sets (LIVE_TWIN_KINDS: what moderation moves), and a season's archive
+# (its twin: the hidden members' entries at the close, Redis only). Distinct sets have
+# none: they describe public scores only.
+HIDDEN = "hidden"
+LIVE_TWIN_KINDS = frozenset({*WINDOWS, "base", "reached"})
+TWIN_KINDS = LIVE_TWIN_KINDS | {"archive"}
+
 STATE_CLOSED_DAY = "closed:"
 STATE_SEASON = "season:"
 STATE_FOLDED = "folded:"  # + window: the last day folded into that window's base

@@ -73,6 +73,18 @@ TYPES: dict[EventType, TypeSpec] = {
         ("board", "season", "count", "score_sum", "sha256", "action", "run"),
         "an archive file was loaded back into Redis (`seasons restore`; run: its start)",
     ),
+    EventType.MEMBER_HIDDEN: TypeSpec(
+        "member_hidden:{board}:{member}:{at}", ("board", "member", "mode", "at"),
+        "a member is hidden on a board (from visible or banned; at: the change's time)",
+    ),
+    EventType.MEMBER_UNHIDDEN: TypeSpec(
+        "member_unhidden:{board}:{member}:{at}", ("board", "member", "mode", "at"),
+        "a hidden or banned member is visible again on a board (mode null)",
+    ),
+    EventType.MEMBER_BANNED: TypeSpec(
+        "member_banned:{board}:{member}:{at}", ("board", "member", "mode", "at"),
+        "a member is banned on a board (from visible or hidden)",
+    ),
 }  # fmt: skip
 
 

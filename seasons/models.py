@@ -3,7 +3,7 @@ script's answer), ``model_dump(mode="json")`` that JSON parsed; scores stay floa
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, WithJsonSchema
 
@@ -118,6 +118,13 @@ class WriteResult(BaseModel):
         default=None,
         exclude_if=lambda v: not v,
         description="One per held event, in batch order; absent when none",
+    )
+    # Absent (0) when the batch had no event of a banned member (docs/fair-play.md).
+    banned: int = Field(
+        default=0,
+        exclude_if=lambda v: v == 0,
+        description="Events of banned members: acknowledged, their ids seen, applied "
+        "nowhere; absent when none",
     )
 
 
@@ -342,3 +349,42 @@ class HeldDecision(BaseModel):
     applied: int = Field(description="1 when this call applied the event, else 0")
     before: HeldEvent = Field(description="The record before this call")
     after: HeldEvent = Field(description="The record after it")
+
+
+class ModerationRecord(BaseModel):
+    """A member's moderation state on one board (docs/fair-play.md). ``visible``: no record
+    (mode, reason, at, actor null)."""
+
+    board: str
+    state: Literal["visible", "hidden", "banned"]
+    mode: Literal["shadow", "open"] | None = Field(
+        default=None, description="Its self-view: shadow (as if visible) or open (flagged)"
+    )
+    reason: str | None = None
+    at: str | None = Field(default=None, description="When it was set (ISO 8601 UTC)")
+    actor: str | None = Field(default=None, description="Who set it (the audit trail's actor)")
+
+
+class BoardModeration(BaseModel):
+    """What one moderation call did on one board."""
+
+    board: str
+    changed: bool = Field(description="False: it was so already (nothing written)")
+    before: ModerationRecord
+    after: ModerationRecord
+    moved: int = Field(description="Keys the member's entries moved between (public <-> twin)")
+
+
+class ModerationChange(BaseModel):
+    """What ``Seasons.moderate`` did: one entry per board asked, in board order."""
+
+    member: str
+    state: Literal["visible", "hidden", "banned"]
+    boards: list[BoardModeration]
+
+
+class MemberModeration(BaseModel):
+    """A member's moderation state on every board (GET .../moderation)."""
+
+    member: str
+    boards: list[ModerationRecord]

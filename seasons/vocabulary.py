@@ -34,6 +34,9 @@ class EventType(StrEnum):
     REWARDS_READY = "rewards_ready"
     DATA_LOSS = "data_loss"
     RESTORE_DONE = "restore_done"
+    MEMBER_HIDDEN = "member_hidden"
+    MEMBER_UNHIDDEN = "member_unhidden"
+    MEMBER_BANNED = "member_banned"
 
 
 def parse_ranks(text: str) -> tuple[int, int]:

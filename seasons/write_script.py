@@ -26,7 +26,7 @@ from seasons.models import HeldRef, Standing, WriteResult
 DEDUPE_WINDOW = timedelta(hours=48)
 # The shape of write.lua's argument (its header), which the script checks: a batch of
 # another version, or with other columns of events, is refused before anything is done.
-PROTOCOL = 6
+PROTOCOL = 7
 EVENT_FIELDS = ("group", "index", "member", "value", "event_id", "metadata", "ts")
 # How long held records outlive retention (a day: the keys' EXPIREAT), and rate counters
 # their interval (a minute: a batch whose `now` is a little behind still finds its counter).
@@ -34,6 +34,9 @@ HELD_SLACK = 86_400
 RATE_SLACK = 60
 # How write.lua's refusals of a malformed batch begin.
 REFUSAL = "write.lua: "
+# What write.lua answers, having written nothing, when a hidden member's events need the
+# twin keys and the call did not name them: the call is sent again with `twins`.
+TWINS = "twins"
 
 
 class RollupTarget(NamedTuple):
@@ -125,12 +128,15 @@ def script_args(
     check_only: bool = False,
     standing: str | None = None,
     approve: str | None = None,
+    twins: bool = False,
 ) -> tuple[list[str], list[str]]:
     """KEYS and ARGV of ``write.lua`` for the events of one board: every key the batch
     names, and the batch as one JSON argument (its fields are described in the script's
     header). ``standing``: a window of the board, on which the script answers each event's
     standing after the batch (:func:`resolve_standing_window` picks it). ``approve``: the
-    id of the held event this call applies (``events`` is that one event)."""
+    id of the held event this call applies (``events`` is that one event). ``twins``: each
+    group also names its twin keys (:func:`twin_group`), where the events of a hidden member
+    go; the script asks for them (:data:`TWINS`) when it meets one without."""
     cfg: BoardSettings = settings.boards[board]
     board_keys = {
         "state": keys.state(board),
@@ -139,6 +145,7 @@ def script_args(
         "batches": keys.batches(board),
         "batch_results": keys.batch_results(board),
         "scratch": keys.tmp(board, "union"),  # a set board's rebuild builds its union there
+        "moderation": keys.moderation(board),
     }
     declared = dict.fromkeys(board_keys.values())  # an ordered set
     held, limits = held_args(board, cfg, settings, keys, now, approve is not None)
@@ -177,17 +184,19 @@ def script_args(
             declared.update(dict.fromkeys(k for k, _, _ in r.days))
             if r.base is not None:
                 declared[r.base["key"]] = None
-        groups.append(
-            {
-                "day": day.isoformat(),
-                "season": season_p.id if season_p else None,
-                "key": day_key,
-                "reached": day_reached,
-                "distinct": day_distinct,
-                "expire_at": win.expire_at(day_p, settings),
-                "rollups": [r._asdict() for r in rollups],
-            }
-        )
+        group: dict[str, Any] = {
+            "day": day.isoformat(),
+            "season": season_p.id if season_p else None,
+            "key": day_key,
+            "reached": day_reached,
+            "distinct": day_distinct,
+            "expire_at": win.expire_at(day_p, settings),
+            "rollups": [r._asdict() for r in rollups],
+        }
+        if twins:
+            group["twin"] = twin_group(group, keys)
+            declared.update(dict.fromkeys(_named(group["twin"])))
+        groups.append(group)
     group_of = {day: n for n, day in enumerate(days)}
 
     def row(ev: ValidEvent) -> list[Any]:  # the columns of EVENT_FIELDS
@@ -217,9 +226,50 @@ def script_args(
         "held": held,
         "limits": limits,
         "approve": approve,
+        "twins": twins,
     }
     text = json.dumps(batch, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
     return list(declared), [text]
+
+
+def twin_group(group: dict[str, Any], keys: Keys) -> dict[str, Any]:
+    """The twin of a batch group: the same day, season, weights and EXPIREATs, each key
+    replaced by its twin (:meth:`Keys.hidden`), and no distinct set (twins have none)."""
+
+    def twin(key: str | None) -> str | None:
+        return None if key is None else keys.hidden(key)
+
+    return {
+        **group,
+        "key": twin(group["key"]),
+        "reached": twin(group["reached"]),
+        "distinct": None,
+        "rollups": [
+            {
+                **r,
+                "key": twin(r["key"]),
+                "reached": twin(r["reached"]),
+                "distinct": None,
+                "days": [(twin(k), w, d) for k, w, d in r["days"]],
+                "base": None if r["base"] is None else {**r["base"], "key": twin(r["base"]["key"])},
+            }
+            for r in group["rollups"]
+        ],
+    }
+
+
+def _named(group: dict[str, Any]) -> Iterator[str]:
+    """Every key a (twin) group names."""
+    yield group["key"]
+    if group["reached"] is not None:
+        yield group["reached"]
+    for r in group["rollups"]:
+        yield r["key"]
+        if r["reached"] is not None:
+            yield r["reached"]
+        yield from (k for k, _, _ in r["days"])
+        if r["base"] is not None:
+            yield r["base"]["key"]
 
 
 def held_args(
@@ -266,7 +316,7 @@ def parse_reply(
     kind = _text(reply[0])
     if kind == "applied":
         held = int(reply[3])
-        rows = reply[4 : 4 + 3 * held]
+        rows = reply[5 : 5 + 3 * held]
         result = WriteResult(
             applied=int(reply[1]),
             duplicates=int(reply[2]),
@@ -277,9 +327,10 @@ def parse_reply(
                 for i, e, r in zip(rows[::3], rows[1::3], rows[2::3], strict=True)
             ]
             or None,
+            banned=int(reply[4]),
         )
         if standing is not None:
-            result.standings = _standings(reply[4 + 3 * held :], *standing)
+            result.standings = _standings(reply[5 + 3 * held :], *standing)
         return result
     if kind == "reused":
         raise BatchIdReused(_text(reply[1]), {"batch_id": batch_id})

@@ -33,11 +33,14 @@ from seasons.events import ValidEvent, check_id, late_for_good, validate_batch
 from seasons.keys import Keys
 from seasons.models import WriteResult
 from seasons.scripts import Scripts
-from seasons.write_script import parse_reply, refused, script_args
+from seasons.write_script import TWINS, parse_reply, refused, script_args
 
 # The window a write answers standings on when none is asked: every board keeps it
 # (BoardSettings.windows), and it is what a season's rewards are granted from.
 STANDING_WINDOW = "season"
+# Calls of one board's batch at most: the first, and again with the twin keys when the script
+# met a hidden member (a race with moderation can only ask once; one more is slack).
+TWIN_TRIES = 3
 
 
 def _fmt(x: float) -> str:
@@ -125,6 +128,10 @@ class Writes:
         self.settings = settings
         self.keys = keys
         self.clock = clock
+        # Boards whose script asked for the twin keys (a hidden member wrote): their calls name
+        # them from then on, saving the call that would ask again. Naming them when no member
+        # is hidden any more costs only a longer argument.
+        self.twin_boards: set[str] = set()
 
     def check(
         self,
@@ -237,6 +244,7 @@ class Writes:
             batch_id=batch.batch_id,
             held=len(held),
             held_events=held or None,
+            banned=sum(r.banned for r in results),
             standings=None
             if batch.standing is None
             else sorted((s for r in results for s in r.standings or ()), key=lambda s: s.index),
@@ -247,23 +255,30 @@ class Writes:
         by_board = batch.by_board()
         standing = None if check_only else batch.standing
         windows = {b: None if standing is None else standing[b] for b in by_board}
-        calls = [
-            script_args(
-                b,
-                evs,
-                settings,
-                self.keys,
-                batch.now,
-                batch_id=batch.batch_id,
-                digest=batch.digest,
-                backfill=batch.backfill,
-                check_only=check_only,
-                standing=windows[b],
+
+        def call(b: str, twins: bool) -> tuple[list[str], list[str]]:
+            return script_args(
+                b, by_board[b], settings, self.keys, batch.now, batch_id=batch.batch_id,
+                digest=batch.digest, backfill=batch.backfill, check_only=check_only,
+                standing=windows[b], twins=twins,
             )  # fmt: skip
-            for b, evs in by_board.items()
-        ]
+
+        boards = list(by_board)
         replicas = 0 if check_only else settings.redis.wait_replicas
-        replies, acked = self.send(calls, replicas=replicas)
+        twins = self.twin_boards
+        replies, acked = self.send([call(b, b in twins) for b in boards], replicas=replicas)
+        # A board whose script met a hidden member without its twin keys wrote nothing: sent
+        # again naming them (docs/fair-play.md). With them it cannot answer so again; the
+        # tries are bounded all the same.
+        for _ in range(TWIN_TRIES - 1):
+            again = [n for n, reply in enumerate(replies) if _text(reply[0]) == TWINS]
+            if not again:
+                break
+            twins.update(boards[n] for n in again)
+            got, more = self.send([call(boards[n], True) for n in again], replicas=replicas)
+            for n, reply in zip(again, got, strict=True):
+                replies[n] = reply
+            acked += more
         problems: list[dict[str, Any]] = []
         results = []
         for (b, evs), reply in zip(by_board.items(), replies, strict=True):
@@ -338,6 +353,10 @@ class Writes:
             replies += got
             acked.append(int(count))
         return replies, acked
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def _ts(event: object) -> Any:

@@ -16,7 +16,16 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # bench/ is not an installed package
     sys.path.insert(0, str(ROOT))
 
-from bench import ingest, limits, memory, reads, redis_time, rewards, writes  # noqa: E402
+from bench import (  # noqa: E402
+    ingest,
+    limits,
+    memory,
+    moderation,
+    reads,
+    redis_time,
+    rewards,
+    writes,
+)
 from bench.common import BOARD, TINY, Calendar  # noqa: E402
 from seasons import Seasons  # noqa: E402
 
@@ -55,6 +64,15 @@ def test_limits_section_applies_the_same_events_on_both_sides(redis_url: str) ->
     section = limits.run(redis_url, 2, Calendar.for_today())
     assert section.correct, section.render()
     assert [label for label, _, _ in section.rows] == ["without limits", "with limits"]
+    assert all(value > 0 for _, value, _ in section.rows), section.render()
+
+
+def test_moderation_section_hides_the_same_members_it_checks(redis_url: str) -> None:
+    """bench/moderation.py: the moderated side's public boards are the other side's without
+    its hidden members, its twins hold those, and each side's Redis time was counted."""
+    section = moderation.run(redis_url, 2, Calendar.for_today())
+    assert section.correct, section.render()
+    assert [label for label, _, _ in section.rows] == ["no moderation hash", "1% hidden"]
     assert all(value > 0 for _, value, _ in section.rows), section.render()
 
 

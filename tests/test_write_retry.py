@@ -442,7 +442,15 @@ def test_the_openapi_schema_documents_the_header(http: TestClient) -> None:
     assert len(header) == 1 and not header[0].get("required", False)
     assert "48 hours" in header[0]["description"]
     result = schema["components"]["schemas"]["WriteResult"]["properties"]
-    assert set(result) == {"applied", "duplicates", "batch_id", "standings", "held", "held_events"}
+    assert set(result) == {
+        "applied",
+        "duplicates",
+        "batch_id",
+        "standings",
+        "held",
+        "held_events",
+        "banned",
+    }
 
 
 def test_cli_submit_batch_id(

@@ -35,6 +35,7 @@ from seasons.http import (
     health,
     jobs,
     lifecycle,
+    moderation,
     rewards,
     scores,
     seasons,
@@ -107,7 +108,8 @@ def create_app(
         settings=settings, seasons=facade, metrics=metrics, executor=executor
     )
     errors.install(api)
-    for module in (boards, scores, seasons, rewards, admin, jobs, lifecycle, health, web):
+    routers = (boards, scores, seasons, rewards, moderation, admin, jobs, lifecycle, health, web)
+    for module in routers:
         api.include_router(module.router)
     # From the routes as included: each one's access level, query parameters and body.
     rules = Rules(api)

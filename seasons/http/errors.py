@@ -16,7 +16,8 @@ HeldNotFound (held_not_found)          404     no held event with that id on the
 InvalidInput and subclasses            422     well-formed JSON/query that the domain refuses
   (bad_window, bad_period, limit_exceeded,      (a window or period is a value, not a resource)
   invalid_events, invalid_input,
-  unknown_action, bad_cursor)
+  unknown_action, bad_cursor, unknown_state,
+  unknown_mode)
 request validation (invalid_input)     422     FastAPI's own checks, reshaped (a body that is
                                                 JSON of the wrong shape: the field is named)
 InvalidJson (invalid_json)             400     the body is not JSON at all (or is empty)

@@ -67,9 +67,9 @@ class Metrics:
         )  # fmt: skip
         self.events = Counter(
             "seasons_events", "Score events received over HTTP by outcome "
-            "(applied, duplicate, held, rejected)", ["outcome"], registry=self.registry,
+            "(applied, duplicate, held, banned, rejected)", ["outcome"], registry=self.registry,
         )  # fmt: skip
-        for outcome in ("applied", "duplicate", "held", "rejected"):
+        for outcome in ("applied", "duplicate", "held", "banned", "rejected"):
             self.events.labels(outcome)
         # Read at scrape time (from Redis): never summed over processes.
         self._collectors: list[Collector] = []

@@ -114,6 +114,7 @@ def record(
     metrics.events.labels("applied").inc(result.applied)
     metrics.events.labels("duplicate").inc(result.duplicates)
     metrics.events.labels("held").inc(result.held)
+    metrics.events.labels("banned").inc(result.banned)
     return result
 
 

@@ -16,9 +16,12 @@
 --   meta_max_fields, meta_max_bytes   limits of a member's metadata after merging
 --   batch_id, digest  the batch's id and a digest of its content
 --   keys              the board's keys: {state, events, meta, batches, batch_results,
---                     scratch} (scratch: where a set board's rebuild builds its union)
+--                     scratch, moderation} (scratch: where a set board's rebuild builds its
+--                     union; moderation: the hash member -> JSON of its state, hidden or
+--                     banned, docs/fair-play.md)
+--   twins             true: each group carries `twin` (below); false: none does
 --   groups            one per local day of the batch, each
---                       {day, season, key, reached, distinct, expire_at, rollups}: its day
+--                       {day, season, key, reached, distinct, expire_at, rollups, twin?}: its day
 --                       id, its season id (or null; the season's state is checked by it), its
 --                       day board, that board's reach set (as `reached` below), its distinct
 --                       set (as `distinct` below), that board's EXPIREAT, and the boards it
@@ -97,18 +100,28 @@
 --                     after the batch (also on a resend of an applied batch, read then) on
 --                     its group's board of `window` ('day' or a rollup's window), ranked
 --                     by `ties` ('member', 'shared', 'dense' or 'earliest', lib/ranks.lua)
+--                     twin (with `twins`): the group the events of a hidden member are
+--                     applied to, the same fields naming the twin keys (seasons.keys:
+--                     Keys.hidden): its day twin, reach twin, rollup twins (their reach twins,
+--                     days' twins, base twins), distinct null; never trimmed.
+-- Moderation: when the `moderation` hash exists, the batch's members are looked up in it,
+-- before the limits (which measure a hidden member's score on the twins). Of the events that
+-- are neither duplicates nor held, a banned member's is acknowledged, its id recorded as
+-- seen, and applied nowhere (counted as banned); a hidden member's is applied to its group's
+-- twin, never to a public key or a distinct set. A batch with a hidden member and without
+-- `twins` answers {'twins'} having written nothing (the caller resends it with them).
 -- The whole batch is checked before anything is read or written: one that does not match
 -- this description is refused with the error 'write.lua: <field>: <what is wrong>'.
 -- Events are checked and applied in batch order, whatever their day, so that duplicates
 -- within a batch and metadata merges behave as if submitted one by one.
 -- A batch id applied on this board since dedupe_cutoff answers its recorded result at once
 -- (in check-only mode too) and writes nothing new; with another digest it is refused.
--- Returns {'applied', applied, duplicates, held, then index, event id, reason of each held
--- event} (with `standing`: then rank, score of each event in batch order, rank an integer
+-- Returns {'applied', applied, duplicates, held, banned, then index, event id, reason of each
+-- held event} (with `standing`: then rank, score of each event in batch order, rank an integer
 -- and score Redis's text of it, both nil when the member is not on that board or the group
--- has no board of that window), {'rejected', then index, field, code, message of each
--- problem}, {'reused', message} (the batch id came with other events) or, with `approve`,
--- {'not_held', state or nil} (the record is decided already, or gone); on the last three
+-- has no board of that window), {'twins'} (above), {'rejected', then index, field, code,
+-- message of each problem}, {'reused', message} (the batch id came with other events) or,
+-- with `approve`, {'not_held', state or nil} (the record is decided already, or gone); on the last three
 -- nothing was written.
 
 --! include json
@@ -116,7 +129,7 @@
 --! include trim
 --! include ranks
 
-local PROTOCOL = 6
+local PROTOCOL = 7
 local EVENT_FIELDS = {'group', 'index', 'member', 'value', 'event_id', 'metadata', 'ts'}
 local GROUP, INDEX, MEMBER, VALUE, EVENT_ID, METADATA, TS = 1, 2, 3, 4, 5, 6, 7
 
@@ -192,14 +205,18 @@ end
 local BATCH_FIELDS = set({
   'protocol', 'now', 'aggregate', 'order', 'max_entries', 'dedupe_cutoff', 'events_expire_at',
   'backfill', 'check_only', 'meta_max_fields', 'meta_max_bytes', 'batch_id', 'digest', 'keys',
-  'groups', 'event_fields', 'events', 'standing', 'held', 'limits', 'approve',
+  'groups', 'event_fields', 'events', 'standing', 'held', 'limits', 'approve', 'twins',
 })
 local HELD_FIELDS = set({'record', 'order', 'done', 'cutoff', 'expire_at'})
 local LIMITS_FIELDS = set({'rate', 'gain'})
 local RATE_FIELDS = set({'key', 'events', 'expire_at'})
 local GAIN_FIELDS = set({'window', 'value'})
-local BOARD_KEYS = {'state', 'events', 'meta', 'batches', 'batch_results', 'scratch'}
-local GROUP_FIELDS = set({'day', 'season', 'key', 'reached', 'distinct', 'expire_at', 'rollups'})
+local BOARD_KEYS = {
+  'state', 'events', 'meta', 'batches', 'batch_results', 'scratch', 'moderation',
+}
+local GROUP_FIELDS = set({
+  'day', 'season', 'key', 'reached', 'distinct', 'expire_at', 'rollups', 'twin',
+})
 local ROLLUP_FIELDS = set({
   'window', 'key', 'reached', 'distinct', 'weight', 'expire_at', 'days', 'base',
 })
@@ -270,7 +287,7 @@ local function parse_rollup(r, at, board, day_key)
   return rollup
 end
 
-local function parse_group(g, at, board)
+local function parse_group(g, at, board, twins)
   check(g, 'object', at)
   only(g, GROUP_FIELDS, at .. '.')
   local group = {
@@ -294,6 +311,24 @@ local function parse_group(g, at, board)
     end
     keys[rollup.key] = true
     group.rollups[j] = rollup
+  end
+  if twins then
+    local tw = parse_group(check(g.twin, 'object', at .. '.twin'), at .. '.twin', board, false)
+    if tw.day ~= group.day or tw.season ~= group.season or tw.distinct
+        or #tw.rollups ~= #group.rollups then
+      refuse(at .. '.twin', 'must name the twins of its group: the same day, season and '
+        .. 'rollups, no distinct set')
+    end
+    for j, r in ipairs(tw.rollups) do
+      if r.distinct or r.window ~= group.rollups[j].window then
+        refuse(at .. '.twin.rollups[' .. (j - 1) .. ']', 'must be the twin of rollups['
+          .. (j - 1) .. '], with no distinct set')
+      end
+    end
+    tw.is_twin = true
+    group.twin = tw
+  elseif g.twin ~= nil and g.twin ~= null then
+    refuse(at .. '.twin', 'given while twins is false')
   end
   return group
 end
@@ -380,10 +415,11 @@ local function parse()
     b.keys[name] = check_key(batch.keys[name], 'keys.' .. name)
   end
   local board = {trimmed = b.max_entries > 0, set = b.aggregate == 'set'}
+  b.twins = check(batch.twins, 'boolean', 'twins')
   local days = {}
   for g, grp in ipairs(check(batch.groups, 'array', 'groups')) do
     local at = 'groups[' .. (g - 1) .. ']'
-    b.groups[g] = parse_group(grp, at, board)
+    b.groups[g] = parse_group(grp, at, board, b.twins)
     local day = b.groups[g].day
     if days[day] then refuse(at .. '.day', json_string(day) .. ' is the day of another group') end
     days[day] = true
@@ -464,6 +500,7 @@ local now, aggregate, desc = batch.now, batch.aggregate, batch.desc
 local max_entries, cutoff = batch.max_entries, batch.cutoff
 local backfill, check_only = batch.backfill, batch.check_only
 local state, events, meta = batch.keys.state, batch.keys.events, batch.keys.meta
+local moderation = batch.keys.moderation
 local batches, batch_results = batch.keys.batches, batch.keys.batch_results
 local batch_id, digest, scratch = batch.batch_id, batch.digest, batch.keys.scratch
 local groups, all = batch.groups, batch.events
@@ -553,10 +590,10 @@ local function standings()
   return out
 end
 
--- The reply {'applied', applied, duplicates, held, index, event id, reason of each held
--- event}, with the standings when asked. `held_list`: {{index, event id, reason}, ...}.
-local function answer(ap, du, held_list)
-  local reply = {'applied', ap, du, #held_list}
+-- The reply {'applied', applied, duplicates, held, banned, index, event id, reason of each
+-- held event}, with the standings when asked. `held_list`: {{index, event id, reason}, ...}.
+local function answer(ap, du, held_list, bn)
+  local reply = {'applied', ap, du, #held_list, bn}
   for _, h in ipairs(held_list) do
     reply[#reply + 1], reply[#reply + 2], reply[#reply + 3] = h[1], h[2], h[3]
   end
@@ -568,13 +605,16 @@ end
 
 -- A resend of a batch already applied (a retry after a timeout, by redis-py or the caller)
 -- answers what the original did, even if the day has closed since; standings are read now.
--- The record is 'digest applied duplicates', then ' ' and the JSON of the held events
--- ([[index, event id, reason], ...]) when the batch held any.
+-- The record is 'digest applied duplicates', then ' banned=<n>' when the batch had events of
+-- banned members, then ' ' and the JSON of the held events ([[index, event id, reason],
+-- ...]) when the batch held any.
 local applied_at = (not approve) and redis.call('ZSCORE', batches, batch_id)
 if applied_at and tonumber(applied_at) >= cutoff then
   local record = redis.call('HGET', batch_results, batch_id)
   if record then
     local was, ap, du, held_json = record:match('^(%S+) (%d+) (%d+) ?(.*)$')
+    local bn, rest = held_json:match('^banned=(%d+) ?(.*)$')
+    if bn then held_json = rest end
     if was ~= digest then
       return {'reused', 'batch id ' .. batch_id .. ' was already used for other events in the '
         .. 'last 48 hours: resend exactly the same events, or use a new batch id'}
@@ -582,7 +622,8 @@ if applied_at and tonumber(applied_at) >= cutoff then
     -- Rewriting the record makes this call a write, so a WAIT after it waits for the
     -- replicas to hold everything up to now, the original batch included.
     if not check_only then redis.call('HSET', batch_results, batch_id, record) end
-    return answer(tonumber(ap), tonumber(du), held_json ~= '' and cjson.decode(held_json) or {})
+    return answer(tonumber(ap), tonumber(du), held_json ~= '' and cjson.decode(held_json) or {},
+      tonumber(bn) or 0)
   end
 end
 
@@ -591,6 +632,35 @@ if approve then
   local record = redis.call('HGET', held.record, approve)
   local state = record and cjson.decode(record).state
   if state ~= 'held' then return {'not_held', state or false} end
+end
+
+-- Moderation (docs/fair-play.md): the state of each member of the batch, read once when the
+-- board has any (member -> 'hidden', 'banned' or false); before the limits, which measure a
+-- hidden member on the twins, where its entries are.
+local state_of = {}
+if not check_only and redis.call('EXISTS', moderation) == 1 then
+  local list, hiding = {}, false
+  for i = 1, n do
+    local m = all[i][MEMBER]
+    if state_of[m] == nil then
+      state_of[m] = false
+      list[#list + 1] = m
+    end
+  end
+  for m, text in pairs(scores_of_hash(moderation, list)) do
+    -- The records are Seasons' own JSON: its state is all this script needs of one.
+    local st = text and cjson.decode(text).state or false
+    state_of[m] = st
+    if st == 'hidden' then hiding = true end
+  end
+  if hiding and not batch.twins then return {'twins'} end
+end
+
+-- The group whose keys hold the entries of the i-th event's member: its twin for a hidden one.
+local function home(i)
+  local grp = groups[all[i][GROUP] + 1]
+  if state_of[all[i][MEMBER]] == 'hidden' then return grp.twin end
+  return grp
 end
 
 -- Pass 1: check everything; write nothing.
@@ -607,7 +677,10 @@ for _, grp in ipairs(groups) do
   -- A day already folded into a rollup's base: its events go to the base too (ISO days
   -- compare as text the way they compare as dates).
   grp.folded = false
-  for _, r in ipairs(grp.rollups) do
+  local rollups = {}
+  for _, r in ipairs(grp.rollups) do rollups[#rollups + 1] = r end
+  for _, r in ipairs(grp.twin and grp.twin.rollups or {}) do rollups[#rollups + 1] = r end
+  for _, r in ipairs(rollups) do
     if r.base then
       local through = redis.call('HGET', state, r.through)
       r.folded = through and grp.day <= through or false
@@ -659,7 +732,12 @@ if holding then
   -- The board each group's events are limited on: its day board or its rollup of the
   -- window (none for a day outside every season, on the season window: nothing to limit).
   local gain_keys, rises = {}, {}  -- keys in first use; key -> the batch's rises summed
+  local limited = {}  -- the groups, and their twins
   for _, grp in ipairs(gain and groups or {}) do
+    limited[#limited + 1] = grp
+    if grp.twin then limited[#limited + 1] = grp.twin end
+  end
+  for _, grp in ipairs(limited) do
     grp.gain = false
     if gain.window == 'day' then
       grp.gain = {key = grp.key, weight = 1}
@@ -685,7 +763,7 @@ if holding then
         members[#members + 1] = m
       end
     end
-    local t = gain and groups[ev[GROUP] + 1].gain
+    local t = gain and home(i).gain
     if t then
       local x = t.weight * ev[VALUE]
       if x > 0 then rises[t.key] = rises[t.key] + x end
@@ -714,7 +792,7 @@ if holding then
     if rises[key] > 0 and (every or bound + rises[key] > gain.value) then
       local rise, read = {}, {}  -- member -> its rises summed; the members read
       for i = 1, n do
-        local t = groups[all[i][GROUP] + 1].gain
+        local t = home(i).gain
         if t and t.key == key then
           local x = t.weight * all[i][VALUE]
           if x > 0 then rise[all[i][MEMBER]] = (rise[all[i][MEMBER]] or 0) + x end
@@ -748,7 +826,7 @@ end
 -- of the batch's events accepted before it on that board (read only for an event held).
 local function day_score(i)
   local g, member = all[i][GROUP], all[i][MEMBER]
-  local text = redis.call('ZSCORE', groups[g + 1].key, member)
+  local text = redis.call('ZSCORE', home(i).key, member)
   local score = text and tonumber(text) or nil
   for j = 1, i - 1 do
     local ev = all[j]
@@ -825,7 +903,7 @@ for i = 1, n do
     local member = all[i][MEMBER]
     local count = counts[member]
     if gaining or (count and count >= rate_events) then
-      held_as[i] = hold(i, grp)
+      held_as[i] = hold(i, home(i))
     elseif count then
       counts[member] = count + 1  -- what hold() finds: no limit reached, the event counted
     end
@@ -882,7 +960,19 @@ for i = 1, n do
   end
 end
 if #errors > 1 then return errors end
-if check_only then return {'applied', 0, 0, 0} end
+if check_only then return {'applied', 0, 0, 0, 0} end
+
+-- Moderation: a banned member's events (neither duplicates nor held) are applied nowhere, a
+-- hidden member's go to the twins.
+local banned_as, hidden_as = {}, {}  -- i -> true
+for i = 1, n do
+  local st = not duplicate[i] and not held_as[i] and state_of[all[i][MEMBER]]
+  if st == 'banned' then
+    banned_as[i] = true
+  elseif st == 'hidden' then
+    hidden_as[i] = true
+  end
+end
 
 -- The rate counters as pass 1 left them, written first: their fields are fresh from the
 -- HMGET that read them.
@@ -930,13 +1020,13 @@ end
 -- weight x value is its score, whatever it had.
 -- `dist`: the board's distinct set, or nil.
 local stale = {}
-local function put_trimmed(key, days, member, value, weight, dist)
+local function put_trimmed(key, days, member, value, weight, dist, twin)
   local text = redis.call('ZSCORE', key, member)
   if text then
     local old = tonumber(text)
     local new = weight * value
     if aggregate ~= 'set' then new = aggregate_pair(aggregate, old, new) end
-    if (desc and new < old) or (not desc and new > old) then
+    if not twin and ((desc and new < old) or (not desc and new > old)) then
       if redis.call('ZCARD', key) >= max_entries then stale[key] = {days, dist} end
     end
     put(key, member, weight * value)
@@ -1088,8 +1178,11 @@ local function score_of(key, member)
   return nil
 end
 
-local applied, duplicates = 0, 0
-for _, grp in ipairs(groups) do grp.applied = 0 end
+local applied, duplicates, banned = 0, 0, 0
+for _, grp in ipairs(groups) do
+  grp.applied = 0
+  if grp.twin then grp.twin.applied = 0 end
+end
 prefetch_scores()
 -- The batch's new event ids (one ZADD at the end) and each member's metadata as the batch
 -- leaves it (one HSET, one HDEL), in the order of first change.
@@ -1098,14 +1191,18 @@ for i = 1, n do
   local grp = groups[all[i][GROUP] + 1]
   if duplicate[i] then
     duplicates = duplicates + 1
-  elseif held_as[i] then
-    -- Applied nowhere: kept for review, its id seen (below).
+  elseif held_as[i] or banned_as[i] then
+    -- Applied nowhere: held, kept for review (below), or of a banned member; its id seen.
+    if banned_as[i] then banned = banned + 1 end
     local id = event_id_of(i)
     if id then
       new_ids[#new_ids + 1] = now
       new_ids[#new_ids + 1] = id
     end
   else
+    -- A hidden member's event goes to the twins of its group, as a visible one's would go to
+    -- its group (no distinct set there, and no trim).
+    if hidden_as[i] then grp = grp.twin end
     local member, value = all[i][MEMBER], all[i][VALUE]
     grp.applied = grp.applied + 1
     local changed = true
@@ -1128,7 +1225,7 @@ for i = 1, n do
         -- a later day's value stands: the rollup does not change
       elseif max_entries > 0 then
         if r.distinct then ready(r.key, r.distinct) end
-        put_trimmed(r.key, r.days, member, value, r.weight, r.distinct)
+        put_trimmed(r.key, r.days, member, value, r.weight, r.distinct, grp.is_twin)
       elseif r.reached then
         local x = r.weight * value
         reach(r.reached, member, score_of(r.key, member), x, all[i][TS], changed)
@@ -1211,14 +1308,21 @@ for key, found in pairs(stale) do
   aggregate_store(key, found[1], aggregate, scratch)
   if found[2] then distinct_rebuild(key, found[2]) end
 end
+local written = {}
 for _, grp in ipairs(groups) do
+  written[#written + 1] = grp
+  if grp.twin then written[#written + 1] = grp.twin end
+end
+for _, grp in ipairs(written) do
   if grp.applied > 0 then
     applied = applied + grp.applied
     redis.call('EXPIREAT', grp.key, grp.expire_at)
     if grp.reached then redis.call('EXPIREAT', grp.reached, grp.expire_at) end
     if grp.distinct then redis.call('EXPIREAT', grp.distinct, grp.expire_at) end
     for _, r in ipairs(grp.rollups) do
-      if max_entries > 0 then trim_board(r.key, desc, max_entries, r.distinct) end
+      if max_entries > 0 and not grp.is_twin then
+        trim_board(r.key, desc, max_entries, r.distinct)
+      end
       if r.expire_at then
         redis.call('EXPIREAT', r.key, r.expire_at)
         if r.reached then redis.call('EXPIREAT', r.reached, r.expire_at) end
@@ -1227,7 +1331,7 @@ for _, grp in ipairs(groups) do
     end
   end
 end
-if applied > 0 or duplicates > 0 or #held_list > 0 then
+if applied > 0 or duplicates > 0 or banned > 0 or #held_list > 0 then
   redis.call('ZREMRANGEBYSCORE', events, '-inf', '(' .. cutoff)
   if redis.call('EXISTS', events) == 1 then
     redis.call('EXPIREAT', events, batch.events_expire_at)
@@ -1251,8 +1355,9 @@ if held and redis.call('EXISTS', held.order, held.done) > 0 then
     end
   end
 end
-if approve then return answer(applied, duplicates, {}) end  -- nothing is held then
+if approve then return answer(applied, duplicates, {}, banned) end  -- nothing is held then
 local record = digest .. ' ' .. applied .. ' ' .. duplicates
+if banned > 0 then record = record .. ' banned=' .. banned end
 if #held_list > 0 then
   local parts = {}
   for k, h in ipairs(held_list) do
@@ -1264,4 +1369,4 @@ redis.call('ZADD', batches, now, batch_id)
 redis.call('HSET', batch_results, batch_id, record)
 redis.call('EXPIREAT', batches, batch.events_expire_at)
 redis.call('EXPIREAT', batch_results, batch.events_expire_at)
-return answer(applied, duplicates, held_list)
+return answer(applied, duplicates, held_list, banned)
