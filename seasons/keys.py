@@ -60,6 +60,40 @@ class Keys:
     def distinct(self, board: str, window: str, period_id: str) -> str:
         return f"{self._board(board)}:distinct:{window}:{period_id}"
 
+    # Moderation (hidden and banned members): hash member -> JSON {"state": "hidden" |
+    # "banned", "mode": "shadow" | "open", "reason", "at", "actor"} of the members hidden or
+    # banned on the board; a visible member has no field. No TTL.
+    def moderation(self, board: str) -> str:
+        return f"{self._board(board)}:moderation"
+
+    # The twin of a board key that holds member entries of a live period (a window's key,
+    # `base`, `reached`): the same name with "hidden:" after the board's "{<board>}:", e.g.
+    # <ns>:{kills}:hidden:day:2026-12-03. A hidden or banned member's entries live there,
+    # never on the public key, so ZRANGE of a public key stays the public board. Same hash
+    # tag (same slot) and the same EXPIREAT as its public key. parse() of a twin gives kind
+    # "hidden" and ident "<kind>:<ident>" of the public key.
+    def twin_of(self, key: str) -> str:
+        board, tail = self._split(key)
+        if tail.startswith(_TWIN):
+            raise ValueError(f"{key!r} is a twin key already")
+        return f"{self._board(board)}:{_TWIN}{tail}"
+
+    hidden = twin_of
+
+    def public_of(self, twin: str) -> str:
+        """The public key of ``twin`` (the inverse of :meth:`twin_of`)."""
+        board, tail = self._split(twin)
+        if not tail.startswith(_TWIN):
+            raise ValueError(f"{twin!r} is not a twin key")
+        return f"{self._board(board)}:{tail[len(_TWIN) :]}"
+
+    def _split(self, key: str) -> tuple[str, str]:
+        """(board, what follows "{<board>}:") of a board key of this namespace."""
+        parsed = self.parse(key)
+        if parsed is None or parsed.board is None:
+            raise ValueError(f"{key!r} is not a board key of namespace {self.ns!r}")
+        return parsed.board, key[len(self._board(parsed.board)) + 1 :]
+
     # Public: final standings of an archived season (or a snapshot ``S@<ts>``), no TTL.
     def archive(self, board: str, season_id: str) -> str:
         return f"{self._board(board)}:archive:{season_id}"
@@ -212,8 +246,11 @@ class Keys:
 
 class ParsedKey(NamedTuple):
     board: str | None  # None for worker keys
-    kind: str  # a window | base | archive | meta | events | state | tmp | lock | job | ...
+    kind: str  # a window | base | archive | meta | events | state | hidden | tmp | lock | ...
     ident: str  # period or season id, scratch or lock name; '' when the kind has none
+
+
+_TWIN = "hidden:"
 
 
 def _iso(day: date | str) -> str:
