@@ -119,6 +119,15 @@ class Missed:
 MISSED = Missed()
 
 
+class Scripted(Missed):
+    """What :meth:`Plan.settle` answers for a read only its script answers: a hidden or
+    banned member's own view (``seasons/lua/lib/hidden.lua``), which no plan ranks. The
+    script is sent at once."""
+
+
+SCRIPTED = Scripted()
+
+
 def _checked(reply: Any) -> Any:
     """The reply, or the exception redis-py raises for that error reply."""
     if isinstance(reply, ResponseError):
@@ -170,6 +179,8 @@ class SyncExecutor:
                         break  # a full Redis refuses commands queued in MULTI, not read scripts
                     if not isinstance(reply, Missed):
                         return reply
+                    if reply is SCRIPTED:
+                        break
             send = self._send
             return resent(lambda: send(call.evalsha()), lambda: send(call.eval()))
 
@@ -197,6 +208,8 @@ class AsyncExecutor:
                         break  # a full Redis refuses commands queued in MULTI, not read scripts
                     if not isinstance(reply, Missed):
                         return reply
+                    if reply is SCRIPTED:
+                        break
             # resent()'s rule, awaited: NOSCRIPT ran nothing, so the call goes once as EVAL.
             try:
                 return await self._send(call.evalsha())
