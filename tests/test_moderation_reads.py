@@ -497,3 +497,90 @@ def test_the_moderation_hash_is_read_only_for_a_member_missing_from_the_board(
         {"member": 3, "shared": 2, "dense": 2, "earliest": 2}[ties],
         3,
     )
+
+
+# --- every interface, on both backends ------------------------------------------------------
+
+
+@pytest.mark.both_backends
+def test_every_interface_answers_the_self_view_on_both_backends(
+    settings_factory: Callable[..., Settings], backend: str, r: Any, tmp_path: Any
+) -> None:
+    """The Python API, the HTTP API and the CLI answer a hidden member's own reads alike, on
+    a single server (plans, own connections) and on a Redis Cluster (the scripts, through
+    redis-py's cluster client), for every tie rule: as the model ranks it, flagged in open
+    mode."""
+    from click.testing import CliRunner
+
+    from seasons.cli import CliState, cli
+
+    boards = {f"b_{t}": {"aggregate": "sum", "order": "desc", "ties": t} for t in TIES}
+    settings = settings_factory(
+        namespace=NS, boards=boards, seasons={"length_days": 7, "anchor": "2035-05-28"}
+    )
+    toml = tmp_path / "cli.toml"
+    toml.write_text(
+        f'namespace = "{NS}"\n[seasons]\nlength_days = 7\nanchor = "2035-05-28"\n'
+        + "".join(f'[boards.{b}]\naggregate = "sum"\nties = "{cfg["ties"]}"\n'
+                  for b, cfg in boards.items())
+    )  # fmt: skip
+    env = {
+        "SEASONS_REDIS__URL": settings.redis.url,
+        "SEASONS_REDIS__CLUSTER": "true" if backend == "cluster" else "false",
+        "SEASONS_CONFIG": str(toml),
+    }
+    events = {"ann": 5, "bob": 3, "cid": 3, "dan": 1, "hid": 3, "sha": 4}
+    day = DAYS[-1].isoformat()
+    clock = ManualClock(NOW)
+    with Seasons(settings, clock=clock) as app, TestClient(
+        create_app(settings, clock=clock), client=("127.0.0.1", 5000),
+        base_url="http://localhost",
+    ) as http:  # fmt: skip
+        for board, cfg in boards.items():
+            for i, (member, value) in enumerate(events.items()):
+                ts = NOW - timedelta(hours=len(events) - i)  # reached in this order
+                app.submit(board, member, value, ts=ts.isoformat())
+            moderate(r, app.keys, board, cfg["ties"], "hid", "hidden", "open")
+            moderate(r, app.keys, board, cfg["ties"], "sha", "banned", "shadow")
+            scores = {m: float(v) for m, v in events.items()}
+            reached = {m: (NOW - timedelta(hours=len(events) - i)).timestamp()
+                       for i, m in enumerate(events)}  # fmt: skip
+            want = Expect(cfg, scores, reached, {"hid", "sha"})
+            for member, flag in (("hid", True), ("sha", False), ("ann", False)):
+                entry = app.rank(board, member, "day")
+                assert entry is not None
+                assert entry.model_dump(mode="json") == want.entry(member, flag, {}), board
+                around = app.around(board, member, "day", size=3)
+                expected = want.around(member, 3)
+                assert around is not None and expected is not None
+                assert (around.total, triples(around.entries)) == expected, (board, member)
+                path = f"/v1/boards/{board}/day/members/{member}"
+                assert http.get(path).json() == entry.model_dump(mode="json")
+                assert http.get(f"{path}/around?size=3").json() == around.model_dump(mode="json")
+                cli_run = CliRunner().invoke(
+                    cli, ["rank", board, member, "--window", "day", "--json"], env=env,
+                    obj=CliState(clock=ManualClock(NOW)),
+                )  # fmt: skip
+                assert cli_run.exit_code == 0, cli_run.output
+                assert json.loads(cli_run.stdout) == entry.model_dump(mode="json")
+                table = CliRunner().invoke(
+                    cli, ["rank", board, member, "--window", "day"], env=env,
+                    obj=CliState(clock=ManualClock(NOW)),
+                )  # fmt: skip
+                assert ("(hidden)" in table.stdout) == flag, (board, member)
+            asked = ["sha", "hid", "dan", "nobody"]
+            found = app.lookup(board, asked, "day")
+            assert triples(found) == want.lookup(asked), board
+            assert [e.member for e in found if e.hidden] == ["hid"]
+            lookup = http.post(f"/v1/boards/{board}/day/lookup", json={"members": asked})
+            assert lookup.json() == [e.model_dump(mode="json") for e in found]
+            history = app.history(board, "hid", "day", last=2)
+            assert [(p.period, p.rank, p.hidden) for p in history][-1] == (
+                day,
+                want.rank("hid"),
+                True,
+            )
+            got = http.get(f"/v1/boards/{board}/members/hid/history?window=day&last=2").json()
+            assert got["history"] == [p.model_dump(mode="json") for p in history]
+            # The public board: the visible members alone.
+            assert triples(app.top(board, "day").entries) == want.ranked(want.visible)

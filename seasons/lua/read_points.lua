@@ -71,8 +71,9 @@ if shape == 'entry' then
   if rank then
     total = redis.call('ZCARD', key)
   else
-    state = twin and hidden().mode(KEYS[2], m)
+    state = twin and redis.call('HGET', KEYS[2], m)
     if not state then return false end
+    state = hidden().mode(state)
     rank, score = hidden().view(ties, key, reach, twin, twin_reach, desc, cap, m, false)
     if not rank then return false end
     total = hidden().total(key, cap)
@@ -113,15 +114,15 @@ if shape == 'entries' then
   if #missing > 0 then
     local names = {}
     for j, i in ipairs(missing) do names[j] = ARGV[i] end
-    local modes = hidden().modes(KEYS[2], names)
-    for _, i in ipairs(missing) do
+    local states = redis.call('HMGET', KEYS[2], unpack(names))
+    for j, i in ipairs(missing) do
       local m = ARGV[i]
-      if modes[m] then
+      if states[j] then
         local rank, score = hidden().view(ties, key, reach, twin, twin_reach, desc, cap, m,
           false)
         if rank then
           found[#found + 1] = {rank, m, score, i}
-          if modes[m] == 'open' then open[m] = true end
+          if hidden().mode(states[j]) == 'open' then open[m] = true end
         end
       end
     end
@@ -164,7 +165,10 @@ for i = 1, (#KEYS - 2) / stride do
   local rank, score = place(key, reach, m)
   if not rank and twin then
     -- Read once, at the first board that misses the member.
-    if state == nil then state = hidden().mode(KEYS[2], m) or false end
+    if state == nil then
+      state = redis.call('HGET', KEYS[2], m)
+      state = state and hidden().mode(state)
+    end
     if state then
       rank, score = hidden().view(ties, key, reach, twin, twin_reach, desc, cap, m, false)
       if rank and state == 'open' then flagged[#flagged + 1] = i end

@@ -49,8 +49,9 @@ else
       -- A hidden or banned member missing from the live key: the page around where it
       -- stands, or nil (lib/hidden.lua).
       local m, cap = ARGV[4], tonumber(ARGV[6])
-      local state = key == KEYS[1] and KEYS[5] ~= key and hidden().mode(KEYS[4], m)
+      local state = key == KEYS[1] and KEYS[5] ~= key and redis.call('HGET', KEYS[4], m)
       if not state then return false end
+      state = hidden().mode(state)
       local side = tie_beside(ties, key, reach)
       local rank, score, where = hidden().view(ties, key, side, KEYS[5], KEYS[8], desc, cap,
         m, true)

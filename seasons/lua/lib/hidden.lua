@@ -15,8 +15,9 @@
 -- within the cap, the last member making room. An archive is the public board alone: a read
 -- that finds one reads no twin.
 --
--- The functions are made by the first self-view of a call (hidden()), as lib/ranks.lua's
--- earliest ones: the reads of visible members build none of them.
+-- The scripts read the moderation field themselves (HGET, HMGET); the functions here are made
+-- by the first self-view of a call (hidden()), as lib/ranks.lua's earliest ones: the reads of
+-- visible members, and of members missing and not hidden, build none of them.
 
 --! include ranks
 
@@ -32,31 +33,12 @@ local function make_hidden()
     return #a < #b
   end
 
-  -- 'shadow' or 'open' for a member of the moderation hash `hash` (a hidden or a banned
-  -- one: both have a self-view), from its stored JSON; shadow unless it says open.
-  local function mode_of(value)
+  -- 'shadow' or 'open' from a member's field of the moderation hash (a hidden or a banned
+  -- member: both have a self-view), its stored JSON; shadow unless it says open.
+  local function mode(value)
     local ok, state = pcall(cjson.decode, value)
     if ok and type(state) == 'table' and state.mode == 'open' then return 'open' end
     return 'shadow'
-  end
-
-  -- The mode of `m` on the board of `hash`, or nil: visible.
-  local function mode(hash, m)
-    local value = redis.call('HGET', hash, m)
-    if not value then return nil end
-    return mode_of(value)
-  end
-
-  -- The modes of `members` (a table member -> mode of the hidden and banned ones), in one
-  -- HMGET.
-  local function modes(hash, members)
-    local out = {}
-    if #members == 0 then return out end
-    local got = redis.call('HMGET', hash, unpack(members))
-    for i, m in ipairs(members) do
-      if got[i] then out[m] = mode_of(got[i]) end
-    end
-    return out
   end
 
   -- The 0-based position `m` (not on `key`) would take in Redis's order of `key` with
@@ -138,7 +120,7 @@ local function make_hidden()
     return counted
   end
 
-  return {mode = mode, modes = modes, view = view, total = total, worse = worse}
+  return {mode = mode, view = view, total = total, worse = worse}
 end
 
 local hidden_fns = nil
