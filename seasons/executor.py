@@ -26,9 +26,10 @@ page, whose metadata comes in the same transaction), checked against what the tr
 read. A transaction of plain commands costs Redis a fraction of a script's time (no script
 to set up, no reply converted to Lua and back). When the guess was wrong the plan learns
 from the reply and sends the transaction again (:data:`PLAN_TRIES` in all); then the script
-answers. The script also answers when Redis is full: at its maxmemory it refuses every
-command queued in a MULTI, but runs read-only scripts. Plans run on Seasons' own connections;
-through a redis-py client (a cluster, TLS) the script answers.
+answers; a plan that finds the read is a hidden member's own view (:data:`SCRIPTED`) leaves
+it to the script at once. The script also answers when Redis is full: at its maxmemory it
+refuses every command queued in a MULTI, but runs read-only scripts. Plans run on Seasons'
+own connections; through a redis-py client (a cluster, TLS) the script answers.
 
 They differ only in how a command reaches Redis (the transport):
 

@@ -9,6 +9,11 @@ into its model (scores in the one form of :data:`seasons.models.Score`, with the
 beside them on a board with a composite layout). A read of one member whose member is not
 on the board answers the :class:`~seasons.errors.NotRanked` error the Read names. Limits and
 the member rule are checked here, before any Redis call, for every interface alike.
+
+A read addressed to a member (its entry, around it, a lookup, its history) names the board's
+moderation hash and the twin of its live key too: where the member is missing, a hidden or
+banned one is answered where it would stand if it alone were visible
+(``seasons/lua/lib/hidden.lua``, docs/boards.md#hidden-and-banned-members).
 """
 
 from __future__ import annotations
