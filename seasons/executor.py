@@ -26,9 +26,10 @@ page, whose metadata comes in the same transaction), checked against what the tr
 read. A transaction of plain commands costs Redis a fraction of a script's time (no script
 to set up, no reply converted to Lua and back). When the guess was wrong the plan learns
 from the reply and sends the transaction again (:data:`PLAN_TRIES` in all); then the script
-answers. The script also answers when Redis is full: at its maxmemory it refuses every
-command queued in a MULTI, but runs read-only scripts. Plans run on Seasons' own connections;
-through a redis-py client (a cluster, TLS) the script answers.
+answers; a plan that finds the read is a hidden member's own view (:data:`SCRIPTED`) leaves
+it to the script at once. The script also answers when Redis is full: at its maxmemory it
+refuses every command queued in a MULTI, but runs read-only scripts. Plans run on Seasons'
+own connections; through a redis-py client (a cluster, TLS) the script answers.
 
 They differ only in how a command reaches Redis (the transport):
 
@@ -119,6 +120,15 @@ class Missed:
 MISSED = Missed()
 
 
+class Scripted(Missed):
+    """What :meth:`Plan.settle` answers for a read only its script answers: a hidden or
+    banned member's own view (``seasons/lua/lib/hidden.lua``), which no plan ranks. The
+    script is sent at once."""
+
+
+SCRIPTED = Scripted()
+
+
 def _checked(reply: Any) -> Any:
     """The reply, or the exception redis-py raises for that error reply."""
     if isinstance(reply, ResponseError):
@@ -170,6 +180,8 @@ class SyncExecutor:
                         break  # a full Redis refuses commands queued in MULTI, not read scripts
                     if not isinstance(reply, Missed):
                         return reply
+                    if reply is SCRIPTED:
+                        break
             send = self._send
             return resent(lambda: send(call.evalsha()), lambda: send(call.eval()))
 
@@ -197,6 +209,8 @@ class AsyncExecutor:
                         break  # a full Redis refuses commands queued in MULTI, not read scripts
                     if not isinstance(reply, Missed):
                         return reply
+                    if reply is SCRIPTED:
+                        break
             # resent()'s rule, awaited: NOSCRIPT ran nothing, so the call goes once as EVAL.
             try:
                 return await self._send(call.evalsha())

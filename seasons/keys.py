@@ -242,7 +242,7 @@ class Keys:
 
 class ParsedKey(NamedTuple):
     board: str | None  # None for worker keys
-    kind: str  # a window | base | archive | meta | events | state | tmp | lock | job | ...
+    kind: str  # a window | base | archive | meta | events | state | hidden | tmp | lock | ...
     ident: str  # period or season id, scratch or lock name; '' when the kind has none
 
 

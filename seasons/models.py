@@ -128,12 +128,26 @@ class WriteResult(BaseModel):
     )
 
 
+# A hidden or banned member's own view in open mode (docs/boards.md#hidden-and-banned-members):
+# true on its entry; absent (False, left out of the JSON) on every other one, so the JSON of
+# visible members is as it always was.
+Hidden = Annotated[
+    bool,
+    Field(
+        exclude_if=lambda v: not v,
+        description="true on a hidden or banned member's own entry when its moderation mode "
+        "is open; absent otherwise",
+    ),
+]
+
+
 class Entry(BaseModel):
     rank: int
     member: str
     score: Score
     parts: Parts = None
     metadata: dict[str, Any] = Field(default_factory=dict)
+    hidden: Hidden = False
 
 
 class EntryDetail(Entry):
@@ -164,6 +178,7 @@ class HistoryPoint(BaseModel):
     rank: int | None
     score: Score | None
     parts: Parts = None
+    hidden: Hidden = False
 
 
 class History(BaseModel):

@@ -14,6 +14,15 @@ score, from which its rank and gap are counted; the position a page around a mem
 centred on) is guessed the same way from the last read of that member, so a member read
 again answers in one transaction; the first read of a member reads it in a transaction of
 its own. Reads whose dependent values cannot be checked so stay scripts.
+
+A read addressed to a member (its entry, around it, a lookup, its history) that misses it
+on a live key may be reading a hidden or banned member, whose own view only the script
+answers (``seasons/lua/lib/hidden.lua``). Such a read is learned as one that misses
+(:attr:`Guesses.missing`), tried again with the member's field of the board's moderation
+hash read in the same transaction, and from then on reads it each time it is asked; a read
+that finds its member no longer reads it. A field there sends the read to the script
+(:data:`~seasons.executor.SCRIPTED`); none answers it as before. A read whose members are
+all on the board never reads it.
 """
 
 from __future__ import annotations
@@ -21,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from seasons.executor import MISSED, Command, Missed, Reply
+from seasons.executor import MISSED, SCRIPTED, Command, Missed, Reply
 
 # Guesses remembered per table, and members in the pages remembered: bounds on memory (each
 # table starts again beyond them; a page holds up to 1000 members). Sized for the pages around
@@ -32,8 +41,10 @@ MEMBERS_REMEMBERED = 262_144
 
 class Guesses:
     """What the last reads found: whether each archive key existed, each board's size, the
-    members of each page, and each member's score and position read last (keyed by board
-    key and member); shared by all the reads of one :class:`~seasons.reads.Reads`."""
+    members of each page, each member's score and position read last (keyed by board key
+    and member), and the reads that missed their member (keyed by board key and member, or
+    for a lookup the hash of its members); shared by all the reads of one
+    :class:`~seasons.reads.Reads`."""
 
     def __init__(self) -> None:
         self.archived: dict[str, bool] = {}
@@ -41,12 +52,22 @@ class Guesses:
         self.pages: dict[tuple[str, int, int], tuple[bytes, ...]] = {}
         self.scores: dict[tuple[str, str], bytes] = {}
         self.positions: dict[tuple[str, str], int] = {}
+        self.missing: dict[tuple[str, Any], bool] = {}
         self._members = 0  # in self.pages, about (a page replaced still counts)
 
     def remember(self, table: dict[Any, Any], key: Any, value: Any) -> None:
         if len(table) >= REMEMBERED:
             table.clear()
         table[key] = value
+
+    def checks(self, where: tuple[str, Any]) -> bool:
+        """Whether the last read of ``where`` missed its member: this one reads its field of
+        the moderation hash with it."""
+        return where in self.missing
+
+    def found(self, where: tuple[str, Any]) -> None:
+        """The read of ``where`` found its members: the next one reads no moderation."""
+        self.missing.pop(where, None)
 
     def remember_page(self, key: tuple[str, int, int], members: tuple[bytes, ...]) -> None:
         self._members += len(members)
@@ -83,6 +104,29 @@ class _Board:
             return None
         return replies[1:]
 
+    @property
+    def archived(self) -> bool:
+        """Whether the key read (once :meth:`check` accepted it) is the archive: the public
+        board alone, where no member has a self-view."""
+        return self._archive != self._live and self._archived
+
+
+def _missing(
+    guesses: Guesses, where: tuple[str, Any], moderation: str | None, archived: bool,
+    checked: bool, fields: Sequence[Any],
+) -> Reply | Missed:  # fmt: skip
+    """What a plan answers for a read that missed its member(s) on the board: not ranked
+    (None) on an archive, a read without ``moderation`` (a snapshot) or where the
+    moderation ``fields`` read with it (``checked``) are all nil; the script where one is
+    there (a hidden or banned member); else the read is learned as one that misses, and
+    tried again with them."""
+    if moderation is None or archived:
+        return None
+    if checked:
+        return None if all(f is None for f in fields) else SCRIPTED
+    guesses.remember(guesses.missing, where, True)
+    return MISSED
+
 
 class PagePlan:
     """A page: ZCARD, ZRANGE and HMGET of the metadata of the members the last read of the
@@ -99,17 +143,20 @@ class PagePlan:
 
     __slots__ = (
         "_guesses", "_board", "_live", "_meta", "_desc", "_offset", "_centre", "_size",
-        "_member", "_start", "_asked",
+        "_member", "_start", "_asked", "_moderation", "_check",
     )  # fmt: skip
 
     def __init__(
         self, guesses: Guesses, live: str, archive: str, meta: str, desc: bool, *,
         offset: int = 0, centre: int | None = None, member: str | None = None, size: int,
+        moderation: str | None = None,
     ):  # fmt: skip
         self._guesses, self._board = guesses, _Board(guesses, live, archive)
         self._live, self._meta, self._desc = live, meta, desc
+        self._moderation, self._check = moderation, False
         if member is not None:
             centre = guesses.positions.get((live, member))
+            self._check = guesses.checks((live, member))
         self._offset, self._centre, self._size, self._member = offset, centre, size, member
         self._start, self._asked = offset, tuple[bytes, ...]()
 
@@ -122,8 +169,11 @@ class PagePlan:
         key, out = self._board.commands()
         if self._member is not None:
             out.append(("ZREVRANK" if self._desc else "ZRANK", key, self._member))
-            if self._centre is None:  # its position first
-                return [*out, ("ZCARD", key)]
+            if self._centre is None:  # its position first (and its moderation, if it missed)
+                out.append(("ZCARD", key))
+                if self._check and self._moderation is not None:
+                    out.append(("HGET", self._moderation, self._member))
+                return out
         self._start = start = self._first_row(self._guesses.totals.get(self._live, 1 << 62))
         self._asked = members = self._guesses.pages.get((self._live, start, self._size), ())
         rows = (start, start + self._size - 1, *(("REV",) if self._desc else ()), "WITHSCORES")
@@ -139,9 +189,15 @@ class PagePlan:
         if self._member is not None:
             position, *got = got
             where = (self._live, self._member)
-            if position is None:
+            if position is None:  # not on the board
                 self._guesses.positions.pop(where, None)
-                return None  # not on the board
+                checked = self._check and self._centre is None
+                self._centre, self._check = None, True
+                return _missing(
+                    self._guesses, where, self._moderation, self._board.archived, checked, got[1:]
+                )
+            if self._check:
+                self._guesses.found(where)
             if position != self._centre:  # not read yet, or moved since
                 self._centre = position
                 self._guesses.remember(self._guesses.positions, where, position)
@@ -172,22 +228,28 @@ class EntryPlan:
     score read first, in a transaction of its own; a member not on the board costs that one
     alone."""
 
-    __slots__ = ("_guesses", "_board", "_meta", "_member", "_where", "_desc", "_shared", "_score")
+    __slots__ = (
+        "_guesses", "_board", "_meta", "_member", "_where", "_desc", "_shared", "_score",
+        "_moderation", "_check",
+    )  # fmt: skip
 
     def __init__(
         self, guesses: Guesses, live: str, archive: str, meta: str, desc: bool, shared: bool,
-        member: str,
+        member: str, moderation: str | None = None,
     ):  # fmt: skip
         self._guesses, self._board = guesses, _Board(guesses, live, archive)
         self._meta, self._member, self._where = meta, member, (live, member)
         self._desc, self._shared = desc, shared
         self._score = guesses.scores.get(self._where)
+        self._moderation, self._check = moderation, guesses.checks(self._where)
 
     def commands(self) -> list[Command]:
         key, out = self._board.commands()
         m, s = self._member, self._score
         out.append(("ZSCORE", key, m))
-        if s is None:
+        if s is None:  # its score first (and its moderation, if it missed)
+            if self._check and self._moderation is not None:
+                out.append(("HGET", self._moderation, m))
             return out
         above = below = b"(" + s  # the scores strictly better or worse than s, by side
         rank: Command
@@ -208,9 +270,15 @@ class EntryPlan:
         if got is None:
             return MISSED
         score = got[0]
-        if score is None:
+        if score is None:  # not on the board
             self._guesses.scores.pop(self._where, None)
-            return None  # not on the board
+            checked = self._check and self._score is None
+            self._score, self._check = None, True
+            return _missing(
+                self._guesses, self._where, self._moderation, self._board.archived, checked, got[1:]
+            )
+        if self._check:
+            self._guesses.found(self._where)
         if score != self._score:  # not read yet, or changed since
             self._score = score
             self._guesses.remember(self._guesses.scores, self._where, score)
@@ -253,17 +321,23 @@ class ClimbPlan:
 
 class LookupPlan:
     """A lookup on a board whose ties are ``member``: each member's score and rank, and the
-    metadata of all of them (a member not on the board has none to send)."""
+    metadata of all of them (a member not on the board has none to send); for a lookup that
+    missed some, their moderation fields too."""
 
-    __slots__ = ("_board", "_meta", "_rank", "_members", "_names")
+    __slots__ = (
+        "_guesses", "_board", "_meta", "_rank", "_members", "_names", "_where", "_moderation",
+        "_check",
+    )  # fmt: skip
 
     def __init__(
         self, guesses: Guesses, live: str, archive: str, meta: str, desc: bool,
-        members: Sequence[str],
+        members: Sequence[str], moderation: str | None = None,
     ):  # fmt: skip
-        self._board, self._meta = _Board(guesses, live, archive), meta
+        self._guesses, self._board, self._meta = guesses, _Board(guesses, live, archive), meta
         self._rank, self._members = "ZREVRANK" if desc else "ZRANK", members
         self._names = [m.encode() for m in members]  # as the script's reply names them
+        self._where = (live, hash(tuple(members)))
+        self._moderation, self._check = moderation, guesses.checks(self._where)
 
     def commands(self) -> list[Command]:
         key, out = self._board.commands()
@@ -271,37 +345,76 @@ class LookupPlan:
             out += [("ZSCORE", key, m), (self._rank, key, m)]
         if self._members:
             out.append(("HMGET", self._meta, *self._members))
+            if self._check and self._moderation is not None:
+                out.append(("HMGET", self._moderation, *self._members))
         return out
 
     def settle(self, replies: list[Any]) -> Reply | Missed:
         got = self._board.check(replies)
         if got is None:
             return MISSED
+        n = len(self._names)
         found = [
-            (got[2 * i + 1] + 1, i, m, got[2 * i], got[-1][i])
+            (got[2 * i + 1] + 1, i, m, got[2 * i], got[2 * n][i])
             for i, m in enumerate(self._names)
             if got[2 * i] is not None
         ]
+        if len(found) < n:  # some are not on the board: hidden ones are the script's
+            checked = self._check
+            self._check = True
+            states = got[2 * n + 1] if checked and len(got) > 2 * n + 1 else []
+            missed = [states[i] for i in range(len(states)) if got[2 * i] is None]
+            answer = _missing(
+                self._guesses,
+                self._where,
+                self._moderation,
+                self._board.archived,
+                checked,
+                missed,
+            )
+            if answer is not None:
+                return answer
+        elif self._check:
+            self._guesses.found(self._where)
         found.sort()
         return ["rows", [x for rank, _, m, score, meta in found for x in (rank, m, score, meta)]]
 
 
 class HistoryPlan:
     """A member's history on a board whose ties are ``member``, in a window without archives:
-    its score and rank in each period."""
+    its score and rank in each period; where it missed some, its moderation field too."""
 
-    __slots__ = ("_keys", "_rank", "_member")
+    __slots__ = ("_guesses", "_keys", "_rank", "_member", "_where", "_moderation", "_check")
 
-    def __init__(self, keys: Sequence[str], desc: bool, member: str):
-        self._keys, self._rank, self._member = keys, "ZREVRANK" if desc else "ZRANK", member
+    def __init__(
+        self, guesses: Guesses, keys: Sequence[str], desc: bool, member: str,
+        moderation: str | None = None,
+    ):  # fmt: skip
+        self._guesses, self._keys = guesses, keys
+        self._rank, self._member = "ZREVRANK" if desc else "ZRANK", member
+        self._where = (keys[0] if keys else "", member)
+        self._moderation, self._check = moderation, guesses.checks(self._where)
 
     def commands(self) -> list[Command]:
         m = self._member
-        return [c for key in self._keys for c in ((self._rank, key, m), ("ZSCORE", key, m))]
+        out = [c for key in self._keys for c in ((self._rank, key, m), ("ZSCORE", key, m))]
+        if self._check and self._moderation is not None:
+            out.append(("HGET", self._moderation, m))
+        return out
 
     def settle(self, replies: list[Any]) -> Reply | Missed:
-        places = []
-        for i in range(0, len(replies), 2):
+        places, n = [], 2 * len(self._keys)
+        for i in range(0, n, 2):
             rank, score = replies[i], replies[i + 1]
             places += [None, None] if rank is None else [rank + 1, score]
+        if None in places:  # missed in some periods: hidden there is the script's
+            checked = self._check
+            self._check = True
+            answer = _missing(
+                self._guesses, self._where, self._moderation, False, checked, replies[n:]
+            )
+            if answer is not None:
+                return answer
+        elif self._check:
+            self._guesses.found(self._where)
         return ["places", places]

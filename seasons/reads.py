@@ -9,6 +9,11 @@ into its model (scores in the one form of :data:`seasons.models.Score`, with the
 beside them on a board with a composite layout). A read of one member whose member is not
 on the board answers the :class:`~seasons.errors.NotRanked` error the Read names. Limits and
 the member rule are checked here, before any Redis call, for every interface alike.
+
+A read addressed to a member (its entry, around it, a lookup, its history) names the board's
+moderation hash and the twin of its live key too: where the member is missing, a hidden or
+banned one is answered where it would stand if it alone were visible
+(``seasons/lua/lib/hidden.lua``, docs/boards.md#hidden-and-banned-members).
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from seasons.executor import Call, Plan, Reply, script
 from seasons.keys import Keys
 from seasons.models import Climb, Entry, EntryDetail, History, Page
 from seasons.plans import ClimbPlan, EntryPlan, Guesses, HistoryPlan, LookupPlan, PagePlan
-from seasons.replies import Writer, fields, meta, raw
+from seasons.replies import HIDDEN, Writer, fields, flagged, meta, raw
 
 MAX_LIMIT = 1000
 MAX_SIZE = 101
@@ -62,6 +67,12 @@ def _not_ranked(board: str, window: str, member: str, period_id: str) -> NotRank
         f"{member!r} is not ranked on board {board!r}, {window} {period_id}",
         {"board": board, "window": window, "period": period_id, "member": member},
     )
+
+
+def _checked(moderation: str, twin: str, live: str) -> str | None:
+    """The moderation hash a plan reads for a member it misses, or None for a snapshot,
+    which has no twin (:meth:`Reads._twin`)."""
+    return None if twin == live else moderation
 
 
 T = TypeVar("T")
@@ -169,7 +180,7 @@ class Reads:
         self._relative: dict[tuple[str, str], tuple[datetime, datetime, win.Period]] = {}
         # (board, window, last) -> (valid from, valid until, KEYS, periods): see _recent.
         self._histories: dict[
-            tuple[str, str, int], tuple[datetime, datetime, list[str], list[bytes]]
+            tuple[str, str, int], tuple[datetime, datetime, list[str], list[bytes], list[str]]
         ] = {}
 
     # --- resolving a board, a window and a period into keys -------------------------------
@@ -256,7 +267,8 @@ class Reads:
     def _range(self, board: str, window: str, period: str, mode: str, a: Any, b: int) -> Read[Any]:
         cfg = self.board(board)
         pid, live, archive = self.target(board, window, period)
-        keys = [live, archive, self.keys.meta(board), *(self.beside(board, window, pid) or ())]
+        twin, sides = self._twin(board, window, pid, live)
+        keys = [live, archive, self.keys.meta(board), self.keys.moderation(board), twin, *sides]
         head = b'{"board":%s,"window":%s,"period":%s,"total":' % (
             replies.text(board),
             replies.text(window),
@@ -267,11 +279,13 @@ class Reads:
         def render(reply: Any) -> bytes | None:
             if reply is None:
                 return None
-            total, start, first, rows, metas = fields(reply, _RANGE_FIELDS, "read_range.lua")
-            return writer.page(head + b"%d" % total, rule, start, first, rows, metas)
+            values, hidden = flagged(reply, _RANGE_FIELDS, "read_range.lua")
+            total, start, first, rows, metas = values
+            at = None if hidden is None else hidden - 1
+            return writer.page(head + b"%d" % total, rule, start, first, rows, metas, at)
 
         absent = _not_ranked(board, window, a, pid) if mode == "member" else None
-        call = Call(_RANGE, keys, [cfg.order, cfg.ties, mode, a, b])
+        call = Call(_RANGE, keys, [cfg.order, cfg.ties, mode, a, b, self._cap(cfg, window)])
         plan = None
         desc, board_keys = cfg.order == "desc", (self._guesses, live, archive, keys[2])
         planned = rule.planned
@@ -280,7 +294,9 @@ class Reads:
         elif mode == "rank" and "around_rank" in planned:
             plan = PagePlan(*board_keys, desc, centre=a - 1, size=b)
         elif mode == "member" and "around_member" in planned:
-            plan = PagePlan(*board_keys, desc, member=a, size=b)
+            plan = PagePlan(
+                *board_keys, desc, member=a, size=b, moderation=_checked(keys[3], twin, live)
+            )
         return Read(call, render, _PAGE, absent, plan)
 
     def entry(self, board: str, window: str, member: str, period: str) -> Read[EntryDetail | None]:
@@ -294,7 +310,8 @@ class Reads:
         def render(reply: Any) -> bytes | None:
             if reply is None:
                 return None
-            rank, score, stored, total, worse, better = fields(reply, _ENTRY_FIELDS, _P)
+            values, hidden = flagged(reply, _ENTRY_FIELDS, _P)
+            rank, score, stored, total, worse, better = values
             score = raw(score)
             gap = (
                 replies.number_text(abs(float(better) - float(score)))
@@ -302,7 +319,7 @@ class Reads:
                 else b"null"
             )
             return (
-                writer.entry(rank, name, score, meta(stored))[:-1]
+                writer.entry(rank, name, score, meta(stored), hidden is not None)[:-1]
                 + b',"percentile":'
                 + replies.number_text(100 * worse / total)
                 + b',"gap_up":'
@@ -310,12 +327,21 @@ class Reads:
                 + b',"total":%d}' % total
             )
 
-        args = [cfg.order, cfg.ties, "entry", member]
+        args = [cfg.order, cfg.ties, "entry", self._cap(cfg, window), member]
         keys = self._points_keys(board, window, pid, live, archive)
         plan, rule = None, ties.of(cfg)
         if "entry" in rule.planned:
             desc = cfg.order == "desc"
-            plan = EntryPlan(self._guesses, live, archive, keys[0], desc, rule.shares, member)
+            plan = EntryPlan(
+                self._guesses,
+                live,
+                archive,
+                keys[0],
+                desc,
+                rule.shares,
+                member,
+                _checked(keys[1], keys[4], live),
+            )
         call = Call(_POINTS, keys, args)
         return Read(call, render, _ENTRY, _not_ranked(board, window, member, pid), plan)
 
@@ -352,7 +378,7 @@ class Reads:
                 + b",".join(out) + b"]}"
             )  # fmt: skip
 
-        args = [cfg.order, cfg.ties, "climb", member, *ranks]
+        args = [cfg.order, cfg.ties, "climb", self._cap(cfg, window), member, *ranks]
         call = Call(_POINTS, self._points_keys(board, window, pid, live, archive), args)
         plan = None
         if "climb" in ties.of(cfg).planned:
@@ -373,21 +399,25 @@ class Reads:
         writer = self._writers[board]
 
         def render(reply: Any) -> bytes:
-            (rows,) = fields(reply, ("rows",), _P)
+            (rows,), hidden = flagged(reply, ("rows",), _P)
             if rows and not isinstance(rows[1], bytes):  # a redis-py client's decoded text
                 rows = [x if i % 4 == 0 else meta(x) for i, x in enumerate(rows)]
             entry = writer.entry
-            return (
-                b"[" + b",".join([entry(*rows[i : i + 4]) for i in range(0, len(rows), 4)]) + b"]"
-            )
+            out = [entry(*rows[i : i + 4]) for i in range(0, len(rows), 4)]
+            for at in hidden or ():  # self-views in open mode (1-based rows)
+                rank, member, score, stored = rows[4 * at - 4 : 4 * at]
+                out[at - 1] = entry(rank, member, score, stored, True)
+            return b"[" + b",".join(out) + b"]"
 
         asked = list(dict.fromkeys(members))
         keys = self._points_keys(board, window, pid, live, archive)
         plan = None
         if "lookup" in ties.of(cfg).planned:
             desc = cfg.order == "desc"
-            plan = LookupPlan(self._guesses, live, archive, keys[0], desc, asked)
-        call = Call(_POINTS, keys, [cfg.order, cfg.ties, "entries", *asked])
+            moderation = _checked(keys[1], keys[4], live)
+            plan = LookupPlan(self._guesses, live, archive, keys[0], desc, asked, moderation)
+        args = [cfg.order, cfg.ties, "entries", self._cap(cfg, window), *asked]
+        call = Call(_POINTS, keys, args)
         return Read(call, render, _ENTRIES, plan=plan)
 
     def history(
@@ -401,7 +431,7 @@ class Reads:
             last = spec.history_last
         _limit("last", last, 1, MAX_LAST)
         _check_member(member)
-        keys, ids = self._recent(board, cfg, spec.archived, window, last)
+        keys, ids, lives = self._recent(board, cfg, spec.archived, window, last)
         writer = self._writers[board]
         head = b'{"board":%s,"window":%s,"member":%s,"history":[' % (
             replies.text(board),
@@ -410,46 +440,49 @@ class Reads:
         )
 
         def render(reply: Any) -> bytes:
-            (places,) = fields(reply, ("places",), _P)
+            (places,), hidden = flagged(reply, ("places",), _P)
+            flags = set(hidden or ())  # self-views in open mode (1-based periods)
             out = []
             for i, pid in enumerate(ids):
                 rank, score = places[2 * i], places[2 * i + 1]
                 if rank is None:
                     out.append(pid + b'null,"score":null}')
                 else:
-                    out.append(pid + b"%d" % rank + writer.score(raw(score)) + b"}")
+                    mark = HIDDEN if i + 1 in flags else b""
+                    out.append(pid + b"%d" % rank + writer.score(raw(score)) + mark + b"}")
             return head + b",".join(out) + b"]}"
 
         plan = None
         if "history" in ties.of(cfg).planned and not spec.archived:
-            plan = HistoryPlan(keys[1::2], cfg.order == "desc", member)
-        call = Call(_POINTS, keys, [cfg.order, cfg.ties, "history", member])
+            plan = HistoryPlan(self._guesses, lives, cfg.order == "desc", member, keys[1])
+        args = [cfg.order, cfg.ties, "history", self._cap(cfg, window), member]
+        call = Call(_POINTS, keys, args)
         return Read(call, render, _HISTORY, plan=plan)
 
     def _recent(
         self, board: str, cfg: BoardSettings, archived: bool, window: str, last: int
-    ) -> tuple[list[str], list[bytes]]:
-        """The KEYS of a history's read_points call and the start of each period's JSON
-        (``{"period":<id>,"rank":``), remembered until the local day ends: the last periods
-        depend on that day alone (settings are frozen)."""
+    ) -> tuple[list[str], list[bytes], list[str]]:
+        """The KEYS of a history's read_points call, the start of each period's JSON
+        (``{"period":<id>,"rank":``) and each period's live key, remembered until the local
+        day ends: the last periods depend on that day alone (settings are frozen)."""
         now = self.clock()
         hit = self._histories.get((board, window, last))
         if hit is not None and hit[0] <= now < hit[1]:
-            return hit[2], hit[3]
+            return hit[2], hit[3], hit[4]
         periods = win.recent_periods(window, last, now, self.settings)
-        keys = [self.keys.meta(board)]
-        beside = ties.of(cfg).beside(self.keys)
+        keys = [self.keys.meta(board), self.keys.moderation(board)]
+        lives = []
         for p in periods:
             live = self.keys.window(board, p.window, p.id)
-            keys += [live, self.keys.archive(board, p.id) if archived else live]
-            if beside is not None:
-                own = beside(board, p.window, p.id)
-                keys += [own, beside(board, "archive", p.id) if archived else own]
+            archive = self.keys.archive(board, p.id) if archived else live
+            twin, sides = self._twin(board, window, p.id, live)
+            keys += [live, archive, twin, *sides]
+            lives.append(live)
         ids = [b'{"period":' + replies.text(p.id) + b',"rank":' for p in periods]
         if len(self._histories) >= len(self.settings.boards) * 64:
             self._histories.clear()  # a bound: histories of many lengths were asked
-        self._histories[(board, window, last)] = (*self._today(now), keys, ids)
-        return keys, ids
+        self._histories[(board, window, last)] = (*self._today(now), keys, ids, lives)
+        return keys, ids, lives
 
     def _today(self, now: datetime) -> tuple[datetime, datetime]:
         """The start and end of the local day of ``now``."""
@@ -458,6 +491,27 @@ class Reads:
         return calendar.day_start(today, zone), calendar.day_end(today, zone)
 
     def _points_keys(self, board: str, window: str, pid: str, live: str, archive: str) -> list[str]:
-        """The KEYS of a read_points call on one board: meta, live, archive and the sets
-        their tie rule keeps beside them (:meth:`beside`)."""
-        return [self.keys.meta(board), live, archive, *(self.beside(board, window, pid) or ())]
+        """The KEYS of a read_points call on one board: meta, the moderation hash, live,
+        archive, the live key's twin and the sets their tie rule keeps beside them
+        (:meth:`_sides`)."""
+        twin, sides = self._twin(board, window, pid, live)
+        return [self.keys.meta(board), self.keys.moderation(board), live, archive, twin, *sides]
+
+    def _twin(self, board: str, window: str, pid: str, live: str) -> tuple[str, tuple[str, ...]]:
+        """Where a hidden member's self-view of a read reads (``seasons/lua/lib/hidden.lua``):
+        the twin of the live key (a snapshot, which is its archive alone, names its own key
+        there, which the scripts read as no twin); and the sets the board's tie rule keeps
+        beside the live and the archive key (:meth:`beside`), with the twin's reach set on an
+        earliest board."""
+        sides: tuple[str, ...] = self.beside(board, window, pid) or ()
+        snapshot = "@" in pid and win.board_window(board, self.board(board), window).archived
+        twin = live if snapshot else self.keys.twin_of(live)
+        if sides and self.board(board).ties == "earliest":
+            sides = (*sides, twin if snapshot else self.keys.twin_of(sides[0]))
+        return twin, sides
+
+    @staticmethod
+    def _cap(cfg: BoardSettings, window: str) -> int:
+        """The size a trimmed board keeps on ``window`` (0: untrimmed): day boards never
+        are. A hidden member's self-view stands within it."""
+        return cfg.max_entries if win.spec(window).rolled_up else 0

@@ -23,6 +23,8 @@ from typing import Any
 from seasons.composite import CompositeScore
 from seasons.ties import TieSpec
 
+# What a hidden member's self-view in open mode adds to its entry (seasons.models.Entry).
+HIDDEN = b',"hidden":true'
 _SPECIAL = re.compile(rb'[\x00-\x1f"\\]')
 # Below this, an integral double is written as the integer it is (models.score_json).
 _INTEGER_TEXT = 1e16
@@ -80,6 +82,15 @@ def fields(reply: Any, names: tuple[str, ...], script: str) -> list[Any]:
     return reply[1::2]
 
 
+def flagged(reply: Any, names: tuple[str, ...], script: str) -> tuple[list[Any], Any]:
+    """:func:`fields` of a reply that may end with one more field, ``hidden``: a self-view
+    of a hidden or banned member in open mode (``seasons/lua/lib/hidden.lua``) names there
+    what carries ``"hidden": true``. The values of ``names``, and hidden's (None: absent)."""
+    if isinstance(reply, list) and len(reply) == 2 * len(names) + 2:
+        return fields(reply[:-2], names, script), fields(reply[-2:], ("hidden",), script)[0]
+    return fields(reply, names, script), None
+
+
 def raw(value: Any) -> bytes:
     """A reply's string as bytes: Seasons' own connections answer bytes, a redis-py client
     (a cluster, TLS) decoded text."""
@@ -113,20 +124,30 @@ class Writer:
             + b"}"
         )
 
-    def entry(self, rank: int, member: bytes, score: bytes, meta: bytes | None) -> bytes:
-        """``{"rank","member","score","parts"?,"metadata"}``."""
-        return b'{"rank":%d,"member":%s%s,"metadata":%s}' % (
+    def entry(
+        self, rank: int, member: bytes, score: bytes, meta: bytes | None, hidden: bool = False
+    ) -> bytes:
+        """``{"rank","member","score","parts"?,"metadata","hidden"?}``: ``hidden`` (true) only
+        for a hidden member's self-view in open mode."""
+        return b'{"rank":%d,"member":%s%s,"metadata":%s%s}' % (
             rank, string(member), self.score(score), b"{}" if meta is None else meta,
+            HIDDEN if hidden else b"",
         )  # fmt: skip
 
-    def entries(self, ranks: Sequence[int], rows: Sequence[Any], metas: Sequence[Any]) -> bytes:
+    def entries(
+        self, ranks: Sequence[int], rows: Sequence[Any], metas: Sequence[Any],
+        hidden: int | None = None,
+    ) -> bytes:  # fmt: skip
         """The entries of ``rows`` (member, score, ...), each with its rank and metadata,
-        joined by commas."""
+        joined by commas; the one at index ``hidden`` (0-based) flagged."""
         if rows and not isinstance(rows[0], bytes):  # a redis-py client's decoded text
             rows, metas = [raw(x) for x in rows], [meta(x) for x in metas]
         entry = self.entry
         return b",".join(
-            [entry(ranks[i], rows[2 * i], rows[2 * i + 1], metas[i]) for i in range(len(ranks))]
+            [
+                entry(ranks[i], rows[2 * i], rows[2 * i + 1], metas[i], i == hidden)
+                for i in range(len(ranks))
+            ]
         )
 
     def page(
@@ -137,11 +158,12 @@ class Writer:
         first: int,
         rows: Sequence[Any],
         metas: Sequence[Any],
+        hidden: int | None = None,
     ) -> bytes:
         """A page's JSON: ``head`` (``{"board","window","period","total"`` written by the
         caller) and its entries, ranked from ``first`` (the first row's rank) by the tie
         rule (:meth:`seasons.ties.TieSpec.rank`); a rule that ranks by position needs no
-        scores."""
+        scores. The entry at ``hidden`` (0-based), if any, is flagged."""
         n = len(metas)
         ranks = list(range(first, first + n))
         if ties.shares and n > 1:
@@ -149,7 +171,7 @@ class Writer:
             values = [float(rows[2 * i + 1]) for i in range(n)]
             for i in range(1, n):
                 ranks[i] = ties.rank(ranks[i - 1], start + i + 1, values[i] == values[i - 1])
-        return head + b',"entries":[' + self.entries(ranks, rows, metas) + b"]}"
+        return head + b',"entries":[' + self.entries(ranks, rows, metas, hidden) + b"]}"
 
 
 def meta(value: Any) -> bytes | None:

@@ -63,7 +63,9 @@ def test_limits_section_applies_the_same_events_on_both_sides(redis_url: str) ->
     side's Redis time was counted."""
     section = limits.run(redis_url, 2, Calendar.for_today())
     assert section.correct, section.render()
-    assert [label for label, _, _ in section.rows] == ["without limits", "with limits"]
+    assert [label for label, _, _ in section.rows] == [
+        "without limits", "with limits", "without limits: ingest", "with limits: ingest",
+    ]  # fmt: skip
     assert all(value > 0 for _, value, _ in section.rows), section.render()
 
 

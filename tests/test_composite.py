@@ -411,5 +411,5 @@ def test_a_read_call_of_other_arguments_is_refused_by_the_script(
     with Seasons(cfg, clock=ManualClock(START)) as app:
         read = app.reads.page("b", "day", "current", limit=1, offset=0)
         args = list(read.call.args)
-        with pytest.raises(ResponseError, match="must be 5 arguments, got 4"):
+        with pytest.raises(ResponseError, match="must be 6 arguments, got 5"):
             app.executor.run(Call(read.call.script, read.call.keys, args[:-1]))

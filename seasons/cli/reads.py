@@ -37,6 +37,10 @@ def _not_ranked(state: CliState, board: str, member: str, window: str, period: s
     return state.app.reads.not_ranked(board, window, member, period)
 
 
+# After a hidden member's own entry in open mode (docs/boards.md#hidden-and-banned-members).
+HIDDEN = "(hidden)"
+
+
 def _part_names(rows: Sequence[Entry | HistoryPoint]) -> list[str]:
     """The composite parts of the rows' scores (none on a board without them)."""
     return next((list(r.parts) for r in rows if r.parts), [])
@@ -57,7 +61,8 @@ def _entries_table(title: str, entries: list[Entry], highlight: str | None = Non
     table.add_column("metadata")
     for e in entries:
         style = "bold" if e.member == highlight else None
-        cells = [str(e.rank), e.member, fmt_score(e.score), *_part_cells(e.parts, names)]
+        member = f"{e.member} {HIDDEN}" if e.hidden else e.member
+        cells = [str(e.rank), member, fmt_score(e.score), *_part_cells(e.parts, names)]
         table.add_row(*cells, fmt_meta(e.metadata), style=style)
     return table
 
@@ -218,6 +223,7 @@ def history(
     for name in names:
         table.add_column(name, justify="right")
     for point in result.history:
-        cells = [point.period, str(point.rank or "-"), fmt_score(point.score)]
+        rank = str(point.rank or "-") + (f" {HIDDEN}" if point.hidden else "")
+        cells = [point.period, rank, fmt_score(point.score)]
         table.add_row(*cells, *_part_cells(point.parts, names))
     out.print(table)

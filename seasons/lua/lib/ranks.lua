@@ -291,7 +291,24 @@ local function make_earliest()
     return members, scores
   end
 
-  return {rank = earliest_rank, ranker = earliest_ranker, page = earliest_page}
+  -- The 0-based position `m`, a member not on `key`, would take there with `score` reached
+  -- at `t` (math.huge: no reach time): after the members strictly better and those of its
+  -- score reached earlier, or at the same time with smaller member bytes (`before(x, m)`:
+  -- the bytes of x come first). A hidden member's self-view (lib/hidden.lua).
+  local function earliest_insert(key, reach, desc, m, score, t, before)
+    local n = better_of(key, desc, score)
+    local run = cached_run(key, score)[1]
+    if #run == 0 then return n end
+    local times = reach_times(reach, run)
+    for i = 1, #run do
+      local x = times[i]
+      if x < t or (x == t and before(run[i], m)) then n = n + 1 end
+    end
+    return n
+  end
+
+  return {rank = earliest_rank, ranker = earliest_ranker, page = earliest_page,
+    insert = earliest_insert}
 end
 
 local earliest_fns = nil
