@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+import warnings
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
@@ -26,7 +27,6 @@ from typing import Any, cast
 import pytest
 import redis
 from click.testing import CliRunner
-from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
@@ -39,6 +39,10 @@ from seasons.config import Settings
 from seasons.errors import InvalidInput, InvalidMember, UnknownBoard, UnknownMode, UnknownState
 from seasons.http.app import create_app
 from seasons.keys import Keys
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    from starlette.testclient import TestClient
 
 NS = "mod"
 BOARD = "kills"
