@@ -43,6 +43,7 @@ from seasons.errors import SeasonsError
 from seasons.events import member_problem
 from seasons.held import forget_member as forget_held
 from seasons.keys import Keys, ParsedKey
+from seasons.lifecycle import Lifecycle
 from seasons.scripts import Scripts
 from seasons.write_script import DEDUPE_WINDOW, HELD_SLACK, RATE_SLACK
 
@@ -273,6 +274,8 @@ class Sweeper:
                     "keys": on, "metadata": bool(int(reply[0])), "files_rewritten": rewritten,
                     "held": held, "moderation": moderation,
                 }  # fmt: skip
+        # The lifecycle events that name it (a moderation's): their data and ids hold its id.
+        report["lifecycle"] = Lifecycle(self.client, self.keys, self.settings).forget(member)
         return report
 
     def _distinct_sets(self, board: str, zsets: list[str]) -> dict[str, str]:

@@ -383,7 +383,7 @@ class Seasons:
             after={b: {"keys": len(r.keys), "metadata": r.metadata,
                        "files_rewritten": len(r.files_rewritten), "held": r.held,
                        "moderation": r.moderation}
-                   for b, r in found.boards.items()},
+                   for b, r in found.boards.items()} | {"lifecycle": found.lifecycle},
         )  # fmt: skip
         return found
 

@@ -30,6 +30,10 @@ class Forgotten(BaseModel):
 
     member: str
     boards: dict[str, ForgottenBoard]
+    lifecycle: int = Field(
+        default=0,
+        description="Lifecycle events naming it (member_hidden, ...) deleted from the stream",
+    )
 
 
 class Recomputed(BaseModel):

@@ -88,6 +88,11 @@ TYPES: dict[EventType, TypeSpec] = {
 }  # fmt: skip
 
 
+# The types whose events name a member (their data and id hold it): what erasure deletes.
+MEMBER_TYPES = frozenset(str(kind) for kind, spec in TYPES.items() if "member" in spec.data)
+FORGET_SCAN = 1000  # stream entries read, or deleted, per call while a member is forgotten
+
+
 def event_id(kind: EventType, **fields: Any) -> str:
     """The stable id of an event of ``kind`` (the fields its id names, e.g. ``day``)."""
     return TYPES[kind].id.format(**{k: _id_part(v) for k, v in fields.items()})
@@ -159,6 +164,33 @@ class Lifecycle:
         return LifecycleEvents(
             events=[_event(sid, fields) for sid, fields in found if sid is not None and fields]
         )
+
+    def forget(self, member: str) -> int:
+        """Erasure (``Seasons.forget``): delete the events that name ``member`` (the types of
+        :data:`MEMBER_TYPES`, whose id holds it too) from the stream and their ids from the
+        id set. Returns how many went. The stream is bounded (``lifecycle.max_len``), so it is
+        read whole, :data:`FORGET_SCAN` entries per call; a webhook with such an event still
+        pending gives it up as trimmed."""
+        stream, ids = self.keys.lifecycle(), self.keys.lifecycle_ids()
+        found: list[tuple[str, str]] = []  # (stream id, event id)
+        low = "-"
+        while True:
+            page = self.client.xrange(stream, low, "+", count=FORGET_SCAN) or []
+            for sid, fields in page:
+                if sid is None or not fields:
+                    continue
+                event = _event(sid, fields)
+                if event.type in MEMBER_TYPES and event.data.get("member") == member:
+                    found.append((event.stream_id, event.id))
+            last = page[-1][0] if page else None
+            if len(page) < FORGET_SCAN or last is None:
+                break
+            low = "(" + text(last)
+        for start in range(0, len(found), FORGET_SCAN):
+            chunk = found[start : start + FORGET_SCAN]
+            self.client.xdel(stream, *(sid for sid, _ in chunk))
+            self.client.zrem(ids, *(eid for _, eid in chunk))
+        return len(found)
 
 
 def _event(sid: bytes | str, fields: Mapping[Any, Any]) -> LifecycleEvent:

@@ -502,3 +502,33 @@ def test_writers_and_a_moderator_lose_nothing(make: Make, r: redis.Redis) -> Non
         want[window, "x"] = sum(written)
         want.update({(window, f"w{w}"): written[w] for w in range(writers)})
     assert totals == want
+
+
+def test_forget_deletes_the_lifecycle_events_naming_the_member(make: Make, r: redis.Redis) -> None:
+    """Erasure: a forgotten member's moderation events leave the lifecycle stream and its id
+    set (both hold its id); another member's events, and events naming no member, stay."""
+    settings = make()
+    keys = Keys(NS)
+    clock = ManualClock(START)
+    with Seasons(settings, clock=clock) as s:
+        for member in ("gone-player", "kept-player"):
+            s.submit(BOARD, member, 5)
+            s.moderate(member, "hidden", boards=[BOARD], reason="smurf", actor="ops")
+            clock.advance(timedelta(seconds=1))
+            s.moderate(member, "visible", boards=[BOARD], reason="appeal", actor="ops")
+            clock.advance(timedelta(seconds=1))
+        r.xadd(keys.lifecycle(), {"id": "unrelated:1", "type": "day_closed", "at": "x",
+                                  "data": '{"board":"kills","day":"2035-01-01"}'})  # fmt: skip
+        before = [e.id for e in s.lifecycle(limit=50).events]
+        found = s.forget("gone-player")
+        assert found.lifecycle == 2
+        after = [e.id for e in s.lifecycle(limit=50).events]
+        assert after == [i for i in before if "gone-player" not in i]
+        assert len(after) == len(before) - 2 and "unrelated:1" in after
+        # Every entry a read can reach (XDEL leaves a deleted entry's bytes in its stream node
+        # until the MAXLEN trim drops the node: docs/fair-play.md), and the id set whole.
+        entries = r.xrange(keys.lifecycle(), "-", "+")
+        assert all(b"gone-player" not in b"".join([*f.keys(), *f.values()]) for _, f in entries)
+        raw = r.dump(keys.lifecycle_ids())
+        assert raw is not None and b"gone-player" not in raw
+        assert any(b"kept-player" in m for m in r.zrange(keys.lifecycle_ids(), 0, -1))
