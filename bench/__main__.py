@@ -1,12 +1,11 @@
 """``python -m bench [--quick] [--only SECTION]``: Seasons against plain Redis, side by side.
 
 Sections: ingest, Redis's time per event of a write against the plain commands
-(``bench/writes.py``), what per-member limits add to it (``bench/limits.py``), reads,
+(``bench/writes.py``), what per-member limits add to it (``bench/limits.py``), what 1%
+hidden members add to a write and to the reads of the others (``bench/moderation.py``), reads,
 Redis's time per read against the plain commands (``bench/redis_time.py``), HTTP, memory,
 the rollup of week and season boards at scale, and the results step of a season close at
 scale (``bench/rewards.py``).
-``--only moderation`` (not in the default run): what 1% hidden members add to a write's
-Redis time (``bench/moderation.py``).
 ``--only cluster`` (never part of the default run: it starts a local Redis Cluster of its own)
 measures one board's write rate against boards spread over the cluster's masters.
 ``--only soak`` (never part of the default run either; ``--seconds N``, default 180) runs
@@ -106,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
                 "ingest",
                 "writes",
                 "limits",
+                "moderation",
                 "reads",
                 "redis-time",
                 "http",
@@ -126,11 +126,15 @@ def main(argv: list[str] | None = None) -> int:
             batches = limits.QUICK_BATCHES if opts.quick else limits.FULL_BATCHES
             sections.append(limits.run(server.url, batches, calendar))
             print("\n" + sections[-1].render(), flush=True)
-        if "moderation" in wanted:  # only when asked: --only moderation
+        if "moderation" in wanted:
             server.client().flushall()
             batches = moderation.QUICK_BATCHES if opts.quick else moderation.FULL_BATCHES
             sections.append(moderation.run(server.url, batches, calendar))
             print("\n" + sections[-1].render(), flush=True)
+            requests = moderation.QUICK_READS if opts.quick else moderation.FULL_READS
+            sections.append(moderation.run_reads(server.url, requests, calendar))
+            print("\n" + sections[-1].render(), flush=True)
+            server.client().flushall()
         for name, run in (("reads", reads.run), ("http", http.run)):
             if name in wanted:
                 sections.append(run(server.url, sizes, calendar))

@@ -14,6 +14,7 @@ sides; per side the best round counts. The figure is Redis's time per event
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 
 from bench.common import BOARD, Calendar, Section
 from bench.http_peers import command_stats, command_usec
@@ -27,6 +28,8 @@ NS_HIDDEN = "bench-mod-hidden"
 HIDDEN_SHARE = 100  # one member in this many is hidden: 1%
 FULL_BATCHES = 400
 QUICK_BATCHES = 60
+FULL_READS = 2000  # per kind, side and round
+QUICK_READS = 200
 ROUNDS = 3
 
 
@@ -86,6 +89,75 @@ def run(url: str, batches: int, calendar: Calendar | None = None) -> Section:
     return section
 
 
+def run_reads(url: str, requests: int, calendar: Calendar | None = None) -> Section:
+    """Reads of visible members (and public pages) on a board with 1% of its members hidden
+    against the same board with none: Redis time per read, per kind. Target: within 0.95x
+    (the hidden side's time at most 1/0.95 of the other's)."""
+    calendar = calendar or Calendar.for_today()
+    section = Section(
+        "Hidden members: Redis time per read",
+        f"a sum board of {MEMBERS:,} members, without a moderation hash and with 1% hidden; "
+        f"{requests} reads of visible members per kind, side and round, best of {ROUNDS} "
+        "rounds (day window)",
+        "µs/read",
+    )
+    sides = {
+        "none hidden": Seasons(calendar.settings(url, NS_FREE + "-r"), clock=calendar.clock()),
+        "1% hidden": Seasons(calendar.settings(url, NS_HIDDEN + "-r"), clock=calendar.clock()),
+    }
+    hidden = [f"player:{m:06d}" for m in range(0, MEMBERS, HIDDEN_SHARE)]
+    rnd = random.Random(7)
+    visible = [f"player:{m:06d}" for m in range(MEMBERS) if m % HIDDEN_SHARE]
+    asked = [rnd.choice(visible) for _ in range(requests)]
+    kinds: dict[str, Callable[[Seasons, int], object]] = {
+        "top": lambda s, i: s.top(BOARD, "day", limit=10),
+        "entry": lambda s, i: s.rank(BOARD, asked[i], "day"),
+        "around": lambda s, i: s.around(BOARD, asked[i], "day", size=11),
+        "lookup": lambda s, i: s.lookup(BOARD, asked[i : i + 20], "day"),
+        "history": lambda s, i: s.history(BOARD, asked[i], "day", last=7),
+    }
+    best: dict[tuple[str, str], float] = {}
+    same = True
+    try:
+        seed = [
+            {"board": BOARD, "member": f"player:{m:06d}", "value": rnd.randint(1, 10_000)}
+            for m in range(MEMBERS)
+        ]
+        for s in sides.values():
+            for i in range(0, MEMBERS, 1000):
+                s.submit_many(seed[i : i + 1000])
+        for member in hidden:
+            sides["1% hidden"].moderate(member, "hidden", boards=[BOARD], reason="bench")
+        # A visible member's own reads answer alike on both sides but for the hidden members
+        # above it: its score is the same, its rank lower by them.
+        for member in asked[:50]:
+            free = sides["none hidden"].rank(BOARD, member, "day")
+            mod = sides["1% hidden"].rank(BOARD, member, "day")
+            above = sum(1 for h in hidden if (e := sides["none hidden"].rank(BOARD, h, "day"))
+                        and free and e.rank < free.rank)  # fmt: skip
+            same = same and free is not None and mod is not None
+            same = same and mod.score == free.score and mod.rank == free.rank - above
+        for _ in range(ROUNDS):
+            for kind, read in kinds.items():
+                for name, s in sides.items():
+                    before = command_stats(s.client)
+                    for i in range(requests):
+                        read(s, i)
+                    usec = command_usec(before, command_stats(s.client)) / requests
+                    best[kind, name] = min(best.get((kind, name), usec), usec)
+    finally:
+        for s in sides.values():
+            s.close()
+    section.check("a visible member's entry: same score, rank lower by the hidden above it",
+                  same)  # fmt: skip
+    for kind in kinds:
+        for name in sides:
+            section.row(f"{kind}: {name}", best[kind, name])
+        ratio = best[kind, "1% hidden"] / best[kind, "none hidden"]
+        section.ratio(f"{kind}: 1% hidden / none, Redis time per read", ratio, "<=", 1 / 0.95)
+    return section
+
+
 def _periods(s: Seasons, calendar: Calendar) -> list[tuple[str, str]]:
     out = []
     for window in win.board_windows(s.settings.boards[BOARD]):
@@ -106,9 +178,13 @@ def main() -> int:  # pragma: no cover - python -m bench.moderation runs it
 
     quick = "--quick" in sys.argv
     with own_redis() as server:
-        section = run(server.url, QUICK_BATCHES if quick else FULL_BATCHES)
-    print(section.render())
-    return 0 if section.correct else 1
+        sections = [
+            run(server.url, QUICK_BATCHES if quick else FULL_BATCHES),
+            run_reads(server.url, QUICK_READS if quick else FULL_READS),
+        ]
+    for section in sections:
+        print(section.render())
+    return 0 if all(section.correct for section in sections) else 1
 
 
 if __name__ == "__main__":  # pragma: no cover
