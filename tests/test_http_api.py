@@ -650,7 +650,8 @@ def test_forget_member_everywhere(http: TestClient, app: Seasons, events: list) 
         for window in ("day", "week", "season"):
             assert app.rank(board, "p001", window) is None
             assert_error(http.get(f"/v1/boards/{board}/{window}/members/p001"), 404, "not_ranked")
-    assert http.delete("/v1/admin/members/p001").json() == {"member": "p001", "boards": {}}
+    nothing = {"member": "p001", "boards": {}, "lifecycle": 0}
+    assert http.delete("/v1/admin/members/p001").json() == nothing
 
 
 def test_demo_reset_reseeds_a_demo_namespace(

@@ -357,16 +357,19 @@ def test_season_states(http: TestClient, app: Seasons, clock: ManualClock) -> No
 NOT_JSON = [b"hello", b'{"events": [', b"{'board': 'kills'}", b"\xff\xfe\xfd", b"[1, 2,]"]
 
 
-def _json_routes(http: TestClient) -> list[tuple[str, bool]]:
-    """(path, body required) of every operation that takes a JSON body."""
+def _json_routes(http: TestClient) -> list[tuple[str, str, bool]]:
+    """(method, path, body required) of every operation that takes a JSON body."""
     paths = http.get("/openapi.json").json()["paths"]
     found = []
     for path, operations in paths.items():
         for method, op in operations.items():
             if "requestBody" in op:
-                assert method == "post", (method, path)
-                concrete = path.replace("{board}", "kills").replace("{window}", "day")
-                found.append((concrete, bool(op["requestBody"].get("required"))))
+                assert method in ("post", "put"), (method, path)
+                concrete = (
+                    path.replace("{board}", "kills").replace("{window}", "day")
+                    .replace("{member}", "p1")
+                )  # fmt: skip
+                found.append((method, concrete, bool(op["requestBody"].get("required"))))
     return found
 
 
@@ -380,10 +383,11 @@ def test_a_body_that_is_not_json_is_invalid_json_on_every_route_and_path(
         with _client(settings, clock) as tc:
             routes = _json_routes(tc)
             assert {"/v1/scores", "/v1/admin/rollup", "/v1/admin/snapshot", "/v1/admin/rebuild",
-                    "/v1/boards/kills/day/lookup"} <= {p for p, _ in routes}  # fmt: skip
-            for path, required in routes:
+                    "/v1/boards/kills/day/lookup"} <= {p for _, p, _ in routes}  # fmt: skip
+            for method, path, required in routes:
                 for body in [*NOT_JSON, *([b""] if required else []), b"[1]", b'"x"']:
-                    resp = tc.post(path, content=body, headers={"content-type": "application/json"})
+                    resp = tc.request(method, path, content=body,
+                                      headers={"content-type": "application/json"})  # fmt: skip
                     out[(path, body)] = (resp.status_code, resp.json())
         return out
 

@@ -32,6 +32,7 @@
 -- climb: ARGV[5] the member  ARGV[6..] the target ranks (1-based), on the board of the first
 --        group
 
+--! include ranks
 --! include hidden
 
 local desc = ARGV[1] == 'desc'

@@ -22,6 +22,7 @@
 -- Around a hidden or banned member not on the live key (lib/hidden.lua): the page of the board
 -- with it standing there, and in open mode one more field, 'hidden', its row (1-based).
 
+--! include ranks
 --! include hidden
 
 if #ARGV ~= 6 then error('read_range.lua: ARGV: must be 6 arguments, got ' .. #ARGV, 0) end

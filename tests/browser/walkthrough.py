@@ -187,9 +187,8 @@ def _docs(page: Any, api: httpx.Client, shot: Any) -> None:
     """/docs renders Swagger UI's list of operations with no network but this server's."""
     page.goto(str(api.base_url).rstrip("/") + "/docs")
     schema = api.get("/openapi.json").json()
-    operations = sum(
-        1 for item in schema["paths"].values() for m in item if m in ("get", "post", "delete")
-    )
+    methods = ("get", "post", "put", "delete")
+    operations = sum(1 for item in schema["paths"].values() for m in item if m in methods)
     page.wait_for_selector(".opblock")
     page.wait_for_function(
         "n => document.querySelectorAll('.opblock').length === n", arg=operations
