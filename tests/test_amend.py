@@ -1,0 +1,126 @@
+"""Results amended after a late ban (seasons.amend, docs/fair-play.md): a season closed by the
+worker on a ManualClock, then members banned, hidden and made visible; every answer compared
+with a plain-Python model of the versions and of each member's best reward."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import warnings
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from worker_support import Sim, local, season_settings, today
+
+from seasons.errors import NoReward
+from seasons.http.app import create_app
+from seasons.manifest import Manifest, sha256_of
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    from starlette.testclient import TestClient
+
+TIERS = [{"ranks": "1", "reward": "gold"}, {"ranks": "2-3", "reward": "silver"}]
+BOARDS = {"kills": {"aggregate": "max", "rewards": TIERS}}
+SCORES = {"m1": 60.0, "m2": 50.0, "m3": 40.0, "m4": 30.0, "m5": 20.0, "m6": 10.0}
+ORDER = {"gold": 0, "silver": 1}
+
+
+def model_version(scores: dict[str, float], hidden: set[str]) -> dict[str, tuple[int, Any]]:
+    """member -> (rank, reward): the standings without ``hidden``, ranks by position."""
+    ranked = sorted((m for m in scores if m not in hidden), key=lambda m: -scores[m])
+    out = {}
+    for i, m in enumerate(ranked, start=1):
+        out[m] = (i, "gold" if i == 1 else "silver" if i <= 3 else None)
+    return out
+
+
+def best_of(versions: list[dict[str, tuple[int, Any]]], member: str) -> Any:
+    rewards = [v[member][1] for v in versions if member in v]
+    given = [r for r in rewards if r is not None]
+    return min(given, key=ORDER.__getitem__) if given else None
+
+
+@pytest.fixture
+def sim(settings_factory, r, tmp_path: Path) -> Sim:
+    settings = season_settings(settings_factory, tmp_path / "archive", boards=BOARDS)
+    s = Sim(settings, seed=3)
+    s.clock.set(local(today(), 9))
+    s.submit([{"board": "kills", "member": m, "value": v} for m, v in SCORES.items()])
+    s.clock.set(local(today() + timedelta(days=8), 1.25))
+    s.worker.tick(s.clock())
+    assert s.app.rewards("kills", "S1").total == len(SCORES)  # type: ignore[union-attr]
+    return s
+
+
+def test_a_late_ban_promotes_the_others_and_voids_the_banned(sim: Sim, tmp_path: Path) -> None:
+    app = sim.app
+    silver = app.claim("kills", "S1", "m2")
+    assert silver.reward == "silver" and not silver.upgrade
+    app.moderate("m1", "banned", reason="cheating")
+    v1 = model_version(SCORES, set())
+    v2 = model_version(SCORES, {"m1"})
+    for m in ("m2", "m3", "m4", "m5"):
+        assert app.rewards("kills", "S1", m).reward == best_of([v1, v2], m)
+    assert app.rewards("kills", "S1", "m2").reward == "gold"
+    assert app.rewards("kills", "S1", "m4").reward == "silver"
+    with pytest.raises(NoReward):
+        app.claim("kills", "S1", "m1")
+    with pytest.raises(NoReward):
+        app.rewards("kills", "S1", "m1")
+    up = app.claim("kills", "S1", "m2", claim_id="up-1")
+    assert (up.reward, up.upgrade, up.already_claimed) == ("gold", True, False)
+    again = app.claim("kills", "S1", "m2", claim_id="up-1")
+    assert (again.reward, again.upgrade, again.already_claimed) == ("gold", True, False)
+    other = app.claim("kills", "S1", "m2", claim_id="up-2")
+    assert (other.reward, other.upgrade, other.already_claimed) == ("gold", True, True)
+    assert app.claim("kills", "S1", "m4").reward == "silver"
+    assert app.claim("kills", "S1", "m3").reward == "silver"
+    # The files: version 2 written once, its manifest's sha256 the data's.
+    folder = tmp_path / "archive" / "seasons" / "kills"
+    data, manifest = folder / "S1.amend-2.jsonl.gz", folder / "S1.amend-2.manifest.json"
+    assert Manifest.load(manifest).sha256 == sha256_of(data)
+    with gzip.open(data, "rt") as f:
+        lines = [json.loads(x) for x in f]
+    assert {x["member"]: (x["rank"], x["reward"]) for x in lines} == v2
+    assert app.amender.verify("kills", "S1", 2).count == len(v2)
+    assert not (folder / "S1.amend-3.jsonl.gz").exists()
+
+
+def test_a_claimed_reward_of_a_banned_member_is_kept_and_flagged(sim: Sim) -> None:
+    app = sim.app
+    app.claim("kills", "S1", "m1")
+    app.moderate("m1", "banned", reason="cheating")
+    kept = app.claim("kills", "S1", "m1")
+    assert (kept.reward, kept.void, kept.already_claimed) == ("gold", True, True)
+    assert app.rewards("kills", "S1", "m1").void
+
+
+def test_an_unban_adds_a_version_and_nobody_loses(sim: Sim) -> None:
+    app = sim.app
+    app.moderate("m1", "banned", reason="cheating")
+    app.moderate("m1", "visible", reason="appeal won")
+    versions = [model_version(SCORES, set()), model_version(SCORES, {"m1"}),
+                model_version(SCORES, set())]  # fmt: skip
+    for m in SCORES:
+        assert app.rewards("kills", "S1", m).reward == best_of(versions, m), m
+    assert app.rewards("kills", "S1", "m4").reward == "silver"  # pushed down, kept
+
+
+def test_outside_amend_days_nothing_changes(sim: Sim) -> None:
+    sim.clock.set(sim.clock() + timedelta(days=15))
+    sim.app.moderate("m1", "banned", reason="cheating")
+    assert sim.app.rewards("kills", "S1", "m2").reward == "silver"
+    assert sim.app.rewards("kills", "S1", "m1").reward == "gold"
+
+
+def test_the_acceptance_case_over_http(sim: Sim) -> None:
+    sim.app.claim("kills", "S1", "m2")
+    sim.app.moderate("m1", "banned", reason="cheating")
+    with TestClient(create_app(sim.settings)) as http:
+        got = http.get("/v1/seasons/S1/rewards", params={"board": "kills", "member": "m2"})
+        assert got.status_code == 200 and got.json()["reward"] == "gold", got.text
+        banned = http.get("/v1/seasons/S1/rewards", params={"board": "kills", "member": "m1"})
+        assert banned.status_code == 404, banned.text
