@@ -29,6 +29,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import IO, Any
 
+from redis.typing import EncodableT
+
 from seasons import closed
 from seasons.archives import (
     DATA_SUFFIX,
@@ -150,7 +152,7 @@ class Amender:
         if self.client.hget(results, SUMMARY) is None:
             return None  # no results (a board restored without them): nothing to amend
         self.client.hsetnx(state, STATE_AMEND + season, str(latest + 1))
-        version = int(text(self.client.hget(state, STATE_AMEND + season)))
+        version = int(text(self.client.hget(state, STATE_AMEND + season) or b"0"))
         name = f"amend:{board}:{season}:{version}"
 
         def cp(point: str) -> None:
@@ -289,11 +291,13 @@ class Amender:
         finally:
             tmp.unlink(missing_ok=True)
         cp("data-written")
-        summary = json.loads(text(self.client.hget(self.version_key(board, season, version),
-                                                   SUMMARY)))  # fmt: skip
+        raw = self.client.hget(self.version_key(board, season, version), SUMMARY)
+        if raw is None:  # written at rows-written, before any file
+            raise ArchiveError(f"version {version} of {board} {season} has no summary", {})
+        summary = json.loads(text(raw))
         manifest = Manifest(
-            board=board, season=season, count=len(lines), score_sum=math.fsum(s for _, s in ordered),
-            sha256=digest,
+            board=board, season=season, count=len(lines),
+            score_sum=math.fsum(s for _, s in ordered), sha256=digest,
             created_at=summary["computed_at"],
             tiers=closed.tier_rules(self.settings.boards[board]), removed=[],
         )  # fmt: skip
@@ -343,7 +347,7 @@ class Amender:
             rows = self._hash(self.version_key(board, season, v))
             for part in batched(sorted(rows), CHUNK):
                 current = self.client.hmget(best_key, part)
-                mapping: dict[str, str] = {}
+                mapping: dict[EncodableT, EncodableT] = {}
                 for member, raw in zip(part, current, strict=True):
                     row = json.loads(rows[member])
                     if raw is not None and rank_of(json.loads(text(raw))) <= rank_of(row):

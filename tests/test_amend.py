@@ -124,3 +124,59 @@ def test_the_acceptance_case_over_http(sim: Sim) -> None:
         assert got.status_code == 200 and got.json()["reward"] == "gold", got.text
         banned = http.get("/v1/seasons/S1/rewards", params={"board": "kills", "member": "m1"})
         assert banned.status_code == 404, banned.text
+
+
+class Crash(Exception):
+    """Stops the amendment at one checkpoint, as a kill there would (in-process)."""
+
+
+POINTS = ["start", "computed", "rows-written", "data-written", "manifest-written", "verified",
+          "best-merged", "event-emitted"]  # fmt: skip
+
+
+def outcome(sim: Sim, r: Any, folder: Path) -> tuple[Any, ...]:
+    files = {p.name: p.read_bytes() for p in sorted(folder.glob("S1.amend-*"))}
+    best = {k: json.loads(v) for k, v in r.hgetall("seasons:{kills}:best:S1").items()}
+    for row in best.values():
+        row.pop("computed_at", None)
+    amended = [e for e in sim.app.lifecycle(1000).events if e.type == "results_amended"]
+    return files, best, [(e.data["version"], e.data["changed"]) for e in amended]
+
+
+@pytest.mark.parametrize("point", POINTS)
+def test_a_crash_at_each_checkpoint_resumes_to_the_same_outcome(
+    settings_factory, r, tmp_path: Path, point: str
+) -> None:
+    runs = []
+    for crash in (None, point):
+        r.flushall()
+        folder = tmp_path / crash_name(crash) / "archive"
+        settings = season_settings(settings_factory, folder, boards=BOARDS)
+        s = Sim(settings, seed=3)
+        s.clock.set(local(today(), 9))
+        s.submit([{"board": "kills", "member": m, "value": v} for m, v in SCORES.items()])
+        s.clock.set(local(today() + timedelta(days=8), 1.25))
+        s.worker.tick(s.clock())
+
+        def fault(name: str, crash: str | None = crash) -> None:
+            if crash is not None and name.endswith("/" + crash):
+                raise Crash(name)
+
+        s.app.amender.checkpoint = fault
+        if crash is None:
+            s.app.moderate("m1", "banned", reason="cheating")
+        else:
+            with pytest.raises(Crash):
+                s.app.moderate("m1", "banned", reason="cheating")
+            s.app.amender.checkpoint = lambda name: None
+            s.app.resume_amendments()
+            s.app.resume_amendments()  # nothing left: no version 3
+        runs.append(outcome(s, r, folder / "seasons" / "kills"))
+        assert s.app.amender.verify("kills", "S1", 2).count == len(SCORES) - 1
+    assert runs[0] == runs[1]
+    v1, v2 = model_version(SCORES, set()), model_version(SCORES, {"m1"})
+    assert runs[0][2] == [(2, sum(1 for m in SCORES if v1.get(m) != v2.get(m)))]
+
+
+def crash_name(crash: str | None) -> str:
+    return "clean" if crash is None else crash
