@@ -48,18 +48,12 @@ from seasons.connection import RedisClient, text
 from seasons.errors import ArchiveError, ArchiveExists
 from seasons.keys import SEASON_ARCHIVED, STATE_AMEND, STATE_AMENDED, STATE_SEASON, Keys
 from seasons.lifecycle import Lifecycle, event_id
-from seasons.manifest import Manifest, sha256_of
+from seasons.manifest import AMEND_MARK, Manifest, sha256_of
 from seasons.results import SUMMARY, Matcher, batched, result_json, tiers_of
 from seasons.standings import CHUNK, line
 from seasons.vocabulary import EventType
 
 Checkpoint = Callable[[str], None]
-AMEND_MARK = ".amend-"  # in the names of amendment files: <S>.amend-<n>.jsonl.gz
-
-
-def is_amendment(name: str) -> bool:
-    """Whether a file name in an archive folder is an amendment's (not a season's archive)."""
-    return AMEND_MARK in name
 
 
 def _no_checkpoint(name: str) -> None:
@@ -111,8 +105,8 @@ class Amender:
 
     def pending(self, board: str) -> list[str]:
         """The seasons of ``board`` whose amendment was cut off."""
-        state = self._state(board)
-        return sorted(f[len(STATE_AMEND) :] for f in state if f.startswith(STATE_AMEND))
+        found = self.client.hscan_iter(self.keys.state(board), match=f"{STATE_AMEND}*")
+        return sorted(text(f)[len(STATE_AMEND) :] for f, _ in found)
 
     def resume(self, board: str, now: datetime) -> list[Amendment]:
         """Finish the amendments of ``board`` cut off by a crash."""
