@@ -12,6 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 from worker_support import Sim, local, season_settings, today
 
 from seasons.errors import NoReward
@@ -180,3 +183,96 @@ def test_a_crash_at_each_checkpoint_resumes_to_the_same_outcome(
 
 def crash_name(crash: str | None) -> str:
     return "clean" if crash is None else crash
+
+
+def closed_season(settings_factory: Any, folder: Path, hide_first: tuple[str, ...] = ()) -> Sim:
+    """SCORES on kills in S1 (``hide_first`` hidden before the close), S1 closed."""
+    settings = season_settings(settings_factory, folder, boards=BOARDS)
+    s = Sim(settings, seed=3)
+    s.clock.set(local(today(), 9))
+    s.app.submit_many([{"board": "kills", "member": m, "value": v} for m, v in SCORES.items()])
+    for m in hide_first:
+        s.app.moderate(m, "hidden", reason="suspect")
+    s.clock.set(local(today() + timedelta(days=8), 1.25))
+    s.worker.tick(s.clock())
+    return s
+
+
+def test_an_unhide_brings_back_a_member_hidden_at_the_close(
+    settings_factory, r, tmp_path: Path
+) -> None:
+    s = closed_season(settings_factory, tmp_path / "archive", hide_first=("m1",))
+    app = s.app
+    v1 = model_version(SCORES, {"m1"})
+    assert app.rewards("kills", "S1", "m2").reward == "gold"  # type: ignore[union-attr]
+    app.moderate("m1", "visible", reason="cleared")
+    v2 = model_version(SCORES, set())
+    assert v2 != v1
+    for m in SCORES:
+        got = app.rewards("kills", "S1", m)
+        assert got.reward == best_of([v1, v2], m), m  # type: ignore[union-attr]
+    assert app.rewards("kills", "S1", "m1").reward == "gold"  # type: ignore[union-attr]
+    assert app.rewards("kills", "S1", "m2").reward == "gold"  # type: ignore[union-attr]
+    assert app.rewards("kills", "S1", "m4").reward == "silver"  # type: ignore[union-attr]
+    page = app.rewards("kills", "S1")
+    assert {e.member: e.reward for e in page.entries} == {  # type: ignore[union-attr]
+        m: best_of([v1, v2], m) for m in SCORES if m != "m1"
+    }  # the page follows the public archive's order: m1 was hidden at the close
+
+
+OPS = st.lists(
+    st.tuples(st.sampled_from(["banned", "hidden", "visible", "claim"]),
+              st.sampled_from(sorted(SCORES))),
+    min_size=1, max_size=8,
+)  # fmt: skip
+
+
+@hsettings(max_examples=12, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=OPS)
+def test_versions_and_best_rewards_follow_the_model(
+    settings_factory, r, tmp_path: Path, ops: list[tuple[str, str]]
+) -> None:
+    r.flushall()
+    folder = tmp_path / f"h{len(list(tmp_path.iterdir()))}"
+    s = closed_season(settings_factory, folder)
+    app = s.app
+    hidden: set[str] = set()
+    versions = [model_version(SCORES, hidden)]
+    claimed: dict[str, str] = {}
+    upgraded: dict[str, str] = {}
+    for n, (op, m) in enumerate(ops):
+        amended = len(versions) > 1
+        if op != "claim":
+            hidden = hidden - {m} if op == "visible" else hidden | {m}
+            app.moderate(m, op, reason="model")
+            if (new := model_version(SCORES, hidden)) != versions[-1]:
+                versions.append(new)
+            continue
+        best = best_of(versions, m) if amended else versions[0][m][1]
+        if (amended and m in hidden and m not in claimed) or (best is None and m not in claimed):
+            with pytest.raises(NoReward):
+                app.claim("kills", "S1", m, claim_id=f"c{n}")
+            continue
+        got = app.claim("kills", "S1", m, claim_id=f"c{n}")
+        if amended and m in hidden:
+            assert (got.reward, got.void, got.already_claimed) == (claimed[m], True, True)
+        elif m not in claimed:
+            claimed[m] = best
+            assert (got.reward, got.already_claimed, got.upgrade) == (best, False, False)
+        elif best == claimed[m] or best is None:
+            assert (got.reward, got.already_claimed, got.upgrade) == (claimed[m], True, False)
+        elif upgraded.get(m) == best:
+            assert (got.reward, got.already_claimed, got.upgrade) == (best, True, True)
+        else:
+            upgraded[m] = best
+            assert (got.reward, got.already_claimed, got.upgrade) == (best, False, True)
+    assert int(r.hget("seasons:{kills}:state", "amended:S1") or 1) == len(versions)
+    for m in SCORES:
+        if len(versions) > 1 and m in hidden and m not in claimed:
+            with pytest.raises(NoReward):
+                app.rewards("kills", "S1", m)
+        else:
+            want = best_of(versions, m) if len(versions) > 1 else versions[0][m][1]
+            assert app.rewards("kills", "S1", m).reward == want  # type: ignore[union-attr]
+    for v in range(2, len(versions) + 1):
+        assert app.amender.verify("kills", "S1", v).count == len(versions[v - 1])
