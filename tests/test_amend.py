@@ -6,6 +6,10 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
+import signal
+import subprocess
+import sys
 import warnings
 from datetime import timedelta
 from pathlib import Path
@@ -15,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
-from worker_support import Sim, local, season_settings, today
+from worker_support import Sim, dump_db, load_db, local, season_settings, today, toml_text
 
 from seasons.errors import NoReward
 from seasons.http.app import create_app
@@ -276,3 +280,74 @@ def test_versions_and_best_rewards_follow_the_model(
             assert app.rewards("kills", "S1", m).reward == want  # type: ignore[union-attr]
     for v in range(2, len(versions) + 1):
         assert app.amender.verify("kills", "S1", v).count == len(versions[v - 1])
+
+
+ROOT = Path(__file__).resolve().parent.parent
+DRIVER = """
+import sys
+from datetime import datetime
+from seasons import Seasons
+from seasons.clock import ManualClock
+from seasons.config import load_settings
+from seasons.jobs.state import fault_from_env, no_checkpoint
+
+app = Seasons(load_settings(), clock=ManualClock(datetime.fromisoformat(sys.argv[1])))
+app.amender.checkpoint = fault_from_env() or no_checkpoint
+app.moderate("m1", "banned", reason="cheating")
+print("BANNED", flush=True)
+"""
+
+
+def test_sigkill_at_every_checkpoint_of_the_amendment(settings_factory, r, tmp_path: Path) -> None:
+    """A process banning m1 SIGKILLs itself at each checkpoint of the amendment that follows;
+    the next moderation call finishes it: the same files, versions, best results and one
+    event, as the run without a fault."""
+    s = closed_season(settings_factory, tmp_path / "archive")
+    folder = tmp_path / "archive" / "seasons" / "kills"
+    at = s.clock()
+    config = tmp_path / "seasons.toml"
+    config.write_text(toml_text(s.settings))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SEASONS_")}
+    env["SEASONS_CONFIG"] = str(config)
+    before = dump_db(r)
+    closed_files = sorted(p.name for p in folder.iterdir())
+
+    def run(extra: dict[str, str]) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-c", DRIVER, at.isoformat()], cwd=ROOT, env={**env, **extra},
+            text=True, capture_output=True, timeout=60,
+        )  # fmt: skip
+
+    def state() -> tuple[Any, ...]:
+        files = {p.name: p.read_bytes() for p in sorted(folder.glob("S1.amend-*"))}
+        hashes = {
+            k: r.hgetall(k)
+            for k in (b"seasons:{kills}:best:S1", b"seasons:{kills}:amended:S1:2",
+                      b"seasons:{kills}:results:S1")
+        }  # fmt: skip
+        fields = {k: v for k, v in r.hgetall("seasons:{kills}:state").items() if b"amend" in k}
+        events = [e.data for e in s.app.lifecycle(1000).events if e.type == "results_amended"]
+        return files, hashes, fields, events
+
+    clean = run({"SEASONS_FAULT_TRACE": "1"})
+    assert clean.returncode == 0, clean.stderr
+    points = [
+        ln.split(" ", 1)[1] for ln in clean.stdout.splitlines() if ln.startswith("CHECKPOINT")
+    ]
+    assert len(points) >= 8 and all(p.startswith("amend:kills:S1:2/") for p in points)
+    expected = state()
+    v2 = model_version(SCORES, {"m1"})
+    assert expected[3] == [{"season": "S1", "board": "kills", "version": 2,
+                            "changed": sum(1 for m in SCORES if v2.get(m) != (
+                                model_version(SCORES, set()).get(m)))}]  # fmt: skip
+    for point in points:
+        load_db(r, before)
+        for p in folder.iterdir():
+            if p.name not in closed_files:
+                p.unlink()
+        killed = run({"SEASONS_FAULT_AT": point})
+        assert killed.returncode == -signal.SIGKILL, (point, killed.stderr)
+        # The next moderation call on the board finishes it (m1 is banned already: "same").
+        s.app.moderate("m1", "banned", reason="again")
+        assert state() == expected, point
+        assert s.app.amender.verify("kills", "S1", 2).count == len(v2)
