@@ -19,38 +19,30 @@ checkpoint is finished by the next moderation call on the board or by the worker
 
 from __future__ import annotations
 
-import gzip
 import json
-import math
 import secrets
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from redis.typing import EncodableT
 
-from seasons import closed
+from seasons import amend_files as files
+from seasons import claimlog, closed
 from seasons.archives import (
-    DATA_SUFFIX,
-    MANIFEST_SUFFIX,
     TMP_TTL,
     Archives,
-    _place,
-    _place_bytes,
-    _tmp_path,
-    _write_synced,
 )
-from seasons.catalog import archive_dir
 from seasons.clock import utc_text
 from seasons.connection import RedisClient, text
-from seasons.errors import ArchiveError, ArchiveExists
+from seasons.errors import ArchiveError
 from seasons.keys import SEASON_ARCHIVED, STATE_AMEND, STATE_AMENDED, STATE_SEASON, Keys
 from seasons.lifecycle import Lifecycle, event_id
-from seasons.manifest import AMEND_MARK, Manifest, sha256_of
+from seasons.manifest import Manifest
 from seasons.results import SUMMARY, Matcher, batched, result_json, tiers_of
-from seasons.standings import CHUNK, line
+from seasons.standings import CHUNK
 from seasons.vocabulary import EventType
 
 Checkpoint = Callable[[str], None]
@@ -131,9 +123,7 @@ class Amender:
         return self.keys.amended(board, season, version)
 
     def paths(self, board: str, season: str, version: int) -> tuple[Path, Path]:
-        folder = archive_dir(self.settings, board)
-        stem = f"{season}{AMEND_MARK}{version}"
-        return folder / f"{stem}{DATA_SUFFIX}", folder / f"{stem}{MANIFEST_SUFFIX}"
+        return files.paths(self.settings, board, season, version)
 
     # --- one amendment ----------------------------------------------------------------------
 
@@ -246,82 +236,48 @@ class Amender:
 
     # --- files ------------------------------------------------------------------------------
 
-    def _lines(self, rows: dict[str, str]) -> Iterator[tuple[str, float]]:
-        """The file's lines in rank order (equal ranks by member bytes) with their scores;
-        no metadata (the close's file has it), so a rerun writes the same bytes."""
-        parsed = [(json.loads(v), m) for m, v in rows.items()]
-        parsed.sort(key=lambda x: (x[0]["rank"], x[1].encode("utf-8", "surrogatepass")))
-        for r, member in parsed:
-            yield line(r["rank"], member, r["score"], {}, r["reward"]), float(r["score"])
-
     def _write_files(
         self, board: str, season: str, version: int, rows: dict[str, str], cp: Checkpoint
     ) -> None:
-        """``<S>.amend-<n>.jsonl.gz`` then its manifest, write-once: a file already there is
-        kept when it holds the same bytes, else :class:`ArchiveExists`."""
-        data, manifest_path = self.paths(board, season, version)
-        data.parent.mkdir(parents=True, exist_ok=True)
-        ordered = list(self._lines(rows))
-        lines = [t for t, _ in ordered]
-
-        def write(f: IO[bytes]) -> None:
-            with gzip.GzipFile(filename="", mode="wb", fileobj=f, mtime=0) as gz:
-                for text_line in lines:
-                    gz.write(text_line.encode())
-
-        tmp = _tmp_path(data)
-        try:
-            _write_synced(tmp, write)
-            digest = sha256_of(tmp)
-            if data.exists():
-                if sha256_of(data) != digest:
-                    raise ArchiveExists(
-                        f"amendment file {data} already exists with other content: "
-                        "amendments are write-once; nothing was written",
-                        {"file": str(data), "would_write": digest},
-                    )
-            else:
-                _place(tmp, data)
-        finally:
-            tmp.unlink(missing_ok=True)
-        cp("data-written")
         raw = self.client.hget(self.version_key(board, season, version), SUMMARY)
         if raw is None:  # written at rows-written, before any file
             raise ArchiveError(f"version {version} of {board} {season} has no summary", {})
-        summary = json.loads(text(raw))
-        manifest = Manifest(
-            board=board, season=season, count=len(lines),
-            score_sum=math.fsum(s for _, s in ordered), sha256=digest,
-            created_at=summary["computed_at"],
+        template = Manifest(
+            board=board, season=season, count=0, score_sum=0.0, sha256="0" * 64,
+            created_at=json.loads(text(raw))["computed_at"],
             tiers=closed.tier_rules(self.settings.boards[board]), removed=[],
         )  # fmt: skip
-        if manifest_path.exists():
-            found = Manifest.load(manifest_path)
-            if found != manifest:
-                raise ArchiveExists(
-                    f"amendment manifest {manifest_path} already exists with other content: "
-                    "amendments are write-once; nothing was written",
-                    {"file": str(manifest_path)},
-                )
-        else:
-            _place_bytes(manifest_path, manifest.to_json().encode())
-        cp("manifest-written")
+        files.write_once(*self.paths(board, season, version), files.lines(rows), template, cp)
 
     def verify(self, board: str, season: str, version: int) -> Manifest:
-        """Check version ``version``'s files: sha256 and figures as its manifest says, and
-        every line as the version's results hold it. Raises :class:`ArchiveError`."""
-        data, manifest_path = self.paths(board, season, version)
-        manifest = Manifest.load(manifest_path)
-        rewards: dict[str, str | None] = {}
-        rows = self.archives._checked_rows(data, manifest, rewards)
+        """Check version ``version``'s files against its results hash (its sha256, figures
+        and every line). Raises :class:`ArchiveError`."""
         stored = self._hash(self.version_key(board, season, version))
-        in_file = {m: result_json(r, s, rewards.get(m)) for r, m, s, _ in rows}
-        if in_file != stored:
-            raise ArchiveError(
-                f"{data} differs from version {version} of the results of {board} {season}",
-                {"file": str(data)},
-            )
-        return manifest
+        return files.verify(self.archives, *self.paths(board, season, version), stored)
+
+    # --- erasure ---------------------------------------------------------------------------
+
+    def forget(self, board: str, season: str, member: str) -> list[str]:
+        """Remove ``member`` from every amended version of ``season`` (its hash, its files:
+        rewritten without its line, the others' lines as they were, the manifest's figures
+        updated, its date kept), its best result and its upgrade claim; returns the files
+        rewritten. The one exception to write-once, as for the close's files."""
+        rewritten = []
+        for version in range(2, self.latest(board, season) + 1):
+            key = self.keys.amended(board, season, version)
+            if not self.client.hdel(key, member):
+                continue
+            data, manifest_path = self.paths(board, season, version)
+            if not data.exists():
+                continue
+            files.rewrite(data, manifest_path, self._hash(key))
+            rewritten.append(str(data))
+        self.client.hdel(self.keys.best(board, season), member)
+        self.client.hdel(self.keys.upgrades(board, season), member)
+        log = claimlog.upgrades_path(self.settings, board, season)
+        if claimlog.without_member(log, member):
+            rewritten.append(str(log))
+        return rewritten
 
     # --- the best of every version ------------------------------------------------------------
 

@@ -351,3 +351,23 @@ def test_sigkill_at_every_checkpoint_of_the_amendment(settings_factory, r, tmp_p
         s.app.moderate("m1", "banned", reason="again")
         assert state() == expected, point
         assert s.app.amender.verify("kills", "S1", 2).count == len(v2)
+
+
+def test_forgetting_a_member_removes_it_from_every_version(sim: Sim, r, tmp_path: Path) -> None:
+    app = sim.app
+    app.claim("kills", "S1", "m3")
+    app.moderate("m1", "banned", reason="cheating")
+    app.claim("kills", "S1", "m3", claim_id="up")  # silver still: no upgrade
+    app.claim("kills", "S1", "m2")  # gold now
+    folder = tmp_path / "archive" / "seasons" / "kills"
+    data = folder / "S1.amend-2.jsonl.gz"
+    forgotten = app.forget("m2")
+    assert str(data) in forgotten.boards["kills"].files_rewritten
+    with gzip.open(data, "rt") as f:
+        members = [json.loads(x)["member"] for x in f]
+    v2 = model_version(SCORES, {"m1"})
+    assert members == [m for m in sorted(v2, key=lambda m: v2[m][0]) if m != "m2"]
+    assert app.amender.verify("kills", "S1", 2).count == len(v2) - 1
+    assert r.hget("seasons:{kills}:best:S1", "m2") is None
+    assert r.hget("seasons:{kills}:amended:S1:2", "m2") is None
+    assert app.rewards("kills", "S1", "m3").reward == "silver"  # type: ignore[union-attr]
