@@ -30,7 +30,7 @@ from typing import Any
 from redis.typing import EncodableT
 
 from seasons import amend_files as files
-from seasons import claimlog, closed
+from seasons import claimlog, closed, ties
 from seasons.archives import (
     TMP_TTL,
     Archives,
@@ -41,7 +41,7 @@ from seasons.errors import ArchiveError
 from seasons.keys import SEASON_ARCHIVED, STATE_AMEND, STATE_AMENDED, STATE_SEASON, Keys
 from seasons.lifecycle import Lifecycle, event_id
 from seasons.manifest import Manifest
-from seasons.results import SUMMARY, Matcher, batched, result_json, tiers_of
+from seasons.results import SUMMARY, Matcher, Tier, batched, result_json
 from seasons.standings import CHUNK
 from seasons.vocabulary import EventType
 
@@ -112,6 +112,15 @@ class Amender:
             if (a := self.amend(board, season, now)) is not None:
                 done.append(a)
         return done
+
+    def _close_manifest(self, board: str, season: str) -> Manifest:
+        return Manifest.load(self.archives.paths(board, season)[1])
+
+    def tiers(self, board: str, season: str) -> list[Tier]:
+        """The tiers in force at the close (its manifest's), as every version applies them:
+        a later change of the board's ``rewards`` changes no result of an archived season."""
+        recorded = self._close_manifest(board, season).tiers
+        return closed.manifest_tiers(recorded, self.settings.boards[board])
 
     def latest(self, board: str, season: str) -> int:
         raw = self.client.hget(self.keys.state(board), STATE_AMENDED + season)
@@ -196,7 +205,7 @@ class Amender:
         pipe = self.client.pipeline(transaction=True)
         pipe.zunionstore(tmp, [archive, self.keys.twin_of(archive)])
         pipe.expire(tmp, TMP_TTL)
-        if cfg.ties == "earliest":
+        if ties.of(cfg).reach_set:
             reached = self.keys.reached(board, "archive", season)
             tmp_reached = self.keys.tmp(board, f"amend-reached:{season}:{token}")
             pipe.zunionstore(tmp_reached, [reached, self.keys.twin_of(reached)])
@@ -206,7 +215,7 @@ class Amender:
             hidden = [text(m) for m in self.client.hkeys(self.keys.moderation(board))]
             for part in batched(hidden, CHUNK):
                 self.client.zrem(tmp, *part)
-            matcher = Matcher(tiers_of(cfg), int(self.client.zcard(tmp)))
+            matcher = Matcher(self.tiers(board, season), int(self.client.zcard(tmp)))
             rows = self.standings.rows(board, tmp, tmp_reached, with_metadata=False)
             return {m: result_json(r, s, matcher.reward(r)) for r, m, s, _ in rows}
         finally:
@@ -220,8 +229,7 @@ class Amender:
         self.client.delete(key)
         for part in batched(list(rows.items()), CHUNK):
             self.client.hset(key, mapping=dict(part))
-        cfg = self.settings.boards[board]
-        tiers = tiers_of(cfg)
+        tiers = self.tiers(board, season)
         rewards = [json.loads(r)["reward"] for r in rows.values()]
         summary = {
             "season": season, "board": board, "provisional": False, "version": version,
@@ -245,7 +253,7 @@ class Amender:
         template = Manifest(
             board=board, season=season, count=0, score_sum=0.0, sha256="0" * 64,
             created_at=json.loads(text(raw))["computed_at"],
-            tiers=closed.tier_rules(self.settings.boards[board]), removed=[],
+            tiers=self._close_manifest(board, season).tiers, removed=[],
         )  # fmt: skip
         files.write_once(*self.paths(board, season, version), files.lines(rows), template, cp)
 
@@ -284,8 +292,7 @@ class Amender:
     def _merge_best(self, board: str, season: str, version: int) -> None:
         """Merge versions 1 and ``version`` into the best results: a member's entry is
         replaced only by a better reward (idempotent, so a rerun changes nothing)."""
-        order = {t.reward: i for i, t in reversed(list(enumerate(tiers_of(
-            self.settings.boards[board]))))}  # fmt: skip
+        order = {t.reward: i for i, t in reversed(list(enumerate(self.tiers(board, season))))}
         worst = len(order) + 1
         best_key = self.keys.best(board, season)
 

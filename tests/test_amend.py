@@ -21,6 +21,7 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 from worker_support import Sim, dump_db, load_db, local, season_settings, today, toml_text
 
+from seasons import Seasons
 from seasons.errors import NoReward
 from seasons.http.app import create_app
 from seasons.manifest import Manifest, sha256_of
@@ -371,3 +372,22 @@ def test_forgetting_a_member_removes_it_from_every_version(sim: Sim, r, tmp_path
     assert r.hget("seasons:{kills}:best:S1", "m2") is None
     assert r.hget("seasons:{kills}:amended:S1:2", "m2") is None
     assert app.rewards("kills", "S1", "m3").reward == "silver"  # type: ignore[union-attr]
+
+
+def test_versions_apply_the_tiers_of_the_close(sim: Sim, settings_factory, tmp_path: Path) -> None:
+    """A change of the board's tiers after the close changes no version: the manifest's."""
+    wider = season_settings(
+        settings_factory, tmp_path / "archive",
+        boards={"kills": {"aggregate": "max", "rewards": [{"ranks": "1-3", "reward": "gold"}]}},
+    )  # fmt: skip
+    later = Seasons(wider, clock=sim.clock)
+    try:
+        later.moderate("m1", "banned", reason="cheating")
+        v1, v2 = model_version(SCORES, set()), model_version(SCORES, {"m1"})
+        for m in SCORES:
+            if m == "m1":
+                continue
+            got = later.rewards("kills", "S1", m)
+            assert got.reward == best_of([v1, v2], m), m  # type: ignore[union-attr]
+    finally:
+        later.close()

@@ -110,4 +110,7 @@ def claim(
         print_json(done)
         return
     when = "already claimed at" if done.already_claimed else "claimed now, at"
-    click.echo(f"{member}: {done.reward} (rank {done.rank}) {when} {done.claimed_at}")
+    # An amended season (docs/fair-play.md): a better reward claimed after a first claim, or
+    # the kept claim of a member hidden or banned since.
+    flag = " [upgrade]" if done.upgrade else " [void: hidden or banned]" if done.void else ""
+    click.echo(f"{member}: {done.reward} (rank {done.rank}) {when} {done.claimed_at}{flag}")
