@@ -124,14 +124,47 @@ def test_outside_amend_days_nothing_changes(sim: Sim) -> None:
     assert sim.app.rewards("kills", "S1", "m1").reward == "gold"
 
 
-def test_the_acceptance_case_over_http(sim: Sim) -> None:
-    sim.app.claim("kills", "S1", "m2")
-    sim.app.moderate("m1", "banned", reason="cheating")
-    with TestClient(create_app(sim.settings)) as http:
-        got = http.get("/v1/seasons/S1/rewards", params={"board": "kills", "member": "m2"})
-        assert got.status_code == 200 and got.json()["reward"] == "gold", got.text
-        banned = http.get("/v1/seasons/S1/rewards", params={"board": "kills", "member": "m1"})
-        assert banned.status_code == 404, banned.text
+@pytest.mark.both_backends
+def test_the_acceptance_case_over_http(settings_factory, r, tmp_path: Path) -> None:
+    """The same case over HTTP: reads and claims (write token) after the ban."""
+    token = "amend-write-token-0123456789"
+    admin = "amend-admin-token-0123456789"
+    sim = closed_season(
+        settings_factory, tmp_path / "archive", api={"write_token": token, "admin_token": admin}
+    )
+    writes = {"Authorization": f"Bearer {token}"}
+
+    def claim(http: TestClient, member: str, key: str) -> Any:
+        return http.post(
+            f"/v1/seasons/S1/rewards/{member}/claim", params={"board": "kills"},
+            headers={**writes, "Idempotency-Key": key},
+        )  # fmt: skip
+
+    def read(http: TestClient, member: str) -> Any:
+        return http.get("/v1/seasons/S1/rewards", params={"board": "kills", "member": member})
+
+    with TestClient(create_app(sim.settings, clock=sim.clock), base_url="http://localhost") as http:
+        first = claim(http, "m2", "k-silver")
+        assert (first.status_code, first.json()["reward"]) == (200, "silver"), first.text
+        ban = http.put(
+            "/v1/admin/members/m1/moderation", headers={"Authorization": f"Bearer {admin}"},
+            json={"state": "banned", "reason": "cheating", "boards": ["kills"]},
+        )  # fmt: skip
+        assert ban.status_code == 200, ban.text
+        v1, v2 = model_version(SCORES, set()), model_version(SCORES, {"m1"})
+        for m in ("m2", "m3", "m4", "m5"):
+            got = read(http, m)
+            assert got.status_code == 200 and got.json()["reward"] == best_of([v1, v2], m)
+        up = claim(http, "m2", "k-gold")
+        body = up.json()
+        assert (body["reward"], body["upgrade"], body["already_claimed"]) == ("gold", True, False)
+        again = claim(http, "m2", "k-other").json()
+        assert (again["reward"], again["upgrade"], again["already_claimed"]) == ("gold", True, True)
+        assert claim(http, "m4", "k-4").json()["reward"] == "silver"
+        assert claim(http, "m3", "k-3").json()["reward"] == "silver"
+        for answer in (claim(http, "m1", "k-1"), read(http, "m1")):
+            assert answer.status_code == 404, answer.text
+            assert answer.json()["error"] == "no_reward", answer.text
 
 
 class Crash(Exception):
@@ -190,9 +223,11 @@ def crash_name(crash: str | None) -> str:
     return "clean" if crash is None else crash
 
 
-def closed_season(settings_factory: Any, folder: Path, hide_first: tuple[str, ...] = ()) -> Sim:
+def closed_season(
+    settings_factory: Any, folder: Path, hide_first: tuple[str, ...] = (), **overrides: Any
+) -> Sim:
     """SCORES on kills in S1 (``hide_first`` hidden before the close), S1 closed."""
-    settings = season_settings(settings_factory, folder, boards=BOARDS)
+    settings = season_settings(settings_factory, folder, boards=BOARDS, **overrides)
     s = Sim(settings, seed=3)
     s.clock.set(local(today(), 9))
     s.app.submit_many([{"board": "kills", "member": m, "value": v} for m, v in SCORES.items()])
