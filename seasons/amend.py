@@ -25,9 +25,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
-
-from redis.typing import EncodableT
 
 from seasons import amend_files as files
 from seasons import claimlog, closed, ties
@@ -82,6 +79,8 @@ class Amender:
     def due(self, board: str, now: datetime) -> list[str]:
         """The seasons of ``board`` archived within ``rewards.amend_days`` of ``now``."""
         window = timedelta(days=self.settings.rewards.amend_days)
+        if not window:
+            return []  # amend_days = 0: never amend
         out = []
         for field, value in sorted(self._state(board).items()):
             if not field.startswith(STATE_SEASON) or value != SEASON_ARCHIVED:
@@ -109,7 +108,9 @@ class Amender:
         then each season due."""
         done = self.resume(board, now)
         for season in self.due(board, now):
-            if (a := self.amend(board, season, now)) is not None:
+            # Again until nothing differs: an amendment finished here may be another call's
+            # version, computed before this call's change.
+            while (a := self.amend(board, season, now)) is not None:
                 done.append(a)
         return done
 
@@ -164,6 +165,7 @@ class Amender:
                 return None
             cp("computed")
             self._store(board, season, version, key, rows, now)
+            cp("stored")
         cp("rows-written")
         after = self._hash(key)
         changed = sum(1 for m in before.keys() | after.keys() if before.get(m) != after.get(m))
@@ -225,10 +227,9 @@ class Amender:
         self, board: str, season: str, version: int, key: str, rows: dict[str, str],
         now: datetime,
     ) -> None:  # fmt: skip
-        """The version's hash, its summary last (a rerun finds it complete, or starts over)."""
-        self.client.delete(key)
-        for part in batched(list(rows.items()), CHUNK):
-            self.client.hset(key, mapping=dict(part))
+        """The version's hash, whole: built in a scratch key, summary included, then renamed
+        into place unless the version is there already (RENAMENX: of two concurrent
+        amendments of one version the first complete one stands, never a mix)."""
         tiers = self.tiers(board, season)
         rewards = [json.loads(r)["reward"] for r in rows.values()]
         summary = {
@@ -240,7 +241,15 @@ class Amender:
                 for t in tiers
             ],
         }  # fmt: skip
-        self.client.hsetnx(key, SUMMARY, json.dumps(summary, separators=(",", ":")))
+        tmp = self.keys.tmp(board, f"amend-rows:{season}:{secrets.token_hex(6)}")
+        try:
+            for part in batched(list(rows.items()), CHUNK):
+                self.client.hset(tmp, mapping=dict(part))
+            self.client.hset(tmp, SUMMARY, json.dumps(summary, separators=(",", ":")))
+            self.client.expire(tmp, TMP_TTL)
+            self.client.renamenx(tmp, key)
+        finally:
+            self.client.delete(tmp)
 
     # --- files ------------------------------------------------------------------------------
 
@@ -290,26 +299,20 @@ class Amender:
     # --- the best of every version ------------------------------------------------------------
 
     def _merge_best(self, board: str, season: str, version: int) -> None:
-        """Merge versions 1 and ``version`` into the best results: a member's entry is
-        replaced only by a better reward (idempotent, so a rerun changes nothing)."""
+        """Merge versions 1 and ``version`` into the best results (``amend_best.lua``): a
+        member's entry is replaced only by a better tier (idempotent: a rerun changes
+        nothing). Tiers rank in the order written, the first the best; no reward last."""
         order = {t.reward: i for i, t in reversed(list(enumerate(self.tiers(board, season))))}
         worst = len(order) + 1
         best_key = self.keys.best(board, season)
-
-        def rank_of(row: dict[str, Any]) -> int:
-            reward = row["reward"]
-            return worst if reward is None else order.get(reward, worst - 1)
-
         for v in (1, version):
             rows = self._hash(self.version_key(board, season, v))
             for part in batched(sorted(rows), CHUNK):
-                current = self.client.hmget(best_key, part)
-                mapping: dict[EncodableT, EncodableT] = {}
-                for member, raw in zip(part, current, strict=True):
+                args: list[str] = []
+                for member in part:
                     row = json.loads(rows[member])
-                    if raw is not None and rank_of(json.loads(text(raw))) <= rank_of(row):
-                        continue
+                    reward = row["reward"]
+                    row["tier"] = worst if reward is None else order.get(reward, worst - 1)
                     row["version"] = v
-                    mapping[member] = json.dumps(row, ensure_ascii=False, separators=(",", ":"))
-                if mapping:
-                    self.client.hset(best_key, mapping=mapping)
+                    args += [member, json.dumps(row, ensure_ascii=False, separators=(",", ":"))]
+                self.archives.scripts.amend_best(keys=[best_key], args=args)

@@ -16,6 +16,7 @@ import gzip
 import json
 import math
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import replace as replace_fields
 from pathlib import Path
 from typing import IO
@@ -75,8 +76,9 @@ def write_once(
         _write_synced(tmp, _gz(ordered))
         digest = sha256_of(tmp)
         if not data.exists():
-            _place(tmp, data)
-        elif sha256_of(data) != digest:
+            with suppress(ArchiveExists):  # placed meanwhile by a concurrent amendment
+                _place(tmp, data)
+        if sha256_of(data) != digest:
             raise ArchiveExists(
                 f"amendment file {data} already exists with other content: amendments are "
                 "write-once; nothing was written",
@@ -89,8 +91,9 @@ def write_once(
         template, count=len(ordered), score_sum=math.fsum(s for _, s in ordered), sha256=digest
     )
     if not manifest_path.exists():
-        _place_bytes(manifest_path, manifest.to_json().encode())
-    elif Manifest.load(manifest_path) != manifest:
+        with suppress(ArchiveExists):  # placed meanwhile by a concurrent amendment
+            _place_bytes(manifest_path, manifest.to_json().encode())
+    if Manifest.load(manifest_path) != manifest:
         raise ArchiveExists(
             f"amendment manifest {manifest_path} already exists with other content: "
             "amendments are write-once; nothing was written",
