@@ -18,12 +18,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 from worker_support import Sim, dump_db, load_db, local, season_settings, today, toml_text
 
 from seasons import Seasons
+from seasons.cli import CliState, cli
 from seasons.errors import NoReward
 from seasons.http.app import create_app
 from seasons.manifest import Manifest, sha256_of
@@ -459,3 +461,25 @@ def test_concurrent_bans_on_one_board_end_in_a_version_with_both(sim: Sim) -> No
     finally:
         for a in apps:
             a.close()
+
+
+def test_the_cli_answers_the_effective_view(sim: Sim) -> None:
+    """`seasons claim` and `seasons rewards` after a ban: the upgrade, the void claim, and
+    exit status 3 for the banned member's unclaimed reward."""
+    runner = CliRunner()
+
+    def run(*args: str) -> Any:
+        return runner.invoke(cli, list(args), obj=CliState(clock=sim.clock, settings=sim.settings))
+
+    assert run("claim", "kills", "m2", "--season", "S1").exit_code == 0
+    assert run("claim", "kills", "m1", "--season", "S1").exit_code == 0
+    assert run("ban", "m1", "--reason", "cheating").exit_code == 0
+    up = run("claim", "kills", "m2", "--season", "S1", "--json")
+    assert json.loads(up.output)["upgrade"] is True and json.loads(up.output)["reward"] == "gold"
+    kept = run("claim", "kills", "m1", "--season", "S1")
+    assert kept.exit_code == 0 and "void" in kept.output
+    assert run("unhide", "m1", "--reason", "appeal").exit_code == 0
+    assert run("hide", "m3", "--reason", "suspect").exit_code == 0
+    assert run("claim", "kills", "m3", "--season", "S1").exit_code == 3
+    read = run("rewards", "kills", "--season", "S1", "--member", "m4", "--json")
+    assert json.loads(read.output)["reward"] == "silver"

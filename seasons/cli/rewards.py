@@ -35,6 +35,8 @@ def _rows_table(title: str, rows: list[MemberReward]) -> Table:
         table.add_column(name, justify="right" if name in ("rank", "score") else "left")
     for r in rows:
         claimed = r.claimed_at if r.claimed_at is not None else "no"
+        if r.void:  # an amended season's member hidden or banned since: its claim kept
+            claimed += " (void)"
         table.add_row(str(r.rank), r.member, fmt_score(r.score), r.reward or "-", claimed)
     return table
 
