@@ -5,10 +5,11 @@ files), never changed. When a member is hidden, banned or made visible on a boar
 of the board archived within ``rewards.amend_days`` of its close gets a new version of its
 results if they now differ from the latest: the standings at the close (the public archive and
 its twin, the members hidden then) without the members hidden or banned now, ranks closed up by
-the board's tie rule, the board's tiers applied again. Version ``n`` is the hash
-``keys.amended(B, S, n)`` and the files ``<S>.amend-<n>.jsonl.gz`` + ``<S>.amend-<n>.manifest
-.json`` (write-once, verified like the close's). Each member's effective result is the best it
-had in any version (``keys.best``): no honest member loses; :mod:`seasons.rewards` reads it.
+the board's tie rule, the tiers of the close applied again. Version ``n`` is the hash
+``keys.amended(B, S, n)`` and the files ``<S>.amend-<n>.jsonl.gz`` and its manifest
+(write-once, verified like the close's: :mod:`seasons.amend_files`). Each member's effective
+result is the best it had in any version (``keys.best``): no honest member loses;
+:mod:`seasons.rewards` reads it.
 
 The amendment is resumable: its version is fixed by a marker in the board's state hash
 (``amend:<S>`` -> n) before anything is written, every step is idempotent, and the marker

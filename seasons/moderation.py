@@ -224,8 +224,9 @@ def _json(value: Any) -> str:
 
 class Moderator:
     """:class:`Moderation` with what follows each change: one audit entry per action of a
-    call (naming the boards it changed) and one lifecycle event per board whose state
-    changed."""
+    call (naming the boards it changed), one lifecycle event per board whose state changed,
+    and the amendment of the results of each such board's seasons closed lately
+    (:mod:`seasons.amend`)."""
 
     def __init__(
         self, moderation: Moderation, audit: Audit, lifecycle: Lifecycle,

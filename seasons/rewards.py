@@ -8,6 +8,12 @@ HSETNX into ``keys.claims``, so that of any number of claims of one reward, conc
 not, exactly one records it and every one answers the same reward and time. A claim that
 answers ``already_claimed`` false is first appended to the season's claims log on disk
 (:mod:`seasons.claimlog`), which ``seasons restore`` loads back after a data loss.
+
+A season whose results were amended after a late ban (:mod:`seasons.amend`) answers its
+effective view: each member's best result over the versions (``keys.best``), a member hidden
+or banned now without reward (its claim, if any, kept and flagged ``void``), and a better
+reward claimable once more after a first claim (``upgrade``; logged apart, to
+``<S>.upgrades.jsonl``).
 """
 
 from __future__ import annotations
