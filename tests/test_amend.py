@@ -24,11 +24,12 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 from worker_support import Sim, dump_db, load_db, local, season_settings, today, toml_text
 
-from seasons import Seasons
+from seasons import Seasons, catalog
 from seasons.cli import CliState, cli
-from seasons.errors import NoReward
+from seasons.errors import ArchiveExists, ArchiveRejected, NoReward
 from seasons.http.app import create_app
 from seasons.manifest import Manifest, sha256_of
+from seasons.restore import Restorer
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
@@ -483,3 +484,23 @@ def test_the_cli_answers_the_effective_view(sim: Sim) -> None:
     assert run("claim", "kills", "m3", "--season", "S1").exit_code == 3
     read = run("rewards", "kills", "--season", "S1", "--member", "m4", "--json")
     assert json.loads(read.output)["reward"] == "silver"
+
+
+def test_amendment_files_are_write_once_and_no_archives(sim: Sim, r, tmp_path: Path) -> None:
+    app = sim.app
+    app.moderate("m1", "banned", reason="cheating")
+    folder = tmp_path / "archive" / "seasons" / "kills"
+    data = folder / "S1.amend-2.jsonl.gz"
+    written = data.read_bytes()
+    # Redis forgets version 2 while its file stays: another version 2 is refused, not written.
+    r.hdel("seasons:{kills}:state", "amended:S1")
+    r.delete("seasons:{kills}:amended:S1:2")
+    with pytest.raises(ArchiveExists):
+        app.moderate("m2", "banned", reason="cheating")
+    assert data.read_bytes() == written
+    # Restore leaves them out (--all) and refuses one by name; listings show the season once.
+    restorer = Restorer(app.client, app.settings, app.keys)
+    assert data not in restorer.files()[0]
+    with pytest.raises(ArchiveRejected):
+        restorer.check(data, sim.clock())
+    assert set(catalog._archives(app.settings, "kills")) == {"S1"}
