@@ -504,3 +504,44 @@ def test_amendment_files_are_write_once_and_no_archives(sim: Sim, r, tmp_path: P
     with pytest.raises(ArchiveRejected):
         restorer.check(data, sim.clock())
     assert set(catalog._archives(app.settings, "kills")) == {"S1"}
+
+
+TIED = {"a": 50.0, "b": 40.0, "c": 40.0, "d": 30.0, "e": 30.0, "f": 20.0}
+
+
+def model_ranks(scores: dict[str, float], hidden: set[str], rule: str) -> dict[str, int]:
+    """Ranks of the members not hidden, best first, by the tie rule (equal reach times:
+    member order, as every event came in one batch; ``member``: Redis's order of a
+    descending board, member bytes reversed)."""
+    ranked = sorted((m for m in scores if m not in hidden), key=lambda m: (-scores[m], m))
+    if rule == "member":
+        ranked = sorted(ranked, key=lambda m: (scores[m], m), reverse=True)
+    out: dict[str, int] = {}
+    for i, m in enumerate(ranked):
+        better = {scores[x] for x in ranked[:i] if scores[x] > scores[m]}
+        if rule == "shared":
+            out[m] = 1 + sum(1 for x in ranked if scores[x] > scores[m])
+        elif rule == "dense":
+            out[m] = 1 + len(better)
+        else:
+            out[m] = i + 1
+    return out
+
+
+@pytest.mark.parametrize("rule", ["shared", "dense", "earliest", "member"])
+def test_ranks_close_up_by_the_tie_rule(settings_factory, r, tmp_path: Path, rule: str) -> None:
+    boards = {"kills": {"aggregate": "max", "ties": rule, "rewards": TIERS}}
+    settings = season_settings(settings_factory, tmp_path / "archive", boards=boards)
+    s = Sim(settings, seed=3)
+    try:
+        s.clock.set(local(today(), 9))
+        s.app.submit_many([{"board": "kills", "member": m, "value": v} for m, v in TIED.items()])
+        s.clock.set(local(today() + timedelta(days=8), 1.25))
+        s.worker.tick(s.clock())
+        s.app.moderate("b", "banned", reason="cheating")
+        stored = s.app.amender._hash(s.app.amender.version_key("kills", "S1", 2))
+        assert {m: json.loads(v)["rank"] for m, v in stored.items()} == model_ranks(
+            TIED, {"b"}, rule
+        )
+    finally:
+        s.close()
