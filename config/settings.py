@@ -705,6 +705,13 @@ class AuditSettings(_Section):
     max_len: int = Field(default=100_000, ge=1, le=100_000_000)
 
 
+class RewardsSettings(_Section):
+    # A season's results are amended (seasons.amend, docs/fair-play.md) when a member is
+    # hidden, banned or made visible within this many days of the season's close; later
+    # changes leave them as they stand.
+    amend_days: int = Field(default=14, ge=0, le=3660)
+
+
 class Settings(BaseSettings):
     """All of Seasons' configuration. Build it with :func:`load_settings`."""
 
@@ -733,6 +740,7 @@ class Settings(BaseSettings):
     hooks: tuple[HookSettings, ...] = ()
     lifecycle: LifecycleSettings = LifecycleSettings()
     audit: AuditSettings = AuditSettings()
+    rewards: RewardsSettings = RewardsSettings()
 
     @field_validator("hooks")
     @classmethod

@@ -33,6 +33,7 @@ from typing import Any
 
 from seasons import calendar
 from seasons import windows as win
+from seasons.amend import Amender
 from seasons.archives import Archives, snapshot_id
 from seasons.config.settings import SeasonSpan, Settings
 from seasons.connection import RedisClient
@@ -99,6 +100,8 @@ class Closes:
         self.clock = clock
         self.lifecycle = Lifecycle(client, keys, settings)
         self.results = Results(client, archives.standings, keys)
+        # Amendments of results cut off by a crash are finished by each catch-up.
+        self.amender = Amender(client, archives, keys, self.lifecycle, checkpoint)
 
     # --- what is due --------------------------------------------------------------------
 
@@ -125,6 +128,8 @@ class Closes:
     def catch_up(self, now: datetime) -> int:
         """Run every due close in order; stop at one another worker holds. Returns how many
         closes ran (or were found finished)."""
+        for board in sorted(self.settings.boards):
+            self.amender.resume(board, now)
         through = self.through(now)
         done = 0
         oldest = calendar.local_day(now - self.settings.retention, self.settings.zone)

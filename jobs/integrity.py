@@ -41,7 +41,7 @@ from seasons.errors import ArchiveError
 from seasons.files import atomic_write
 from seasons.keys import Keys
 from seasons.lifecycle import EventType, Lifecycle, event_id
-from seasons.manifest import Manifest
+from seasons.manifest import Manifest, is_amendment
 
 log = logging.getLogger(__name__)
 
@@ -245,6 +245,8 @@ class Integrity:
             folder = archive_dir(self.settings, board)
             if folder.is_dir():
                 for path in sorted(folder.glob(f"*{MANIFEST_SUFFIX}")):
+                    if is_amendment(path.name):
+                        continue  # amended results (seasons.amend): no archive key of theirs
                     found.append((board, path.name[: -len(MANIFEST_SUFFIX)], path))
         missing = []
         for board, archive_id, path in found:

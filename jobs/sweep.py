@@ -36,6 +36,7 @@ from typing import Any
 
 from seasons import calendar, claimlog, ties
 from seasons import windows as win
+from seasons.amend import Amender
 from seasons.archives import Archives
 from seasons.config.settings import Settings
 from seasons.connection import RedisClient, scan_keys
@@ -54,7 +55,7 @@ META_SLICE = 200
 # Kinds that never expire (besides the keys of a window that never ends: alltime).
 NO_TTL = {
     "archive", "results", "claims", "base", "meta", "state", "job", "marker", "safe_mode",
-    "lifecycle", "audit", "moderation",
+    "lifecycle", "audit", "moderation", "amended", "best", "upgrades",
 }  # fmt: skip
 TMP_TTL = timedelta(hours=1)
 # The sorted sets of a board: a member on one of them keeps its metadata, and erasure
@@ -234,6 +235,7 @@ class Sweeper:
         if (problem := member_problem(member, stored=True)) is not None:
             raise problem
         report: dict[str, Any] = {"member": member, "boards": {}}
+        lifecycle = Lifecycle(self.client, self.keys, self.settings)
         for board in sorted(self.settings.boards):
             zsets = self.board_zsets(board)
             # Its reach times go with it; the report names the boards it was on.
@@ -252,10 +254,17 @@ class Sweeper:
             on = [zsets[int(i) - 2] for i in reply[1:] if int(i) - 2 < len(zsets)]
             moderation = len(keys) in {int(i) for i in reply[1:]}
             rewritten = []
+            amender = Amender(self.client, self.archives, self.keys, lifecycle)
             for key in on:
                 parsed = self.keys.parse(key)
+                if parsed is not None and parsed.kind == "hidden":
+                    kind, _, season = parsed.ident.partition(":")
+                    if kind == "archive":  # hidden at the close: on amended versions only
+                        rewritten += amender.forget(board, season, member)
+                    continue
                 if parsed is None or parsed.kind != "archive":
                     continue
+                rewritten += amender.forget(board, parsed.ident, member)
                 # Its result and its claim go too (seasons.results, seasons.rewards); the
                 # others' ranks, rewards and claims stand.
                 self.client.hdel(self.keys.results(board, parsed.ident), member)
@@ -275,7 +284,7 @@ class Sweeper:
                     "held": held, "moderation": moderation,
                 }  # fmt: skip
         # The lifecycle events that name it (a moderation's): their data and ids hold its id.
-        report["lifecycle"] = Lifecycle(self.client, self.keys, self.settings).forget(member)
+        report["lifecycle"] = lifecycle.forget(member)
         return report
 
     def _distinct_sets(self, board: str, zsets: list[str]) -> dict[str, str]:

@@ -8,6 +8,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from seasons.amend import Amender, Amendment
+from seasons.archives import Archives
 from seasons.audit import DEFAULT_ACTOR, Audit, Note
 from seasons.backend import Backend
 from seasons.clock import Clock, system_clock
@@ -82,9 +84,15 @@ class Seasons:
         # held events through the same append).
         self.audit_trail = Audit(self.client, self.keys, settings)
         self._held = Held(self.writes)
+        lifecycle = Lifecycle(self.client, self.keys, settings)
+        # Results amended after a late ban (seasons.amend): run by each moderation change.
+        self.amender = Amender(
+            self.client, Archives(self.client, self.scripts, settings, self.keys), self.keys,
+            lifecycle,
+        )  # fmt: skip
         self._moderator = Moderator(
             Moderation(self.client, self.scripts, settings, self.keys), self.audit_trail,
-            Lifecycle(self.client, self.keys, settings),
+            lifecycle, self.amender,
         )  # fmt: skip
 
     @classmethod
@@ -231,6 +239,12 @@ class Seasons:
         return self._moderator.moderate(
             member, state, mode=mode, boards=boards, reason=reason, note=note, now=self.clock()
         )
+
+    def resume_amendments(self) -> list[Amendment]:
+        """Finish the amendments of results cut off by a crash, on every board
+        (seasons.amend); the next moderation call on a board does it too."""
+        now = self.clock()
+        return [a for b in sorted(self.settings.boards) for a in self.amender.resume(b, now)]
 
     def moderation(self, member: str, *, boards: Iterable[str] | None = None) -> MemberModeration:
         """``member``'s state, mode, reason, time and actor on each board (default: all)."""

@@ -21,6 +21,7 @@ from seasons.connection import RedisClient
 from seasons.errors import ArchiveError
 from seasons.files import MANIFEST_MAX, open_regular
 from seasons.keys import SEASON_ARCHIVED, SEASON_CLOSING, STATE_SEASON, Keys
+from seasons.manifest import is_amendment
 
 # A cycle of seasons never ends: list this many before the current one, and the next.
 SEASONS_LISTED = 24
@@ -229,6 +230,8 @@ def _archives(settings: Settings, board: str) -> dict[str, ArchiveInfo]:
         return {}
     out = {}
     for path in sorted(folder.glob("*.manifest.json")):
+        if is_amendment(path.name):
+            continue  # amended results (seasons.amend): not an archive of their own
         season = path.name[: -len(".manifest.json")]
         out[season] = _manifest(path, season)
     return out

@@ -33,6 +33,7 @@ from seasons.errors import ClaimsLogUnavailable
 from seasons.files import atomic_write, fsync_dir, open_regular
 
 CLAIMS_SUFFIX = ".claims.jsonl"
+UPGRADES_SUFFIX = ".upgrades.jsonl"
 FIELDS = ("board", "season", "member", "reward", "rank", "claim_id", "claimed_at")
 # A claim's line is well under this (members, claim ids <= 128 bytes, rewards <= 256): one
 # write of it is appended whole, also on filesystems that split larger writes.
@@ -43,6 +44,12 @@ _OPEN_FLAGS = os.O_RDWR | os.O_APPEND | os.O_CLOEXEC
 def log_path(settings: Settings, board: str, season: str) -> Path:
     """Where the claims of ``season`` on ``board`` are logged."""
     return archive_dir(settings, board) / f"{season}{CLAIMS_SUFFIX}"
+
+
+def upgrades_path(settings: Settings, board: str, season: str) -> Path:
+    """Where the upgrade claims of an amended season are logged (seasons.amend): apart from
+    the claims log, which restore checks against the results of the close."""
+    return archive_dir(settings, board) / f"{season}{UPGRADES_SUFFIX}"
 
 
 def beside(data_file: Path, season: str) -> Path:

@@ -152,6 +152,23 @@ class Keys:
     def claims(self, board: str, season_id: str) -> str:
         return f"{self._board(board)}:claims:{season_id}"
 
+    # Results amended after a late ban (seasons.amend, docs/fair-play.md), no TTL: version
+    # n >= 2 of a season's results, as the results hash (member -> JSON {"rank", "score",
+    # "reward"}, "" -> its summary, written last); version 1 is ``results`` itself.
+    def amended(self, board: str, season_id: str, version: int) -> str:
+        return f"{self._board(board)}:amended:{season_id}:{version}"
+
+    # The best result of each member over every version of an amended season (member -> JSON
+    # {"rank", "score", "reward", "version"}), no TTL: what reads and claims answer once the
+    # season has a version 2. Merged after each version (monotone: never worse).
+    def best(self, board: str, season_id: str) -> str:
+        return f"{self._board(board)}:best:{season_id}"
+
+    # Upgrade claims of an amended season, no TTL: member -> JSON of its latest upgrade claim
+    # {"claimed_at", "reward", "rank", "claim_id", "upgrade": true} (seasons/lua/claim.lua).
+    def upgrades(self, board: str, season_id: str) -> str:
+        return f"{self._board(board)}:upgrades:{season_id}"
+
     # Public: the lifecycle stream (XADD, bounded MAXLEN): each event once, its stable id in
     # its fields; apps read it with consumer groups.
     def lifecycle(self) -> str:
@@ -264,6 +281,9 @@ STATE_FOLDED = "folded:"  # + window: the last day folded into that window's bas
 # + window: the first day whose key expired before it was folded. The base lacks it for
 # good, so the board can no longer be recomputed (it stays as the write-through left it).
 STATE_GAP = "gap:"
+# + season id: the version an unfinished amendment is writing (seasons.amend), until it is done
+STATE_AMEND = "amend:"
+STATE_AMENDED = "amended:"  # + season id: the latest version of its results (absent: 1)
 STATE_CLEARING = "clearing:"  # + run id: that clear's deletion is done (jobs/clear.py)
 SEASON_CLOSING = "closing"
 SEASON_ARCHIVED = "archived"

@@ -85,6 +85,11 @@ TYPES: dict[EventType, TypeSpec] = {
         "member_banned:{board}:{member}:{at}", ("board", "member", "mode", "at"),
         "a member is banned on a board (from visible or hidden)",
     ),
+    EventType.RESULTS_AMENDED: TypeSpec(
+        "results_amended:{board}:{season}:{version}", ("season", "board", "version", "changed"),
+        "a board's season results got a new version after a late moderation change "
+        "(changed: members whose result differs from the version before)",
+    ),
 }  # fmt: skip
 
 

@@ -24,6 +24,16 @@ from seasons.errors import ArchiveError
 from seasons.events import shown
 from seasons.files import MANIFEST_MAX, open_regular
 
+# In the names of the files of amended results (seasons.amend): ``<S>.amend-<n>.jsonl.gz`` and
+# its manifest. They sit beside the archives but are none: listings and restore leave them out.
+AMEND_MARK = ".amend-"
+
+
+def is_amendment(name: str) -> bool:
+    """Whether a file name in an archive folder is an amendment's, not a season archive's."""
+    return AMEND_MARK in name
+
+
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _SEASON = re.compile(r"[A-Za-z0-9_-]{1,64}(@[A-Za-z0-9]{1,32})?")  # S, or a snapshot S@<ts>
 

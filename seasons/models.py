@@ -255,6 +255,10 @@ class MemberReward(BaseModel):
     claimed: bool
     claimed_at: str | None = Field(description="The first claim's time, ISO 8601 UTC")
     provisional: bool
+    void: bool = Field(
+        default=False,
+        description="Hidden or banned now on an amended season: its claim is kept, flagged",
+    )
 
 
 class RewardsPage(BaseModel):
@@ -281,6 +285,13 @@ class Claim(BaseModel):
     reward: str
     claimed_at: str = Field(description="The first claim's time, ISO 8601 UTC")
     already_claimed: bool
+    upgrade: bool = Field(
+        default=False,
+        description="The better reward of an amended season, claimed after a first claim",
+    )
+    void: bool = Field(
+        default=False, description="Hidden or banned now: the claim is kept, flagged void"
+    )
 
 
 class AuditEntry(BaseModel):

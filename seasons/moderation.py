@@ -21,6 +21,7 @@ from typing import Any, Literal, cast
 
 from seasons import calendar, ties
 from seasons import windows as win
+from seasons.amend import Amender
 from seasons.audit import Audit, Note
 from seasons.clock import utc_text
 from seasons.config.settings import Settings
@@ -223,13 +224,18 @@ def _json(value: Any) -> str:
 
 class Moderator:
     """:class:`Moderation` with what follows each change: one audit entry per action of a
-    call (naming the boards it changed) and one lifecycle event per board whose state
-    changed."""
+    call (naming the boards it changed), one lifecycle event per board whose state changed,
+    and the amendment of the results of each such board's seasons closed lately
+    (:mod:`seasons.amend`)."""
 
-    def __init__(self, moderation: Moderation, audit: Audit, lifecycle: Lifecycle):
+    def __init__(
+        self, moderation: Moderation, audit: Audit, lifecycle: Lifecycle,
+        amender: Amender | None = None,
+    ):  # fmt: skip
         self.moderation = moderation
         self.audit = audit
         self.lifecycle = lifecycle
+        self.amender = amender
 
     def moderate(
         self, member: Any, state: Any, *, mode: Any, boards: Any, reason: Any, note: Note,
@@ -255,6 +261,14 @@ class Moderator:
                 before={b.board: _summary(b.before) for b in done},
                 after={b.board: _summary(b.after) for b in done},
             )  # fmt: skip
+        if self.amender is not None:
+            # The seasons closed lately get new results (seasons.amend), after the audit entry
+            # and events; an amendment cut off before is finished first.
+            for b in change.boards:
+                if b.before.state != b.after.state:
+                    self.amender.after_change(b.board, now)
+                else:
+                    self.amender.resume(b.board, now)
         return change
 
     def status(self, member: Any, boards: Any = None) -> MemberModeration:

@@ -64,7 +64,7 @@ from seasons.errors import (
 from seasons.files import open_regular
 from seasons.keys import SEASON_ARCHIVED, STATE_SEASON, Keys
 from seasons.lifecycle import EventType, Lifecycle, event_id, run_stamp
-from seasons.manifest import Manifest, sha256_read
+from seasons.manifest import Manifest, is_amendment, sha256_read
 from seasons.results import Results
 from seasons.scripts import Scripts
 from seasons.standings import (
@@ -169,6 +169,12 @@ class Restorer:
         file = Path(file)
         if not file.name.endswith(DATA_SUFFIX):
             raise rejected(file, f"an archive file's name ends with {DATA_SUFFIX}")
+        if is_amendment(file.name):
+            raise rejected(
+                file,
+                "it is a file of amended results (seasons.amend), not a season's archive: "
+                "restore the season's <season>.jsonl.gz",
+            )
         stem = file.name[: -len(DATA_SUFFIX)]
         try:
             manifest = Manifest.load(file.with_name(stem + MANIFEST_SUFFIX), inside=inside)
@@ -404,7 +410,9 @@ class Restorer:
         for board in sorted(self.settings.boards):
             folder = archive_dir(self.settings, board)
             if folder.is_dir():
-                found += sorted(folder.glob(f"*{DATA_SUFFIX}"))
+                found += sorted(
+                    p for p in folder.glob(f"*{DATA_SUFFIX}") if not is_amendment(p.name)
+                )
         root = self.settings.archive.dir / self.settings.namespace
         others = (
             sorted(

@@ -8,6 +8,12 @@ HSETNX into ``keys.claims``, so that of any number of claims of one reward, conc
 not, exactly one records it and every one answers the same reward and time. A claim that
 answers ``already_claimed`` false is first appended to the season's claims log on disk
 (:mod:`seasons.claimlog`), which ``seasons restore`` loads back after a data loss.
+
+A season whose results were amended after a late ban (:mod:`seasons.amend`) answers its
+effective view: each member's best result over the versions (``keys.best``), a member hidden
+or banned now without reward (its claim, if any, kept and flagged ``void``), and a better
+reward claimable once more after a first claim (``upgrade``; logged apart, to
+``<S>.upgrades.jsonl``).
 """
 
 from __future__ import annotations
@@ -85,18 +91,33 @@ class Rewards:
     def member(self, board: str, season: str, member: str) -> MemberReward:
         """``member``'s result and claim; :class:`NoResult` when it has none."""
         self._check(board, season, member)
-        results, claims = self.b.keys.results(board, season), self.b.keys.claims(board, season)
+        keys = self.b.keys
+        results, claims = keys.results(board, season), keys.claims(board, season)
         pipe = self.b.client.pipeline(transaction=False)
         pipe.hmget(results, [SUMMARY, member])
         pipe.hget(claims, member)
-        (summary_text, result), claim = pipe.execute()
+        pipe.hget(keys.best(board, season), member)
+        pipe.exists(keys.best(board, season))
+        pipe.hexists(keys.moderation(board), member)
+        (summary_text, result), claim, best, amended, hidden = pipe.execute()
         summary = self._summary(board, season, summary_text)
+        void = False
+        if amended:  # the effective view: the best of every version (seasons.amend)
+            result = best
+            if hidden and claim is None:
+                raise NoReward(
+                    f"member {member!r} has no reward in season {season!r} on board "
+                    f"{board!r} (void: it is hidden or banned)",
+                    {"board": board, "season": season, "member": member},
+                )
+            void = bool(hidden)
         if result is None:
             raise NoResult(
                 f"member {member!r} has no result in season {season!r} on board {board!r}",
                 {"board": board, "season": season, "member": member},
             )
-        return _member_reward(board, season, member, result, claim, summary["provisional"])
+        out = _member_reward(board, season, member, result, claim, summary["provisional"])
+        return out.model_copy(update={"void": void}) if void else out
 
     def page(self, board: str, season: str, *, offset: int, limit: int) -> RewardsPage:
         """A page of the results in the order of the season's archive (best first, ties as
@@ -108,17 +129,23 @@ class Rewards:
         # where sorting the results hash would read all of it.
         page = self.run(self.reads.page(board, "season", season, limit=limit, offset=offset))
         members = [e.member for e in page.entries]
-        entries = []
+        entries: list[MemberReward] = []
         if members:
             pipe = self.b.client.pipeline(transaction=False)
+            best = self.b.keys.best(board, season)
             pipe.hmget(results, members)
             pipe.hmget(claims, members)
-            found, claimed = pipe.execute()
-            entries = [
-                _member_reward(board, season, m, r, c, summary["provisional"])
-                for m, r, c in zip(members, found, claimed, strict=True)
-                if r is not None
-            ]
+            pipe.exists(best)
+            pipe.hmget(best, members)
+            pipe.hmget(self.b.keys.moderation(board), members)
+            found, claimed, amended, bests, hidden = pipe.execute()
+            if amended:  # the effective view (seasons.amend): best results, void flags
+                found = bests
+            for m, r, c, h in zip(members, found, claimed, hidden, strict=True):
+                if r is None or (amended and h is not None and c is None):
+                    continue
+                e = _member_reward(board, season, m, r, c, summary["provisional"])
+                entries.append(e.model_copy(update={"void": True}) if amended and h else e)
         return RewardsPage(
             season=season, board=board, offset=offset, limit=limit, total=summary["total"],
             summary=self._summarised(board, season, summary), entries=entries,
@@ -156,7 +183,9 @@ class Rewards:
         stands in Redis: resend with the same ``claim_id``)."""
         self._check(board, season, member)
         claim_id = new_batch_id() if claim_id is None else check_batch_id(claim_id, "claim_id")
-        keys = [self.b.keys.results(board, season), self.b.keys.claims(board, season)]
+        k = self.b.keys
+        keys = [k.results(board, season), k.claims(board, season), k.best(board, season),
+                k.upgrades(board, season), k.moderation(board)]  # fmt: skip
         status, *rest = self._run(
             keys, [member, utc_text(self.b.clock(), "microseconds"), claim_id]
         )
@@ -176,6 +205,12 @@ class Rewards:
                 {**where, "member": member},
             )
         result, stored = json.loads(rest[0]), json.loads(rest[1])
+        if status == "upgraded":  # logged apart: restore loads the close's claims only
+            logged = claimlog.LoggedClaim(
+                board=board, season=season, member=member, reward=stored["reward"],
+                rank=stored["rank"], claim_id=stored["claim_id"], claimed_at=stored["claimed_at"],
+            )  # fmt: skip
+            claimlog.append(claimlog.upgrades_path(self.b.settings, board, season), logged)
         if status == "claimed":
             # What an app pays out on must outlive Redis: logged, fsynced, before it is
             # answered (a resend with the same claim id logs it again, and answers).
@@ -187,7 +222,8 @@ class Rewards:
         return Claim(
             season=season, board=board, member=member, rank=stored["rank"],
             score=result["score"], reward=stored["reward"], claimed_at=stored["claimed_at"],
-            already_claimed=status == "already",
+            already_claimed=status in ("already", "upgrade_already", "void"),
+            upgrade=status in ("upgraded", "upgrade_already"), void=status == "void",
         )  # fmt: skip
 
     def _run(self, keys: list[str], args: list[str]) -> list[Any]:

@@ -37,6 +37,7 @@ class EventType(StrEnum):
     MEMBER_HIDDEN = "member_hidden"
     MEMBER_UNHIDDEN = "member_unhidden"
     MEMBER_BANNED = "member_banned"
+    RESULTS_AMENDED = "results_amended"
 
 
 def parse_ranks(text: str) -> tuple[int, int]:

@@ -242,6 +242,7 @@ def test_concurrent_claims_over_http(
     assert first == {
         "season": SEASON, "board": "kills", "member": "p02", "rank": 3, "score": 97.5,
         "reward": "silver", "claimed_at": first["claimed_at"], "already_claimed": False,
+        "upgrade": False, "void": False,
     }  # fmt: skip
 
 

@@ -35,6 +35,8 @@ def _rows_table(title: str, rows: list[MemberReward]) -> Table:
         table.add_column(name, justify="right" if name in ("rank", "score") else "left")
     for r in rows:
         claimed = r.claimed_at if r.claimed_at is not None else "no"
+        if r.void:  # an amended season's member hidden or banned since: its claim kept
+            claimed += " (void)"
         table.add_row(str(r.rank), r.member, fmt_score(r.score), r.reward or "-", claimed)
     return table
 
@@ -110,4 +112,7 @@ def claim(
         print_json(done)
         return
     when = "already claimed at" if done.already_claimed else "claimed now, at"
-    click.echo(f"{member}: {done.reward} (rank {done.rank}) {when} {done.claimed_at}")
+    # An amended season (docs/fair-play.md): a better reward claimed after a first claim, or
+    # the kept claim of a member hidden or banned since.
+    flag = " [upgrade]" if done.upgrade else " [void: hidden or banned]" if done.void else ""
+    click.echo(f"{member}: {done.reward} (rank {done.rank}) {when} {done.claimed_at}{flag}")
