@@ -33,6 +33,7 @@ from seasons import Seasons
 from seasons.clock import ManualClock
 from seasons.config import Settings
 from seasons.http.app import create_app
+from seasons.jobs.registry import rollup_of
 from seasons.keys import Keys
 
 with warnings.catch_warnings():  # starlette's note about httpx vs httpx2; irrelevant here
@@ -584,3 +585,42 @@ def test_every_interface_answers_the_self_view_on_both_backends(
             assert got["history"] == [p.model_dump(mode="json") for p in history]
             # The public board: the visible members alone.
             assert triples(app.top(board, "day").entries) == want.ranked(want.visible)
+
+
+@hsettings(
+    deadline=None,
+    max_examples=30,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    board=st.sampled_from(sorted(BOARDS)),
+    events=EVENTS,
+    moderation=MODERATION,
+    later=EVENTS,
+    size=st.integers(1, 6),
+)
+def test_moderation_writes_rollups_and_unhide_end_to_end(
+    app: Seasons, clock: ManualClock, settings: Settings, r: redis.Redis,
+    board: str, events: list[Any], moderation: dict[str, tuple[str, str]], later: list[Any],
+    size: int,
+) -> None:  # fmt: skip
+    """The whole path, against the model of every member's events: members hidden or banned
+    by Seasons.moderate, more events written (a hidden member's kept aside, a banned one's
+    applied nowhere), the rollup job recomputing the rolled-up boards and their twins; every
+    public read is the visible members', every self-view its definition; made visible
+    again, each member has everything it earned, as if it had never been hidden."""
+    for key in list(r.scan_iter(match=app.keys.board_pattern(board), count=1000)):
+        r.delete(key)
+    model = Model(settings)
+    write(app, clock, model, board, events)
+    for member, (state, mode) in moderation.items():
+        app.moderate(member, state, mode=mode, boards=[board], reason="end to end")
+    banned = {m for m, (state, _) in moderation.items() if state == "banned"}
+    write(app, clock, model, board, [e for e in later if e[0] not in banned])
+    ignored = Model(settings)  # a banned member's events: acknowledged, applied nowhere
+    write(app, clock, ignored, board, [e for e in later if e[0] in banned])
+    rollup_of(app.backend).run(clock())
+    check_board(app, model, board, moderation, size)
+    for member in moderation:
+        app.moderate(member, "visible", boards=[board], reason="appeal")
+    check_board(app, model, board, {}, size)
