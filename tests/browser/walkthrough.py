@@ -633,6 +633,22 @@ def _fair_play(
     top = api.get(f"/v1/boards/{board}/season", params={"limit": 100}).json()
     leader = top["entries"][0]["member"]
     page.fill("#m-member", leader)
+    # Without a reason the API refuses (nothing changes): the page shows its code and message.
+    page.fill("#m-reason", "")
+    page.click("#m-hide")
+    page.wait_for_function(
+        "() => document.getElementById('admin-result').classList.contains('error')"
+    )
+    refused = api.put(f"/v1/admin/members/{leader}/moderation", headers=admin,
+                      json={"state": "hidden", "mode": "shadow", "reason": ""})  # fmt: skip
+    assert 400 <= refused.status_code < 500, refused.text
+    error = refused.json()
+    shown = page.locator("#admin-result").inner_text()
+    assert f"{error['error']} ({refused.status_code}): {error['message']}" in shown, shown
+    assert [
+        e["member"]
+        for e in api.get(f"/v1/boards/{board}/season", params={"limit": 100}).json()["entries"]
+    ] == [e["member"] for e in top["entries"]]
     page.fill("#m-reason", "web test: under review")
     page.click("#m-hide")
     _wait_admin(page, '"state": "hidden"')
