@@ -79,7 +79,11 @@ def test_every_page_feature_in_chromium(
     # kills also keeps a month board, laps does not: the window pickers follow each board.
     # apex (low is best) is first by name: the page must not open on it.
     boards = {**SETTINGS["boards"]}
-    boards["kills"] = {**boards["kills"], "windows": ["day", "week", "month", "season"]}
+    # kills holds a member's events after the fourth per hour, for the operator's review.
+    boards["kills"] = {
+        **boards["kills"], "windows": ["day", "week", "month", "season"],
+        "member_rate": {"events": 4, "per": "PT1H"},
+    }  # fmt: skip
     boards["apex"] = {"aggregate": "min", "order": "asc"}
     settings = settings_factory(
         **{**SETTINGS, "boards": boards},
@@ -103,6 +107,11 @@ def test_every_page_feature_in_chromium(
         with serving(create_app(settings, app=app)) as url:
             seen = walk(url + "/", SCREENSHOTS, write_token=WRITE_TOKEN, admin_token=ADMIN_TOKEN)
     assert seen.rewards == summaries
+    # Six events of one member at once on kills: the fifth and sixth were held, one of them
+    # approved and one rejected in the page; the leader hidden and made visible.
+    assert (seen.approved, seen.rejected) == (["fair-4"], ["fair-5"])
+    assert seen.hidden
+    assert seen.audit_actions[:4] == ["unhide", "hide", "held_reject", "held_approve"]
     assert seen.page_errors == []
     assert seen.failed_requests == []
     assert seen.offsite_requests == []  # /docs and the page load nothing from elsewhere

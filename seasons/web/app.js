@@ -423,10 +423,134 @@ async function admin(method, path, body, confirmText) {
     await refreshOps();
     await loadTop();
     if (state.member) await find(state.member);
+    return res;
   } catch (err) {
     out.textContent = `${method} ${path}\n${errorText(err)}`;
     out.classList.add("error");
+    return undefined;
   }
+}
+
+// --- operator view: fair play (held events, a member's moderation, the audit trail) -----------
+// Every call is an admin call with the tab's admin token; lists are loaded on the operator's
+// click (not on the 15 s refresh), and a decision's answer goes to the admin result box.
+
+const HELD_PAGE = 20, AUDIT_PAGE = 20;
+const fair = { heldNext: null, auditNext: null, loads: 0 };
+const adminGet = (path) => api("GET", path, { token: $("a-token").value.trim() });
+
+function heldRow(e) {
+  const decide = (action) => el("button", {
+    type: "button", class: action === "reject" ? "danger" : "", "data-action": action,
+    onclick: () => decideHeld(e.event_id, action),
+  }, action === "approve" ? "Approve" : "Reject");
+  return el("tr", { "data-event": e.event_id, title: `batch ${e.batch_id} · arrived ${fmtTime(new Date(e.arrived_at * 1000).toISOString(), { seconds: true })}` },
+    el("td", { class: "event-id" }, e.event_id), el("td", { class: "member" }, e.member),
+    el("td", { class: "num" }, fmtScore(e.value)), el("td", { class: "when" }, e.day),
+    el("td", { class: "held-reason" }, `${e.reason} (limit ${fmtScore(e.limit)})`),
+    el("td", { class: "decide" }, decide("approve"), decide("reject")));
+}
+
+// The first page (more = false) or the next one, appended.
+async function loadHeld(more = false) {
+  const board = $("board").value;
+  $("held-board").textContent = `on ${board}`;
+  const q = new URLSearchParams({ limit: HELD_PAGE });
+  if (more && fair.heldNext) q.set("after", fair.heldNext);
+  const body = $("held").tBodies[0];
+  try {
+    const page = await adminGet(`/v1/admin/boards/${enc(board)}/held?${q}`);
+    const rows = page.events.map(heldRow);
+    if (more) body.append(...rows); else body.replaceChildren(...rows);
+    fair.heldNext = page.next;
+    $("held-more").disabled = !page.next;
+    say("held-note", body.rows.length ? "" : `no event is held on ${board}`);
+  } catch (err) {
+    if (!more) body.replaceChildren();
+    $("held-more").disabled = true;
+    say("held-note", errorText(err), true);
+  }
+  $("held").dataset.loaded = String(++fair.loads);  // the browser test waits for a new value
+}
+
+async function decideHeld(eventId, action) {
+  const q = $("f-reason").value.trim() ? `?${new URLSearchParams({ reason: $("f-reason").value.trim() })}` : "";
+  await admin("POST", `/v1/admin/boards/${enc($("board").value)}/held/${enc(eventId)}/${action}${q}`);
+  await loadHeld();
+}
+
+function moderationRow(r) {
+  return el("tr", { "data-board": r.board, "data-state": r.state },
+    el("td", {}, r.board), el("td", { class: "mod-state" }, r.state), el("td", { class: "mod-mode" }, r.mode || "–"),
+    el("td", {}, r.reason || "–"), el("td", { class: "when", title: r.at || "" }, r.at ? fmtTime(r.at) : "–"),
+    el("td", {}, r.actor || "–"));
+}
+
+async function lookUpMember() {
+  const member = $("m-member").value.trim();
+  const body = $("moderation").tBodies[0];
+  if (!member) { body.replaceChildren(); return say("moderation-note", "member is required", true); }
+  try {
+    const got = await adminGet(`/v1/admin/members/${enc(member)}/moderation`);
+    body.replaceChildren(...got.boards.map(moderationRow));
+    say("moderation-note", `${got.member} · times in ${state.timezone}`);
+  } catch (err) {
+    body.replaceChildren();
+    say("moderation-note", errorText(err), true);
+  }
+}
+
+// Hide, ban or make visible, on the boards named (none: every board). The reason is the
+// API's to require: its message says what is missing.
+async function moderate(targetState) {
+  const member = $("m-member").value.trim();
+  if (!member) return say("moderation-note", "member is required", true);
+  const body = { state: targetState, mode: $("m-mode").value, reason: $("m-reason").value.trim() };
+  const boards = $("m-boards").value.split(",").map((b) => b.trim()).filter(Boolean);
+  if (boards.length) body.boards = boards;
+  const confirmText = targetState === "banned" ? `Ban ${member}? Their new scores will be applied nowhere.` : undefined;
+  await admin("PUT", `/v1/admin/members/${enc(member)}/moderation`, body, confirmText);
+  await lookUpMember();
+}
+
+function auditRow(e) {
+  const who = e.member === null ? (e.member_hash ? `hash ${e.member_hash.slice(0, 12)}…` : "–") : e.member;
+  return el("tr", { "data-id": e.stream_id, title: JSON.stringify({ before: e.before, after: e.after, request_id: e.request_id }) },
+    el("td", { class: "when", title: e.at }, fmtTime(e.at, { seconds: true })),
+    el("td", { class: "audit-action" }, e.action), el("td", {}, e.actor),
+    el("td", { class: "member" }, who), el("td", {}, e.boards.join(", ")), el("td", {}, e.reason || "–"));
+}
+
+// The newest entries (older = false), or the page older than the one shown.
+async function loadAudit(older = false) {
+  const q = new URLSearchParams({ limit: AUDIT_PAGE });
+  if ($("au-member").value.trim()) q.set("member", $("au-member").value.trim());
+  if ($("au-action").value) q.set("action", $("au-action").value);
+  if (older && fair.auditNext) q.set("after", fair.auditNext);
+  const body = $("audit").tBodies[0];
+  try {
+    const page = await adminGet(`/v1/admin/audit?${q}`);
+    body.replaceChildren(...page.entries.map(auditRow));
+    fair.auditNext = page.next;
+    $("au-older").disabled = !page.next;
+    say("audit-note", page.entries.length ? `times in ${state.timezone}` : "no audit entry");
+  } catch (err) {
+    body.replaceChildren();
+    $("au-older").disabled = true;
+    say("audit-note", errorText(err), true);
+  }
+  $("audit").dataset.loaded = String(++fair.loads);
+}
+
+// The audit filter's actions: the enum the server's schema declares for it (one table,
+// seasons.audit.ACTIONS), so the page never lists an action the server does not know.
+async function fillAuditActions() {
+  try {
+    const schema = await api("GET", "/openapi.json");
+    const param = schema.paths["/v1/admin/audit"].get.parameters.find((p) => p.name === "action");
+    const names = (param.schema.enum || (param.schema.anyOf || []).flatMap((s) => s.enum || []));
+    $("au-action").append(...names.map((a) => el("option", { value: a }, a)));
+  } catch (_) { /* no schema: the filter offers "any action" only */ }
 }
 
 // --- operator view: seasons and the worker's job runs ----------------------------------------
@@ -608,7 +732,10 @@ async function start() {
   fillWindows(saved.get("window"));
   fillPeriods(saved.get("period") || "current");
   describeBoard();
-  $("board").addEventListener("change", () => { fillWindows(); changed(true); });
+  $("board").addEventListener("change", () => {
+    fillWindows(); changed(true);
+    if ($("held").dataset.loaded) loadHeld();  // the held list follows the board once shown
+  });
   $("window").addEventListener("change", () => changed(true));
   $("period").addEventListener("change", () => changed(false));
   $("limit").addEventListener("change", () => changed(false));
@@ -626,6 +753,15 @@ async function start() {
     admin("POST", "/v1/admin/rebuild", body);
   });
   $("a-reset").addEventListener("click", () => admin("POST", "/v1/admin/demo/reset", {}, "Delete every board's data and seed the demo data set again?"));
+  $("held-form").addEventListener("submit", (ev) => { ev.preventDefault(); loadHeld(); });
+  $("held-more").addEventListener("click", () => loadHeld(true));
+  $("moderation-form").addEventListener("submit", (ev) => { ev.preventDefault(); lookUpMember(); });
+  $("m-hide").addEventListener("click", () => moderate("hidden"));
+  $("m-ban").addEventListener("click", () => moderate("banned"));
+  $("m-visible").addEventListener("click", () => moderate("visible"));
+  $("audit-form").addEventListener("submit", (ev) => { ev.preventDefault(); loadAudit(); });
+  $("au-older").addEventListener("click", () => loadAudit(true));
+  fillAuditActions();
   for (const id of ["s-token", "a-token"]) {  // kept for this tab only, never in the URL
     $(id).value = sessionStorage.getItem(id) || "";
     $(id).addEventListener("change", () => sessionStorage.setItem(id, $(id).value));

@@ -61,6 +61,12 @@ class Walk:
     contrast: dict[str, float] = field(default_factory=dict)  # "dark: Find" -> ratio
     # The rewards rows the operator view showed: (season, board, granted, claimed).
     rewards: list[tuple[str, str, int, int]] = field(default_factory=list)
+    # Fair play: the held events approved and rejected in the page, and the member hidden and
+    # made visible again (empty where the board holds nothing, e.g. a server without limits).
+    approved: list[str] = field(default_factory=list)
+    rejected: list[str] = field(default_factory=list)
+    hidden: str = ""
+    audit_actions: list[str] = field(default_factory=list)  # the audit rows' actions shown
 
 
 def _js_score(x: float) -> str:
@@ -156,6 +162,7 @@ def walk(
             # Before the demo reset, which clears job runs.
             seen.rewards = _operator_view(page, api, shot)
             seen.opened_on = _steps(page, api, shot, write_token, admin_token, reset)
+            _fair_play(page, api, shot, seen, write_token, admin_token)
             _chart_of_a_low_is_best_board(page, api, shot)
             _composite_parts(page, api, shot)
             _views(page, api, shot, seen)
@@ -530,6 +537,165 @@ def _steps(
         assert gone.status_code == 404, gone.text  # the reset removed what we submitted
         shot("reset")
     return board
+
+
+def _rows(page: Any, table: str, attr: str) -> list[str]:
+    return list(page.locator(f"#{table} tbody tr").evaluate_all(
+        f"rs => rs.map(r => r.dataset.{attr})"
+    ))  # fmt: skip
+
+
+def _load(page: Any, table: str, button: str) -> None:
+    """Click a fair-play list's button and wait for that table's answer (a new data-loaded)."""
+    before = page.locator(f"#{table}").get_attribute("data-loaded")
+    page.click(button)
+    page.wait_for_function(
+        "([t, b]) => (document.getElementById(t).dataset.loaded || '') !== b",
+        arg=[table, before or ""],
+    )
+
+
+def _wait_admin(page: Any, marker: str) -> str:
+    page.wait_for_function(
+        "m => document.getElementById('admin-result').textContent.includes(m)", arg=marker
+    )
+    text = page.locator("#admin-result").inner_text()
+    assert "error" not in (page.locator("#admin-result").get_attribute("class") or ""), text
+    return str(text)
+
+
+# A held event's row is gone from the page's list (its decision refreshed the list).
+_GONE = "e => ![...document.querySelectorAll('#held tbody tr')].some(r => r.dataset.event === e)"
+
+
+def _fair_play(
+    page: Any, api: httpx.Client, shot: Any, seen: Walk, write_token: str, admin_token: str
+) -> None:
+    """The operator view's fair play: a held event approved (the board then counts it) and
+    another rejected (it never does), a member hidden (gone from the top) and made visible
+    (back at its rank), and the audit trail listing those decisions, as the API has them."""
+    admin = {"Authorization": f"Bearer {admin_token}"} if admin_token else {}
+    board = api.get("/v1/boards").json()["default_board"]
+    page.select_option("#board", board)
+    page.select_option("#window", "season")
+    member, value, sent = "fair-tester", 7, 6
+    events = [{"board": board, "member": member, "value": value, "event_id": f"fair-{n}"}
+              for n in range(sent)]  # fmt: skip
+    got = api.post(
+        "/v1/scores",
+        json={"events": events},
+        headers={"Authorization": f"Bearer {write_token}"} if write_token else {},
+    )
+    assert got.status_code == 200, got.text
+    result = got.json()
+    mine = {e["event_id"] for e in result.get("held_events") or []}
+    held_url = f"/v1/admin/boards/{board}/held"
+
+    def listed() -> list[str]:
+        page_ = api.get(held_url, params={"limit": 20}, headers=admin).json()
+        return [e["event_id"] for e in page_["events"]]
+
+    def season_score() -> float | None:
+        entry = api.get(f"/v1/boards/{board}/season/members/{member}")
+        return entry.json()["score"] if entry.status_code == 200 else None
+
+    _load(page, "held", "#f-held-load")
+    assert _rows(page, "held", "event") == listed(), (
+        _rows(page, "held", "event"),
+        listed(),
+        result,
+    )
+    if len(mine) >= 2:
+        # The model: the member's season score is the value times the events applied.
+        assert season_score() == value * result["applied"] == value * (sent - len(mine))
+        approve, reject = sorted(mine)[:2]
+        page.fill("#f-reason", "web test: a real player")
+        page.locator(f"#held tr[data-event='{approve}'] button[data-action='approve']").click()
+        _wait_admin(page, '"applied": 1')
+        page.wait_for_function(
+            _GONE,
+            arg=approve,
+        )
+        assert season_score() == value * (result["applied"] + 1)
+        page.locator(f"#held tr[data-event='{reject}'] button[data-action='reject']").click()
+        _wait_admin(page, '"action": "reject"')
+        page.wait_for_function(
+            _GONE,
+            arg=reject,
+        )
+        assert season_score() == value * (result["applied"] + 1)  # a reject applies nothing
+        assert _rows(page, "held", "event") == listed()
+        assert approve not in listed() and reject not in listed()
+        seen.approved, seen.rejected = [approve], [reject]
+        shot("held-events", page.locator("#fair-section"))
+
+    # Hide the board's leader: gone from the API's top (the others close up), then back.
+    top = api.get(f"/v1/boards/{board}/season", params={"limit": 100}).json()
+    leader = top["entries"][0]["member"]
+    page.fill("#m-member", leader)
+    # Without a reason the API refuses (nothing changes): the page shows its code and message.
+    page.fill("#m-reason", "")
+    page.click("#m-hide")
+    page.wait_for_function(
+        "() => document.getElementById('admin-result').classList.contains('error')"
+    )
+    refused = api.put(f"/v1/admin/members/{leader}/moderation", headers=admin,
+                      json={"state": "hidden", "mode": "shadow", "reason": ""})  # fmt: skip
+    assert 400 <= refused.status_code < 500, refused.text
+    error = refused.json()
+    shown = page.locator("#admin-result").inner_text()
+    assert f"{error['error']} ({refused.status_code}): {error['message']}" in shown, shown
+    assert [
+        e["member"]
+        for e in api.get(f"/v1/boards/{board}/season", params={"limit": 100}).json()["entries"]
+    ] == [e["member"] for e in top["entries"]]
+    page.fill("#m-reason", "web test: under review")
+    page.click("#m-hide")
+    _wait_admin(page, '"state": "hidden"')
+    after = api.get(f"/v1/boards/{board}/season", params={"limit": 100}).json()
+    assert leader not in [e["member"] for e in after["entries"]]
+    assert after["total"] == top["total"] - 1
+    assert [e["member"] for e in after["entries"][:5]] == [
+        e["member"] for e in top["entries"][1:6]
+    ]  # fmt: skip
+    records = api.get(f"/v1/admin/members/{leader}/moderation", headers=admin).json()["boards"]
+    page.wait_for_function(
+        "s => [...document.querySelectorAll('#moderation tbody tr')].map(r => r.dataset.state)"
+        ".join() === s",
+        arg=",".join(r["state"] for r in records),
+    )
+    assert _rows(page, "moderation", "board") == [r["board"] for r in records]
+    assert "hidden" in [r["state"] for r in records]
+    shot("member-hidden", page.locator("#fair-section"))
+    page.click("#m-visible")
+    _wait_admin(page, '"state": "visible"')
+    back = api.get(f"/v1/boards/{board}/season", params={"limit": 100}).json()
+    assert back["entries"][:6] == top["entries"][:6] and back["total"] == top["total"]
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('#moderation tbody tr')]"
+        ".every(r => r.dataset.state === 'visible')"
+    )
+    seen.hidden = leader
+
+    # The audit trail, newest first, as the API pages it; filtered by action; older page.
+    _load(page, "audit", "#au-load")
+    newest = api.get("/v1/admin/audit", params={"limit": 20}, headers=admin).json()
+    assert _rows(page, "audit", "id") == [e["stream_id"] for e in newest["entries"]]
+    seen.audit_actions = page.locator("#audit td.audit-action").all_inner_texts()
+    assert seen.audit_actions == [e["action"] for e in newest["entries"]]
+    shot("audit", page.locator("#audit"))
+    page.select_option("#au-action", "hide")
+    _load(page, "audit", "#au-load")
+    hides = api.get("/v1/admin/audit", params={"limit": 20, "action": "hide"},
+                    headers=admin).json()  # fmt: skip
+    assert _rows(page, "audit", "id") == [e["stream_id"] for e in hides["entries"]]
+    page.select_option("#au-action", "")
+    _load(page, "audit", "#au-load")
+    if newest["next"]:
+        _load(page, "audit", "#au-older")
+        older = api.get("/v1/admin/audit", params={"limit": 20, "after": newest["next"]},
+                        headers=admin).json()  # fmt: skip
+        assert _rows(page, "audit", "id") == [e["stream_id"] for e in older["entries"]]
 
 
 def _chart_of_a_low_is_best_board(page: Any, api: httpx.Client, shot: Any) -> None:
