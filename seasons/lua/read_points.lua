@@ -160,22 +160,27 @@ if shape == 'climb' then
 end
 
 -- history
-local m, out, state, flagged = ARGV[5], {}, nil, {}
+local m, out, state, flagged, missed = ARGV[5], {}, nil, {}, {}
 for i = 1, (#KEYS - 2) / stride do
   local key, reach, twin, twin_reach = board(i)
   local rank, score = place(key, reach, m)
-  if not rank and twin then
-    -- Read once, at the first board that misses the member.
-    if state == nil then
-      state = redis.call('HGET', KEYS[2], m)
-      state = state and hidden().mode(state)
-    end
-    if state then
-      rank, score = hidden().view(ties, key, reach, twin, twin_reach, desc, cap, m, false)
-      if rank and state == 'open' then flagged[#flagged + 1] = i end
-    end
-  end
+  -- On a live public key, the member is visible now: a moderation moves it off every one.
+  if rank and twin then state = false end
+  if not rank and twin then missed[#missed + 1] = i end
   out[2 * i - 1], out[2 * i] = rank or false, score or false
+end
+-- Missing from every live board it was looked for on: its state, read once.
+if #missed > 0 and state == nil then
+  state = redis.call('HGET', KEYS[2], m)
+  state = state and hidden().mode(state)
+end
+if state then
+  for _, i in ipairs(missed) do
+    local key, reach, twin, twin_reach = board(i)
+    local rank, score = hidden().view(ties, key, reach, twin, twin_reach, desc, cap, m, false)
+    if rank and state == 'open' then flagged[#flagged + 1] = i end
+    out[2 * i - 1], out[2 * i] = rank or false, score or false
+  end
 end
 if #flagged > 0 then return {'places', out, 'hidden', flagged} end
 return {'places', out}
