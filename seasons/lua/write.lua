@@ -523,27 +523,21 @@ local function chunked(list, size, fn)
   for from = 1, #list, size do fn(unpack(list, from, math.min(from + size - 1, #list))) end
 end
 
--- The member and score of each of `members` on `key` (one ZMSCORE per 1000): member ->
--- Redis's text of its score, or false (not on the board).
-local function scores_of(key, members)
+-- What `command` (ZMSCORE, HMGET) answers for each of `names` on `key`, one call per 1000
+-- (unpack has a limit): name -> the value, or false (none).
+local function values_of(command, key, names)
   local out = {}
-  for from = 1, #members, 1000 do
-    local upto = math.min(from + 999, #members)
-    local got = redis.call('ZMSCORE', key, unpack(members, from, upto))
-    for i = from, upto do out[members[i]] = got[i - from + 1] or false end
+  for from = 1, #names, 1000 do
+    local upto = math.min(from + 999, #names)
+    local got = redis.call(command, key, unpack(names, from, upto))
+    for i = from, upto do out[names[i]] = got[i - from + 1] or false end
   end
   return out
 end
 
--- The same of a hash's fields: field -> its value, or false.
-local function scores_of_hash(key, fields)
-  local out = {}
-  for from = 1, #fields, 1000 do
-    local upto = math.min(from + 999, #fields)
-    local got = redis.call('HMGET', key, unpack(fields, from, upto))
-    for i = from, upto do out[fields[i]] = got[i - from + 1] or false end
-  end
-  return out
+-- Each of `members`' score on `key`: member -> Redis's text of it, or false (not there).
+local function scores_of(key, members)
+  return values_of('ZMSCORE', key, members)
 end
 
 -- With `standing`: where each event's member stands now on its group's board of that
@@ -647,7 +641,7 @@ if not check_only and redis.call('EXISTS', moderation) == 1 then
       list[#list + 1] = m
     end
   end
-  for m, text in pairs(scores_of_hash(moderation, list)) do
+  for m, text in pairs(values_of('HMGET', moderation, list)) do
     -- The records are Seasons' own JSON: its state is all this script needs of one.
     local st = text and cjson.decode(text).state or false
     state_of[m] = st
@@ -709,13 +703,7 @@ end
 local recorded = scores_of(events, id_list)  -- id -> when it was applied, or false
 -- Ids of events held (or held and decided since): seen, whatever the dedupe window says.
 local held_known = {}
-if held and not approve then
-  for from = 1, #id_list, 1000 do
-    local upto = math.min(from + 999, #id_list)
-    local got = redis.call('HMGET', held.record, unpack(id_list, from, upto))
-    for j = from, upto do held_known[id_list[j]] = got[j - from + 1] and true or nil end
-  end
-end
+if held and not approve then held_known = values_of('HMGET', held.record, id_list) end
 
 -- Holding (limits, docs/writes.md#held-events): decided per event in batch order, before its
 -- metadata is merged (a held event changes nothing). Not in check-only mode (nothing is
@@ -869,12 +857,7 @@ for i = 1, n do
     meta_members[#meta_members + 1] = m
   end
 end
-local stored_meta = {}  -- member -> its metadata JSON, or false
-for from = 1, #meta_members, 1000 do
-  local upto = math.min(from + 999, #meta_members)
-  local got = redis.call('HMGET', meta, unpack(meta_members, from, upto))
-  for j = from, upto do stored_meta[meta_members[j]] = got[j - from + 1] or false end
-end
+local stored_meta = values_of('HMGET', meta, meta_members)  -- member -> its JSON, or false
 
 -- What pass 1 found for the i-th event: a duplicate, the metadata text to write ('' to delete).
 local seen, merged_meta = {}, {}
@@ -1109,13 +1092,7 @@ local function prefetch_scores()
     end
   end
   for key, w in pairs(wanted) do
-    local known = {}
-    for from = 1, #w.list, 1000 do  -- unpack has a limit
-      local upto = math.min(from + 999, #w.list)
-      local got = redis.call('ZMSCORE', key, unpack(w.list, from, upto))
-      for i = from, upto do known[w.list[i]] = got[i - from + 1] or false end
-    end
-    scores_on[key] = known
+    scores_on[key] = scores_of(key, w.list)
   end
 end
 
