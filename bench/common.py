@@ -8,6 +8,7 @@ and the sections take a URL so the smoke test can point them at the test fixture
 from __future__ import annotations
 
 import gc
+import statistics
 import sys
 import tempfile
 import time
@@ -135,6 +136,84 @@ def timed(fn: Callable[[], object]) -> float:
     start = time.perf_counter()
     fn()
     return time.perf_counter() - start
+
+
+# --- Redis's time ---------------------------------------------------------------------------------
+
+
+# Commands that run other commands; Redis counts those both on their own line of INFO
+# commandstats and in the time of the script that ran them.
+SCRIPTS = frozenset({"eval", "evalsha", "eval_ro", "evalsha_ro", "fcall", "fcall_ro"})
+
+
+def command_stats(client: Any) -> dict[str, int]:
+    """Microseconds spent in each command so far (``INFO commandstats``)."""
+    stats = client.info("commandstats")
+    return {name.removeprefix("cmdstat_"): int(row["usec"]) for name, row in stats.items()}
+
+
+def command_usec(before: dict[str, int], after: dict[str, int]) -> int:
+    """Redis's time in commands between two :func:`command_stats`, each command counted once.
+
+    Redis counts a command that EXEC or a script ran both on its own line and in the time of
+    the EXEC or the script. So EXEC is left out (the commands it ran count themselves: all but
+    its own bookkeeping, which favours the peer a little), and where scripts ran, only they
+    count and what no script can call (MULTI, SCRIPT ...): Seasons sends its data commands
+    inside scripts only. INFO is left out: it is the bench's own (and the health checks')."""
+    delta = {name: usec - before.get(name, 0) for name, usec in after.items()}
+    scripted = any(delta.get(name, 0) > 0 for name in SCRIPTS)
+
+    def counted(name: str) -> bool:
+        if name in ("exec", "info"):
+            return False
+        return not scripted or name in SCRIPTS or name == "multi" or name.startswith("script|")
+
+    return sum(usec for name, usec in delta.items() if counted(name))
+
+
+@dataclass
+class Paired:
+    """What :func:`paired` measured per side and slice: Redis's time in commands (µs) and
+    wall time (s)."""
+
+    usec: dict[str, list[float]]
+    seconds: dict[str, list[float]]
+
+    def total(self, side: str, *, wall: bool = False) -> float:
+        return sum((self.seconds if wall else self.usec)[side])
+
+    def ratio(self, side: str, other: str, *, wall: bool = False) -> float:
+        """``side``'s time over ``other``'s, wall or Redis's: the median of the slices'
+        ratios, which a slice disturbed by something else on the machine cannot move."""
+        times = self.seconds if wall else self.usec
+        ratios = [a / b for a, b in zip(times[side], times[other], strict=True) if b > 0]
+        return statistics.median(ratios) if ratios else float("nan")
+
+
+def paired(
+    client: Any, sides: dict[str, Callable[[int], object]], steps: int, chunks: int = 20
+) -> Paired:
+    """Runs ``sides[name](i)`` for i in ``range(steps)`` for every side, in ``chunks`` slices
+    that alternate between the sides (and which side goes first), measuring Redis's time in
+    commands (:func:`command_usec`; all sides on the Redis of ``client``) and wall time per
+    side and slice. Whole rounds of one side in turn let the machine's drift (a neighbour,
+    the CPU's clock, a growing key) fall on one side only; slices of both sides side by side
+    see the same machine."""
+    usec: dict[str, list[float]] = {name: [] for name in sides}
+    seconds: dict[str, list[float]] = {name: [] for name in sides}
+    names = list(sides)
+    chunks = max(1, min(chunks, steps))
+    bounds = [steps * k // chunks for k in range(chunks + 1)]
+    for k in range(chunks):
+        for name in names if k % 2 == 0 else names[::-1]:
+            step = sides[name]
+            before = command_stats(client)
+            started = time.perf_counter()
+            for i in range(bounds[k], bounds[k + 1]):
+                step(i)
+            seconds[name].append(time.perf_counter() - started)
+            usec[name].append(command_usec(before, command_stats(client)))
+    return Paired(usec, seconds)
 
 
 # --- the report -----------------------------------------------------------------------------------

@@ -51,7 +51,16 @@ from urllib.parse import quote
 
 import redis
 
-from bench.common import BOARD, ROOT, SEASON_WEIGHTS, WEEK_WEIGHTS, Calendar, own_redis
+from bench.common import (
+    BOARD,
+    ROOT,
+    SEASON_WEIGHTS,
+    WEEK_WEIGHTS,
+    Calendar,
+    command_stats,
+    command_usec,
+    own_redis,
+)
 from bench.peers.inprocess import DayPlan
 from seasons import Seasons
 from seasons.clock import ManualClock
@@ -594,36 +603,6 @@ def write_scripts(tmp: Path, targets: list[str], values: dict[str, int]) -> dict
                     "events": EVENTS_PER_POST} + LUA_COMMON
     )  # fmt: skip
     return scripts
-
-
-# Commands that run other commands; Redis counts those both on their own line of INFO
-# commandstats and in the time of the script that ran them.
-SCRIPTS = frozenset({"eval", "evalsha", "eval_ro", "evalsha_ro", "fcall", "fcall_ro"})
-
-
-def command_stats(client: Any) -> dict[str, int]:
-    """Microseconds spent in each command so far (``INFO commandstats``)."""
-    stats = client.info("commandstats")
-    return {name.removeprefix("cmdstat_"): int(row["usec"]) for name, row in stats.items()}
-
-
-def command_usec(before: dict[str, int], after: dict[str, int]) -> int:
-    """Redis's time in commands between two :func:`command_stats`, each command counted once.
-
-    Redis counts a command that EXEC or a script ran both on its own line and in the time of
-    the EXEC or the script. So EXEC is left out (the commands it ran count themselves: all but
-    its own bookkeeping, which favours the peer a little), and where scripts ran, only they
-    count and what no script can call (MULTI, SCRIPT ...): Seasons sends its data commands
-    inside scripts only. INFO is left out: it is the bench's own (and the health checks')."""
-    delta = {name: usec - before.get(name, 0) for name, usec in after.items()}
-    scripted = any(delta.get(name, 0) > 0 for name in SCRIPTS)
-
-    def counted(name: str) -> bool:
-        if name in ("exec", "info"):
-            return False
-        return not scripted or name in SCRIPTS or name == "multi" or name.startswith("script|")
-
-    return sum(usec for name, usec in delta.items() if counted(name))
 
 
 def settle(client: Any, *, quiet: float = 0.2, timeout: float = 10.0) -> None:

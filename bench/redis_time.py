@@ -8,7 +8,7 @@ days before it, for the history), Seasons answers through its Python API, and th
 answer is asked with the plain commands a hand-written service sends (what the Fastify +
 ioredis peer of ``bench/http_peers.py`` sends: MULTI where it needs one instant, a second
 round trip for what depends on the first). Per kind: Redis's time in commands per request
-(``INFO commandstats``, each command counted once: :func:`bench.http_peers.command_usec`),
+(``INFO commandstats``, each command counted once: :func:`bench.common.command_usec`),
 redis-server's process CPU per request (Linux ``/proc``: also the network I/O), both sides
 and their ratio (target: Seasons <= 1.5x), and the capacity that gives one board.
 
@@ -28,8 +28,7 @@ from typing import Any
 
 import redis
 
-from bench.common import BOARD, Calendar, Section, Sizes
-from bench.http_peers import command_stats, command_usec
+from bench.common import BOARD, Calendar, Section, Sizes, command_stats, command_usec
 from seasons import Seasons
 from seasons.clock import ManualClock
 

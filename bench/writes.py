@@ -12,7 +12,7 @@ trim of the event ids and the batch record. Both write the same events under two
 and the boards they leave are compared score by score before any figure is believed.
 
 Redis's time is ``INFO commandstats``' usec, a script's commands counted once, inside the
-script (:func:`bench.http_peers.command_usec`): the main thread's work, which does not scale
+script (:func:`bench.common.command_usec`): the main thread's work, which does not scale
 out. The profile splits a batch's script time by running parts of it on the same argument:
 ``cjson.decode`` of the argument alone, and the script in check-only mode (the argument read
 and checked, the batch id looked up and every event checked, nothing written).
@@ -30,8 +30,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from bench.common import BOARD, Calendar, Section, own_redis
-from bench.http_peers import command_usec
+from bench.common import BOARD, Calendar, Section, command_usec, own_redis
 from seasons import Seasons
 from seasons import windows as win
 from seasons.config import Settings

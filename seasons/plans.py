@@ -382,7 +382,9 @@ class LookupPlan:
 
 class HistoryPlan:
     """A member's history on a board whose ties are ``member``, in a window without archives:
-    its score and rank in each period; where it missed some, its moderation field too."""
+    its score and rank in each period. A member found in one period is visible (a moderation
+    moves it off every live public key at once, as read_points.lua's history knows); one
+    missed in every period is read with its moderation field too."""
 
     __slots__ = ("_guesses", "_keys", "_rank", "_member", "_where", "_moderation", "_check")
 
@@ -407,7 +409,7 @@ class HistoryPlan:
         for i in range(0, n, 2):
             rank, score = replies[i], replies[i + 1]
             places += [None, None] if rank is None else [rank + 1, score]
-        if None in places:  # missed in some periods: hidden there is the script's
+        if places and all(p is None for p in places):  # missed everywhere: the script
             checked = self._check
             self._check = True
             answer = _missing(

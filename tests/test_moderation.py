@@ -532,3 +532,51 @@ def test_forget_deletes_the_lifecycle_events_naming_the_member(make: Make, r: re
         raw = r.dump(keys.lifecycle_ids())
         assert raw is not None and b"gone-player" not in raw
         assert any(b"kept-player" in m for m in r.zrange(keys.lifecycle_ids(), 0, -1))
+
+
+@pytest.mark.parametrize("crowded", [False, True])
+def test_wide_batches_read_small_and_large_hashes_alike(
+    settings_factory: Make, r: redis.Redis, crowded: bool
+) -> None:
+    """A batch of 40 members reads the moderation, metadata, rate and held hashes whole
+    while they are small (a listpack, which HMGET scans once per field) and field by field
+    once large (``crowded``: 200 other fields each first): the same hidden, banned, held,
+    duplicate and merged-metadata outcomes either way, as worked out here by hand."""
+    settings = settings_factory(namespace=NS, boards={
+        BOARD: {"windows": list(WINDOWS), "member_rate": {"events": 2, "per": "PT1H"}},
+    })  # fmt: skip
+    keys = Keys(NS)
+    day = keys.day(BOARD, START.date().isoformat())
+    members = [f"m{i:02d}" for i in range(40)]
+    hidden, banned = {"m03", "m07"}, {"m11"}
+    with Seasons(settings, clock=ManualClock(START)) as s:
+        if crowded:
+            s.submit_many([{"board": BOARD, "member": f"z{i}", "value": 1, "metadata": {"k": i},
+                            "event_id": f"z{i}"} for i in range(200)])  # fmt: skip
+            for i in range(130):
+                s.moderate(f"ghost{i}", "hidden", boards=[BOARD], reason="crowd")
+        s.submit_many([{"board": BOARD, "member": m, "value": 1, "metadata": {"lvl": i}}
+                       for i, m in enumerate(members)])  # fmt: skip
+        for m in sorted(hidden):
+            s.moderate(m, "hidden", boards=[BOARD], reason="x")
+        for m in sorted(banned):
+            s.moderate(m, "banned", boards=[BOARD], reason="x")
+        # Each member twice more: its rate (2 an hour) lets one through and holds the other.
+        batch = [{"board": BOARD, "member": m, "value": 10 + k, "metadata": {"x": k},
+                  "event_id": f"{m}-{k}"} for k in (0, 1) for m in members]  # fmt: skip
+        r.config_resetstat()
+        got = s.submit_many(batch)
+        whole = r.info("commandstats").get("cmdstat_hgetall", {}).get("calls", 0)
+        assert (whole > 0) == (not crowded)  # each way was taken
+        assert (got.applied, got.held, got.banned) == (39, 40, 1)
+        assert sorted(e.index for e in got.held_events) == list(range(40, 80))
+        again = s.submit_many(batch)  # held ids count as seen
+        assert (again.applied, again.held, again.duplicates) == (0, 0, 80)
+        shown = {m: 11.0 for m in members if m not in hidden | banned}
+        assert zset(r, day) == ({f"z{i}": 1.0 for i in range(200)} if crowded else {}) | shown
+        # A banned member's entries are kept aside as a hidden one's; its new events nowhere.
+        assert zset(r, keys.hidden(day)) == dict.fromkeys(sorted(hidden), 11.0) | {"m11": 1.0}
+        for i, m in enumerate(members):
+            meta = r.hget(keys.meta(BOARD), m)
+            assert meta is not None and json.loads(meta)["lvl"] == i
+            assert json.loads(meta).get("x") == (None if m in banned else 0), m

@@ -535,6 +535,24 @@ local function values_of(command, key, names)
   return out
 end
 
+-- Each of `names`' field of the hash `key`: name -> its value, or false. Redis keeps a hash
+-- of at most hash-max-listpack-entries fields (128 by default) as one list, which HMGET scans
+-- once per field asked: from a few dozen names on, reading such a hash whole (HGETALL) costs
+-- Redis less (bench/moderation.py's writes measure it on a moderation hash of 100 members).
+local SMALL_HASH, MANY_NAMES = 128, 32
+local function fields_of(key, names)
+  if #names < MANY_NAMES then return values_of('HMGET', key, names) end
+  local size = redis.call('HLEN', key)
+  if size > SMALL_HASH then return values_of('HMGET', key, names) end
+  local all, out = {}, {}
+  if size > 0 then
+    local flat = redis.call('HGETALL', key)
+    for i = 1, #flat, 2 do all[flat[i]] = flat[i + 1] end
+  end
+  for _, name in ipairs(names) do out[name] = all[name] or false end
+  return out
+end
+
 -- Each of `members`' score on `key`: member -> Redis's text of it, or false (not there).
 local function scores_of(key, members)
   return values_of('ZMSCORE', key, members)
@@ -641,7 +659,7 @@ if not check_only and redis.call('EXISTS', moderation) == 1 then
       list[#list + 1] = m
     end
   end
-  for m, text in pairs(values_of('HMGET', moderation, list)) do
+  for m, text in pairs(fields_of(moderation, list)) do
     -- The records are Seasons' own JSON: its state is all this script needs of one.
     local st = text and cjson.decode(text).state or false
     state_of[m] = st
@@ -691,7 +709,7 @@ for _, grp in ipairs(groups) do
 end
 
 -- The event ids and the members' stored metadata the batch needs, each read once: one
--- ZMSCORE of the ids, one HMGET of the members given metadata.
+-- ZMSCORE of the ids, one read of the members given metadata (fields_of).
 local id_list, meta_members, wanted = {}, {}, {}
 for i = 1, n do
   local id = event_id_of(i)
@@ -703,7 +721,7 @@ end
 local recorded = scores_of(events, id_list)  -- id -> when it was applied, or false
 -- Ids of events held (or held and decided since): seen, whatever the dedupe window says.
 local held_known = {}
-if held and not approve then held_known = values_of('HMGET', held.record, id_list) end
+if held and not approve then held_known = fields_of(held.record, id_list) end
 
 -- Holding (limits, docs/writes.md#held-events): decided per event in batch order, before its
 -- metadata is merged (a held event changes nothing). Not in check-only mode (nothing is
@@ -740,7 +758,7 @@ if holding then
       gain_keys[#gain_keys + 1] = {key, grp.gain.days}
     end
   end
-  -- One pass over the events: the members, each once (one HMGET of their counters), and
+  -- One pass over the events: the members, each once (one read of their counters), and
   -- the contributions > 0 each gain board gets from the batch, summed.
   for i = 1, n do
     local ev = all[i]
@@ -757,10 +775,8 @@ if holding then
       if x > 0 then rises[t.key] = rises[t.key] + x end
     end
   end
-  for from = 1, #members, 1000 do
-    local upto = math.min(from + 999, #members)
-    local got = redis.call('HMGET', rate.key, unpack(members, from, upto))
-    for j = from, upto do counts[members[j]] = tonumber(got[j - from + 1]) or 0 end
+  if rate then
+    for m, text in pairs(fields_of(rate.key, members)) do counts[m] = tonumber(text) or 0 end
   end
   -- Only a member whose score could pass the limit in this batch is read: one whose
   -- contributions > 0 added to the board's best score (0 if higher: a member not on the
@@ -857,7 +873,7 @@ for i = 1, n do
     meta_members[#meta_members + 1] = m
   end
 end
-local stored_meta = values_of('HMGET', meta, meta_members)  -- member -> its JSON, or false
+local stored_meta = fields_of(meta, meta_members)  -- member -> its JSON, or false
 
 -- What pass 1 found for the i-th event: a duplicate, the metadata text to write ('' to delete).
 local seen, merged_meta = {}, {}
@@ -958,7 +974,7 @@ for i = 1, n do
 end
 
 -- The rate counters as pass 1 left them, written first: their fields are fresh from the
--- HMGET that read them.
+-- read that found them.
 if holding and rate then
   local counters = {}  -- a member whose events were all held or duplicates keeps its count
   for _, m in ipairs(members) do
