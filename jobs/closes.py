@@ -19,6 +19,8 @@ Every close is one run (``seasons.jobs.state.Run``) under one lock (``seasons.jo
 each step is recorded when done and is idempotent, so a run killed anywhere and started again
 completes with the same result, and two workers never close the same thing twice. Closes run
 strictly in order; after downtime :meth:`Closes.catch_up` runs every one that fell due.
+Each catch-up first finishes what a crash cut off elsewhere: moderation follow-ups
+(:meth:`seasons.moderation.Moderator.recover`) and amendments (:meth:`Amender.resume`).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from seasons import calendar
 from seasons import windows as win
 from seasons.amend import Amender
 from seasons.archives import Archives, snapshot_id
+from seasons.audit import Audit
 from seasons.config.settings import SeasonSpan, Settings
 from seasons.connection import RedisClient
 from seasons.errors import ArchiveError, Conflict, DataLoss, InvalidInput
@@ -52,6 +55,7 @@ from seasons.keys import (
 )
 from seasons.lifecycle import EventType, Lifecycle, event_id
 from seasons.manifest import Manifest
+from seasons.moderation import Moderation, Moderator
 from seasons.results import Results
 from seasons.scripts import Scripts
 
@@ -100,8 +104,13 @@ class Closes:
         self.clock = clock
         self.lifecycle = Lifecycle(client, keys, settings)
         self.results = Results(client, archives.standings, keys)
-        # Amendments of results cut off by a crash are finished by each catch-up.
+        # Amendments of results and moderation follow-ups cut off by a crash are finished by
+        # each catch-up.
         self.amender = Amender(client, archives, keys, self.lifecycle, checkpoint)
+        self.moderator = Moderator(
+            Moderation(client, scripts, settings, keys), Audit(client, keys, settings),
+            self.lifecycle, self.amender,
+        )  # fmt: skip
 
     # --- what is due --------------------------------------------------------------------
 
@@ -128,6 +137,7 @@ class Closes:
     def catch_up(self, now: datetime) -> int:
         """Run every due close in order; stop at one another worker holds. Returns how many
         closes ran (or were found finished)."""
+        self.moderator.recover(now)
         for board in sorted(self.settings.boards):
             self.amender.resume(board, now)
         through = self.through(now)

@@ -55,7 +55,7 @@ META_SLICE = 200
 # Kinds that never expire (besides the keys of a window that never ends: alltime).
 NO_TTL = {
     "archive", "results", "claims", "base", "meta", "state", "job", "marker", "safe_mode",
-    "lifecycle", "audit", "moderation", "amended", "best", "upgrades",
+    "lifecycle", "audit", "moderation", "moderation_pending", "amended", "best", "upgrades",
 }  # fmt: skip
 TMP_TTL = timedelta(hours=1)
 # The sorted sets of a board: a member on one of them keeps its metadata, and erasure

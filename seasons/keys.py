@@ -68,6 +68,14 @@ class Keys:
     def moderation(self, board: str) -> str:
         return f"{self._board(board)}:moderation"
 
+    # The follow-ups of moderation calls not yet done (seasons.moderation): hash call id ->
+    # JSON {"call", "member", "at", "actor", "reason", "request_id", "before", "after"}
+    # (the board's old and new moderation records), written by moderate.lua with the change
+    # and deleted once its events, audit entry and amendment are done; one left by a crash
+    # is finished later (Moderator.recover). No TTL.
+    def moderation_pending(self, board: str) -> str:
+        return f"{self._board(board)}:moderation_pending"
+
     # The twin of a board key holding member entries of a live period (a window's key, a
     # base, a reach set; TWIN_KINDS): where the entries of hidden and banned members live, so
     # that the public key holds visible members only. The same name with "hidden:" after the

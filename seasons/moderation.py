@@ -15,9 +15,11 @@ script was given; a write racing the call meets the new state atomically in its 
 from __future__ import annotations
 
 import json
+import secrets
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import date, datetime, timedelta
-from typing import Any, Literal, cast
+from typing import Any, Literal, NamedTuple, cast
 
 from seasons import calendar, ties
 from seasons import windows as win
@@ -28,6 +30,7 @@ from seasons.config.settings import Settings
 from seasons.connection import RedisClient, scan_keys, text
 from seasons.errors import InvalidInput, UnknownBoard, UnknownMode, UnknownState
 from seasons.events import member_problem
+from seasons.jobs.state import Checkpoint, no_checkpoint
 from seasons.keys import HIDDEN, LIVE_TWIN_KINDS, Keys
 from seasons.lifecycle import Lifecycle, event_id
 from seasons.models import BoardModeration, MemberModeration, ModerationChange, ModerationRecord
@@ -36,6 +39,8 @@ from seasons.vocabulary import EventType
 from seasons.write_script import rollup_targets
 
 STATES = ("visible", "hidden", "banned")
+# A pending follow-up this old is a crashed call's: one in flight is done well before.
+RECOVER_AFTER = timedelta(minutes=1)
 MODES = ("shadow", "open")
 DEFAULT_MODE = "shadow"
 SCAN_COUNT = 1000
@@ -44,6 +49,28 @@ State = Literal["visible", "hidden", "banned"]
 # The audit action of a change to each state (seasons.audit.ACTIONS): to visible, "unban"
 # when the member was banned on the board, else "unhide".
 ACTION_TO = {"hidden": "hide", "banned": "ban"}
+
+
+class Applied(NamedTuple):
+    """What :meth:`Moderation.apply` did, and how many follow-ups of other calls its boards
+    hold (pending: see :meth:`Moderator.recover`)."""
+
+    change: ModerationChange
+    others: int
+
+
+@dataclass(frozen=True, slots=True)
+class FollowUp:
+    """What follows one call's change on one board: what ``moderate.lua`` records in
+    :meth:`Keys.moderation_pending` under the call id."""
+
+    call: str
+    board: str
+    member: str
+    at: datetime
+    note: Note
+    before: ModerationRecord
+    after: ModerationRecord
 
 
 def action_of(before: str, after: str) -> str:
@@ -102,20 +129,27 @@ class Moderation:
         return [self._record(b, self.client.hget(self.keys.moderation(b), member)) for b in boards]
 
     def apply(
-        self, member: str, state: State, mode: str, boards: list[str], reason: str, actor: str,
-        now: datetime,
-    ) -> ModerationChange:  # fmt: skip
-        """Set ``member``'s state on each of ``boards`` (checked by :func:`check_request`)."""
+        self, member: str, state: State, mode: str, boards: list[str], reason: str, note: Note,
+        call: str, now: datetime, checkpoint: Checkpoint = no_checkpoint,
+    ) -> Applied:  # fmt: skip
+        """Set ``member``'s state on each of ``boards`` (checked by :func:`check_request`);
+        each board changed records the pending follow-ups of ``call``
+        (:meth:`Keys.moderation_pending`) in the same script."""
         record = "" if state == "visible" else _json(
-            {"state": state, "mode": mode, "reason": reason, "at": utc_text(now), "actor": actor}
+            {"state": state, "mode": mode, "reason": reason, "at": utc_text(now),
+             "actor": note.actor}
         )  # fmt: skip
+        pending = _json({"call": call, "member": member, "at": utc_text(now), "actor": note.actor,
+                         "reason": note.reason, "request_id": note.request_id})  # fmt: skip
         out = []
+        others = 0
         for board in boards:
             keys, plan = self.plan(board, now)
-            reply = self.scripts.moderate(keys=keys, args=[member, record, _json(plan)])
+            reply = self.scripts.moderate(keys=keys, args=[member, record, _json(plan), pending])
             kind = text(reply[0])
             old = reply[1] if reply[1] else None
             before = self._record(board, old)
+            others += int(reply[-1])
             if kind == "same":
                 out.append(BoardModeration(board=board, changed=False, before=before,
                                            after=before, moved=0))  # fmt: skip
@@ -123,7 +157,31 @@ class Moderation:
             after = self._record(board, record or None)
             out.append(BoardModeration(board=board, changed=True, before=before, after=after,
                                        moved=int(reply[2])))  # fmt: skip
-        return ModerationChange(member=member, state=state, boards=out)
+            checkpoint(f"moderate:{board}/applied")
+        return Applied(ModerationChange(member=member, state=state, boards=out), others)
+
+    def pending(self, board: str) -> list[FollowUp]:
+        """The follow-ups pending on ``board``: its calls' records
+        (:meth:`Keys.moderation_pending`)."""
+        out = []
+        for raw in self.client.hvals(self.keys.moderation_pending(board)):
+            p = json.loads(text(raw))
+            out.append(FollowUp(
+                call=p["call"], board=board, member=p["member"],
+                at=datetime.fromisoformat(p["at"]),
+                note=Note(p["actor"], p["reason"], p["request_id"]),
+                before=self._record(board, p["before"] or None),
+                after=self._record(board, p["after"] or None),
+            ))  # fmt: skip
+        return out
+
+    def done(self, follow_ups: Iterable[FollowUp]) -> None:
+        """Delete the pending records of ``follow_ups``: one HDEL per board."""
+        calls: dict[str, list[str]] = {}
+        for f in follow_ups:
+            calls.setdefault(f.board, []).append(f.call)
+        for board, ids in sorted(calls.items()):
+            self.client.hdel(self.keys.moderation_pending(board), *ids)
 
     def _record(self, board: str, raw: Any) -> ModerationRecord:
         if not raw:
@@ -143,7 +201,8 @@ class Moderation:
         trimmed = cfg.max_entries > 0
         today = calendar.local_day(now, self.settings.zone)
         declared = dict.fromkeys([keys.moderation(board), keys.state(board),
-                                  keys.tmp(board, "moderate")])  # fmt: skip
+                                  keys.tmp(board, "moderate"),
+                                  keys.moderation_pending(board)])  # fmt: skip
         pairs: list[list[Any]] = []
         for key in public:
             parsed = keys.parse(key)
@@ -226,50 +285,92 @@ class Moderator:
     """:class:`Moderation` with what follows each change: one audit entry per action of a
     call (naming the boards it changed), one lifecycle event per board whose state changed,
     and the amendment of the results of each such board's seasons closed lately
-    (:mod:`seasons.amend`)."""
+    (:mod:`seasons.amend`).
+
+    The follow-ups survive a crash: ``moderate.lua`` records them with the change
+    (:meth:`Keys.moderation_pending`), and they are deleted only once all are done. Each is
+    harmless to run again (events and audit entries are appended once per id, an amendment
+    is idempotent), so those a crash left are finished by :meth:`recover`: run by the next
+    moderation call on the board and by the worker's close job."""
 
     def __init__(
         self, moderation: Moderation, audit: Audit, lifecycle: Lifecycle,
-        amender: Amender | None = None,
+        amender: Amender | None = None, checkpoint: Checkpoint = no_checkpoint,
     ):  # fmt: skip
         self.moderation = moderation
         self.audit = audit
         self.lifecycle = lifecycle
         self.amender = amender
+        self.checkpoint = checkpoint  # tests kill a call at each step here
 
     def moderate(
         self, member: Any, state: Any, *, mode: Any, boards: Any, reason: Any, note: Note,
         now: datetime,
     ) -> ModerationChange:  # fmt: skip
         checked = check_request(self.moderation.settings, member, state, mode, boards, reason)
-        change = self.moderation.apply(*checked, note.actor, now)
-        by_action: dict[str, list[BoardModeration]] = {}
-        for b in change.boards:
-            if b.changed:
-                by_action.setdefault(action_of(b.before.state, b.after.state), []).append(b)
-            if b.before.state != b.after.state:
-                kind = EVENT_TO[b.after.state]
-                at = utc_text(now)
+        call = secrets.token_hex(16)
+        change, others = self.moderation.apply(*checked, note, call, now, self.checkpoint)
+        self._follow_up(
+            [FollowUp(call, b.board, change.member, now, note, b.before, b.after)
+             for b in change.boards if b.changed],
+            now,
+        )  # fmt: skip
+        if self.amender is not None:
+            # An amendment cut off before on a board this call left as it was is finished.
+            for b in change.boards:
+                if not b.changed:
+                    self.amender.resume(b.board, now)
+        if others:  # another call's follow-ups: a crash's, once they are old enough
+            self.recover(now)
+        return change
+
+    def recover(self, now: datetime) -> int:
+        """Finish the follow-ups that calls cut off by a crash left, on every board: those
+        recorded :data:`RECOVER_AFTER` or more before ``now`` (a younger one may be its
+        call's, still running). Returns how many board changes it finished."""
+        found = [
+            f for board in sorted(self.moderation.settings.boards)
+            for f in self.moderation.pending(board) if now - f.at >= RECOVER_AFTER
+        ]  # fmt: skip
+        self._follow_up(found, now)
+        return len(found)
+
+    def _follow_up(self, follow_ups: list[FollowUp], now: datetime) -> None:
+        """The events, the audit entry of each (call, action) naming its boards, and the
+        amendments of ``follow_ups``; then their pending records deleted."""
+        by_action: dict[tuple[str, str], list[FollowUp]] = {}
+        for f in follow_ups:
+            by_action.setdefault((f.call, action_of(f.before.state, f.after.state)), []).append(f)
+            if f.before.state != f.after.state:
+                kind = EVENT_TO[f.after.state]
+                at = utc_text(f.at)
                 self.lifecycle.emit(
-                    kind, event_id(kind, board=b.board, member=change.member, at=at),
-                    {"board": b.board, "member": change.member, "mode": b.after.mode, "at": at},
-                    now,
+                    kind, event_id(kind, board=f.board, member=f.member, at=at),
+                    {"board": f.board, "member": f.member, "mode": f.after.mode, "at": at},
+                    f.at,
                 )  # fmt: skip
-        for action, done in by_action.items():
+                self.checkpoint(f"moderate:{f.board}/event")
+        for (call, action), done in by_action.items():
+            first = done[0]
             self.audit.append(
-                action, note, now, member=change.member, boards=[b.board for b in done],
-                before={b.board: _summary(b.before) for b in done},
-                after={b.board: _summary(b.after) for b in done},
+                action, first.note, first.at, member=first.member,
+                boards=[f.board for f in done],
+                before={f.board: _summary(f.before) for f in done},
+                after={f.board: _summary(f.after) for f in done},
+                once=f"moderate:{call}:{action}",
             )  # fmt: skip
+            self.checkpoint(f"moderate/audit:{action}")
         if self.amender is not None:
             # The seasons closed lately get new results (seasons.amend), after the audit entry
             # and events; an amendment cut off before is finished first.
-            for b in change.boards:
-                if b.before.state != b.after.state:
-                    self.amender.after_change(b.board, now)
+            changed = {f.board for f in follow_ups if f.before.state != f.after.state}
+            for board in sorted({f.board for f in follow_ups}):
+                if board in changed:
+                    self.amender.after_change(board, now)
                 else:
-                    self.amender.resume(b.board, now)
-        return change
+                    self.amender.resume(board, now)
+                self.checkpoint(f"moderate:{board}/amended")
+        self.moderation.done(follow_ups)
 
     def status(self, member: Any, boards: Any = None) -> MemberModeration:
         if (problem := member_problem(member, stored=True)) is not None:

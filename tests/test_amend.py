@@ -396,6 +396,127 @@ def test_sigkill_at_every_checkpoint_of_the_amendment(settings_factory, r, tmp_p
         assert s.app.amender.verify("kills", "S1", 2).count == len(v2)
 
 
+FOLLOW_UP_DRIVER = """
+import sys
+from datetime import datetime
+from seasons import Seasons
+from seasons.clock import ManualClock
+from seasons.config import load_settings
+from seasons.jobs.state import fault_from_env, no_checkpoint
+
+app = Seasons(load_settings(), clock=ManualClock(datetime.fromisoformat(sys.argv[1])))
+app._moderator.checkpoint = fault_from_env() or no_checkpoint
+app.moderate("m1", "banned", reason="cheating", actor="ops", request_id="req-1")
+print("BANNED", flush=True)
+"""
+TWO_BOARDS = {**BOARDS, "speed": {"aggregate": "max", "rewards": TIERS}}
+
+
+def test_sigkill_between_the_change_and_its_follow_ups(settings_factory, r, tmp_path: Path) -> None:
+    """A process banning m1 on two boards SIGKILLs itself at each step after a board's script
+    (the board changed, its follow-ups recorded as pending) up to the end of the follow-ups.
+    A minute later the next moderation call or the worker's close job finishes them: one
+    audit entry naming the boards that changed, each board's event once, the amendment as a
+    run without a fault, no pending record. A recovery racing the end of a call appends
+    nothing twice."""
+    settings = season_settings(settings_factory, tmp_path / "archive", boards=TWO_BOARDS)
+    s = Sim(settings, seed=3)
+    s.clock.set(local(today(), 9))
+    s.app.submit_many([{"board": b, "member": m, "value": v}
+                       for b in TWO_BOARDS for m, v in SCORES.items()])  # fmt: skip
+    s.clock.set(local(today() + timedelta(days=8), 1.25))
+    s.worker.tick(s.clock())
+    root = tmp_path / "archive" / "seasons"
+    at = s.clock()
+    config = tmp_path / "seasons.toml"
+    config.write_text(toml_text(s.settings))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SEASONS_")}
+    env["SEASONS_CONFIG"] = str(config)
+    before = dump_db(r)
+    closed_files = sorted(p for p in root.rglob("*") if p.is_file())
+    pending = [f"seasons:{{{b}}}:moderation_pending" for b in TWO_BOARDS]
+
+    def driver(extra: dict[str, str], **kw: Any) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [sys.executable, "-c", FOLLOW_UP_DRIVER, at.isoformat()], cwd=ROOT,
+            env={**env, **extra}, text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )  # fmt: skip
+
+    def reset() -> None:
+        load_db(r, before)
+        for p in root.rglob("*"):
+            if p.is_file() and p not in closed_files:
+                p.unlink()
+
+    def outcome() -> tuple[Any, ...]:
+        """The ban's audit entries, the events, the amended results; no pending record."""
+        assert not any(r.exists(k) for k in pending)
+        audit = [(e.action, e.boards, e.before, e.after, e.actor, e.reason, e.request_id)
+                 for e in s.app.audit(member="m1", limit=50).entries]  # fmt: skip
+        events = sorted((e.type, json.dumps(e.data, sort_keys=True))
+                        for e in s.app.lifecycle(1000).events
+                        if e.type in ("member_banned", "results_amended"))  # fmt: skip
+        amended = {}
+        for k in sorted(r.scan_iter("*amended:S1:*")):
+            rows = r.hgetall(k)
+            summary = json.loads(rows.pop(b""))
+            summary.pop("computed_at")  # the recovery's time
+            amended[k] = (rows, summary)
+        return audit, events, amended
+
+    def entry(boards: list[str]) -> tuple[Any, ...]:
+        return ("ban", boards, {b: {"state": "visible", "mode": None, "reason": None}
+                                for b in boards},
+                {b: {"state": "banned", "mode": "shadow", "reason": "cheating"} for b in boards},
+                "ops", "cheating", "req-1")  # fmt: skip
+
+    clean = driver({"SEASONS_FAULT_TRACE": "1"})
+    out, err = clean.communicate(timeout=60)
+    assert clean.returncode == 0, err
+    points = [ln.split(" ", 1)[1] for ln in out.splitlines() if ln.startswith("CHECKPOINT")]
+    assert points == ["moderate:kills/applied", "moderate:speed/applied", "moderate:kills/event",
+                      "moderate:speed/event", "moderate/audit:ban", "moderate:kills/amended",
+                      "moderate:speed/amended"]  # fmt: skip
+    expected = outcome()  # the normal path leaves no pending record
+    assert expected[0] == [entry(["kills", "speed"])]
+    assert [t for t, _ in expected[1]] == ["member_banned"] * 2 + ["results_amended"] * 2
+    later = at + timedelta(minutes=1)
+    for i, point in enumerate(points):
+        reset()
+        killed = driver({"SEASONS_FAULT_AT": point})
+        killed.communicate(timeout=60)
+        assert killed.returncode == -signal.SIGKILL, point
+        changed = [b for b in TWO_BOARDS if r.hget(f"seasons:{{{b}}}:moderation", "m1")]
+        assert changed == (["kills"] if point == points[0] else ["kills", "speed"]), point
+        assert all(r.hlen(f"seasons:{{{b}}}:moderation_pending") == 1 for b in changed)
+        s.clock.set(later - timedelta(seconds=1))  # too young: its call may be running
+        assert s.app._moderator.recover(s.clock()) == 0
+        s.clock.set(later)
+        if i % 2:
+            s.worker.tick(s.clock())
+        else:  # the next call on the board; m1 is banned there already: "same"
+            s.app.moderate("m1", "banned", boards=["kills"], reason="cheating")
+        audit, events, amended = outcome()
+        assert audit == [entry(changed)], point
+        want = [e for e in expected[1] if any(f'"board": "{b}"' in e[1] for b in changed)]
+        assert events == want, point
+        assert amended == {k: v for k, v in expected[2].items()
+                           if any(f"{{{b}}}".encode() in k for b in changed)}, point  # fmt: skip
+
+    # A recovery racing a call that did every follow-up but has not deleted its records yet.
+    reset()
+    paused = driver({"SEASONS_FAULT_AT": points[-1], "SEASONS_FAULT": "pause"})
+    assert paused.stdout is not None and paused.stdin is not None
+    assert paused.stdout.readline().strip() == f"PAUSED {points[-1]}"
+    assert s.app._moderator.recover(later) == 2
+    paused.stdin.write("\n")
+    paused.stdin.flush()
+    out, err = paused.communicate(timeout=60)
+    assert paused.returncode == 0, err
+    assert outcome() == expected
+
+
 def test_forgetting_a_member_removes_it_from_every_version(sim: Sim, r, tmp_path: Path) -> None:
     app = sim.app
     app.claim("kills", "S1", "m3")

@@ -5,7 +5,8 @@
 -- KEYS[1]  the board's moderation hash (member -> JSON of its state)
 -- KEYS[2]  the board's state hash (the day each base is folded through)
 -- KEYS[3]  scratch: where a set board's rebuild builds its union (deleted after)
--- KEYS[4..] every key ARGV[3] names: the live public keys of the board (window keys, bases,
+-- KEYS[4]  the board's pending follow-ups (call id -> JSON: Keys.moderation_pending)
+-- KEYS[5..] every key ARGV[3] names: the live public keys of the board (window keys, bases,
 --          reach sets), their twins, the distinct sets of the window keys, and the days and
 --          bases of trimmed rolled-up boards
 -- ARGV[1]  the member
@@ -16,6 +17,10 @@
 --          a board with max_entries > 0): {days: [[day key, weight, day], ...], base: null
 --          or {key, through}} as write.lua's rollups name them (what the board is rebuilt
 --          from, and a member trimmed away gets its score from)
+-- ARGV[4]  the call, JSON {"call", "member", "at", "actor", "reason", "request_id"}: with a
+--          change, recorded in KEYS[4] under its call id with "before" (the old record, or
+--          false) and "after" (ARGV[2]), so that the follow-ups (events, audit entry,
+--          amendment) survive a crash of the caller; the caller deletes it when they are done
 -- Hiding (visible -> hidden or banned): each public key holding the member loses it and its
 -- twin gets it with the same score (and the key's PEXPIRETIME); a distinct set loses the
 -- score when no member has it any more; a trimmed board that was full and held the member is
@@ -23,13 +28,14 @@
 -- trimmed board a member trimmed away gets its exact score on the twin from the days.
 -- Unhiding: the reverse; distinct sets get the score back; trimmed boards are trimmed.
 -- hidden <-> banned, or another mode or reason: the record only.
--- Returns {'same', record or false} (nothing to change: the same state, mode and reason) or
--- {'changed', the old record or false, how many keys the member moved between}.
+-- Returns {'same', record or false, others} (nothing to change: the same state, mode and
+-- reason) or {'changed', the old record or false, how many keys the member moved between,
+-- others}; others: how many pending follow-ups of other calls the board holds.
 
 --! include aggregate
 --! include trim
 
-local moderation, state, scratch = KEYS[1], KEYS[2], KEYS[3]
+local moderation, state, scratch, pending = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local member, record = ARGV[1], ARGV[2]
 local board = cjson.decode(ARGV[3])
 local null = cjson.null
@@ -67,10 +73,10 @@ end
 local old = redis.call('HGET', moderation, member)
 local was = old and cjson.decode(old) or nil
 local will = record ~= '' and cjson.decode(record) or nil
-if not was and not will then return {'same', false} end
+if not was and not will then return {'same', false, redis.call('HLEN', pending)} end
 if was and will and was.state == will.state and was.mode == will.mode
     and was.reason == will.reason then
-  return {'same', old}
+  return {'same', old, redis.call('HLEN', pending)}
 end
 
 -- `member` with score `s` (Redis's text, or a number) into `dest`, out of `src`; `dest` gets
@@ -158,4 +164,9 @@ else
   redis.call('HDEL', moderation, member)
 end
 redis.call('DEL', scratch)
-return {'changed', old or false, moved}
+local call = cjson.decode(ARGV[4])
+call.before = old or false
+call.after = record
+local others = redis.call('HLEN', pending)
+redis.call('HSET', pending, call.call, cjson.encode(call))
+return {'changed', old or false, moved, others}
