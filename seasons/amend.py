@@ -50,6 +50,17 @@ def _no_checkpoint(name: str) -> None:
     return None
 
 
+def latest_version(client: RedisClient, keys: Keys, board: str, season: str) -> int:
+    """The latest version of ``season``'s results on ``board`` (1: never amended)."""
+    raw = client.hget(keys.state(board), STATE_AMENDED + season)
+    return 1 if raw is None else int(text(raw))
+
+
+def version_key(keys: Keys, board: str, season: str, version: int) -> str:
+    """The hash of version ``version`` (1: the close's results hash)."""
+    return keys.results(board, season) if version == 1 else keys.amended(board, season, version)
+
+
 @dataclass(frozen=True, slots=True)
 class Amendment:
     """A new version of a season's results."""
@@ -125,13 +136,10 @@ class Amender:
         return closed.manifest_tiers(recorded, self.settings.boards[board])
 
     def latest(self, board: str, season: str) -> int:
-        raw = self.client.hget(self.keys.state(board), STATE_AMENDED + season)
-        return 1 if raw is None else int(text(raw))
+        return latest_version(self.client, self.keys, board, season)
 
     def version_key(self, board: str, season: str, version: int) -> str:
-        if version == 1:
-            return self.keys.results(board, season)
-        return self.keys.amended(board, season, version)
+        return version_key(self.keys, board, season, version)
 
     def paths(self, board: str, season: str, version: int) -> tuple[Path, Path]:
         return files.paths(self.settings, board, season, version)
@@ -165,7 +173,8 @@ class Amender:
                 pipe.execute()
                 return None
             cp("computed")
-            self._store(board, season, version, key, rows, now)
+            tiers = self.tiers(board, season)
+            self.store(board, season, version, rows, tiers, utc_text(now, "seconds"))
             cp("stored")
         cp("rows-written")
         after = self._hash(key)
@@ -173,7 +182,7 @@ class Amender:
         self._write_files(board, season, version, after, cp)
         self.verify(board, season, version)
         cp("verified")
-        self._merge_best(board, season, version)
+        self.merge_best(board, season, version, self.tiers(board, season))
         cp("best-merged")
         kind = EventType.RESULTS_AMENDED
         data = {"season": season, "board": board, "version": version, "changed": changed}
@@ -224,18 +233,19 @@ class Amender:
         finally:
             self.client.delete(tmp, *([tmp_reached] if tmp_reached else []))
 
-    def _store(
-        self, board: str, season: str, version: int, key: str, rows: dict[str, str],
-        now: datetime,
+    def store(
+        self, board: str, season: str, version: int, rows: dict[str, str], tiers: list[Tier],
+        computed_at: str,
     ) -> None:  # fmt: skip
         """The version's hash, whole: built in a scratch key, summary included, then renamed
         into place unless the version is there already (RENAMENX: of two concurrent
-        amendments of one version the first complete one stands, never a mix)."""
-        tiers = self.tiers(board, season)
+        amendments of one version the first complete one stands, never a mix). A restore
+        (:mod:`seasons.restore`) writes it from the version's files the same way."""
+        key = self.version_key(board, season, version)
         rewards = [json.loads(r)["reward"] for r in rows.values()]
         summary = {
             "season": season, "board": board, "provisional": False, "version": version,
-            "computed_at": utc_text(now, "seconds"), "total": len(rows),
+            "computed_at": computed_at, "total": len(rows),
             "tiers": [
                 {"tier": t.label, "reward": t.reward,
                  "count": sum(1 for r in rewards if r == t.reward)}
@@ -299,11 +309,12 @@ class Amender:
 
     # --- the best of every version ------------------------------------------------------------
 
-    def _merge_best(self, board: str, season: str, version: int) -> None:
+    def merge_best(self, board: str, season: str, version: int, tiers: list[Tier]) -> None:
         """Merge versions 1 and ``version`` into the best results (``amend_best.lua``): a
         member's entry is replaced only by a better tier (idempotent: a rerun changes
-        nothing). Tiers rank in the order written, the first the best; no reward last."""
-        order = {t.reward: i for i, t in reversed(list(enumerate(self.tiers(board, season))))}
+        nothing; a restore merging versions 2..n in order rebuilds what the amendments left).
+        Tiers rank in the order written, the first the best; no reward last."""
+        order = {t.reward: i for i, t in reversed(list(enumerate(tiers)))}
         worst = len(order) + 1
         best_key = self.keys.best(board, season)
         for v in (1, version):

@@ -12,6 +12,7 @@ bytes, else :class:`ArchiveExists`), and verified like them. Only a forget rewri
 
 from __future__ import annotations
 
+import glob
 import gzip
 import json
 import math
@@ -33,7 +34,7 @@ from seasons.archives import (
 from seasons.catalog import archive_dir
 from seasons.config.settings import Settings
 from seasons.errors import ArchiveError, ArchiveExists
-from seasons.files import atomic_write
+from seasons.files import atomic_write, open_regular
 from seasons.manifest import AMEND_MARK, Manifest, sha256_of
 from seasons.results import result_json
 from seasons.standings import line
@@ -103,13 +104,37 @@ def write_once(
     return manifest
 
 
+def versions(folder: Path, season: str) -> list[int]:
+    """The versions of ``season`` whose data file is in ``folder``, in order; ArchiveError
+    for a file of the season's amendments not named by a version number."""
+    prefix = f"{season}{AMEND_MARK}"
+    found = []
+    for p in folder.glob(f"{glob.escape(prefix)}*{DATA_SUFFIX}"):
+        n = p.name[len(prefix) : -len(DATA_SUFFIX)]
+        if not (n.isascii() and n.isdigit()):
+            raise ArchiveError(f"{p} is not named <season>{AMEND_MARK}<n>{DATA_SUFFIX}", {})
+        found.append(int(n))
+    return sorted(found)
+
+
+def read(
+    archives: Archives, data: Path, manifest_path: Path, inside: Path | None = None
+) -> tuple[Manifest, dict[str, str]]:
+    """A version's manifest and rows (member -> result JSON), checked as the close's files
+    are: regular files (``inside`` that folder, if given), sha256, count and score sum as the
+    manifest says, every line valid. :class:`ArchiveError`."""
+    manifest = Manifest.load(manifest_path, inside=inside)
+    with open_regular(data, inside=inside):
+        pass  # a regular file in the folder, no link out: then read by its name
+    rewards: dict[str, str | None] = {}
+    rows = archives._checked_rows(data, manifest, rewards)
+    return manifest, {m: result_json(r, s, rewards.get(m)) for r, m, s, _ in rows}
+
+
 def verify(archives: Archives, data: Path, manifest_path: Path, stored: dict[str, str]) -> Manifest:
     """The files hold exactly ``stored`` (member -> result JSON): sha256, count and score
     sum as the manifest says, every line's rank, score and reward. :class:`ArchiveError`."""
-    manifest = Manifest.load(manifest_path)
-    rewards: dict[str, str | None] = {}
-    rows = archives._checked_rows(data, manifest, rewards)
-    in_file = {m: result_json(r, s, rewards.get(m)) for r, m, s, _ in rows}
+    manifest, in_file = read(archives, data, manifest_path)
     if in_file != stored:
         raise ArchiveError(
             f"{data} differs from the version of the results it was written from",

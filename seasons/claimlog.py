@@ -48,7 +48,7 @@ def log_path(settings: Settings, board: str, season: str) -> Path:
 
 def upgrades_path(settings: Settings, board: str, season: str) -> Path:
     """Where the upgrade claims of an amended season are logged (seasons.amend): apart from
-    the claims log, which restore checks against the results of the close."""
+    the claims log, which keeps a member's first claim where the upgrades keep its latest."""
     return archive_dir(settings, board) / f"{season}{UPGRADES_SUFFIX}"
 
 

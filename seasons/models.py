@@ -238,6 +238,9 @@ class RewardsSummary(BaseModel):
     provisional: bool = Field(description="Results of a snapshot S@<ts>: never claimable")
     computed_at: str = Field(description="When the results were computed, ISO 8601 UTC")
     total: int = Field(description="Members with a result (ranked on the archive)")
+    version: int = Field(
+        1, description="The version of the results: 1 as the close wrote them, n >= 2 amended"
+    )
     granted: int = Field(description="Members with a reward (the sum of the tiers' counts)")
     claimed: int = Field(description="Rewards claimed")
     tiers: list[RewardTier]
@@ -269,6 +272,9 @@ class RewardsPage(BaseModel):
     offset: int
     limit: int
     total: int = Field(description="Members with a result")
+    version: int = Field(
+        1, description="The version listed: 1 as the close wrote them, n >= 2 amended"
+    )
     summary: RewardsSummary
     entries: list[MemberReward]
 

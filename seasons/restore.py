@@ -33,6 +33,13 @@ holds.
 An archive of a board with earliest ties gets its reach set back beside the archive key, each
 member reached at its line number: the times are gone, their order is the file's. The results
 are written as they stood at the close, and the claims log's claims loaded back (HSETNX).
+
+A season's amended versions (:mod:`seasons.amend`), ``<S>.amend-<n>`` beside its file, come
+back with it: each checked against its manifest like the close's file, 2, 3, ... without a gap
+(else :class:`ArchiveRejected`, nothing written), then written as the amendments left them
+(the version hashes, the best results merged in version order, the ``amended:<S>`` marker)
+with the upgrade claims log's latest claim of each member. A claim of either log may claim the
+reward a member had in any version.
 """
 
 from __future__ import annotations
@@ -46,8 +53,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, cast
 
-from seasons import calendar, claimlog, closed, ties
-from seasons.archives import DATA_SUFFIX, MANIFEST_SUFFIX, TMP_TTL
+from seasons import amend_files, calendar, claimlog, closed, ties
+from seasons.amend import Amender
+from seasons.archives import DATA_SUFFIX, MANIFEST_SUFFIX, TMP_TTL, Archives
 from seasons.audit import Audit, Note
 from seasons.catalog import archive_dir
 from seasons.claimlog import LoggedClaim
@@ -62,9 +70,9 @@ from seasons.errors import (
     SeasonsError,
 )
 from seasons.files import open_regular
-from seasons.keys import SEASON_ARCHIVED, STATE_SEASON, Keys
+from seasons.keys import SEASON_ARCHIVED, STATE_AMENDED, STATE_SEASON, Keys
 from seasons.lifecycle import EventType, Lifecycle, event_id, run_stamp
-from seasons.manifest import Manifest, is_amendment, sha256_read
+from seasons.manifest import AMEND_MARK, Manifest, is_amendment, sha256_read
 from seasons.results import Results
 from seasons.scripts import Scripts
 from seasons.standings import (
@@ -81,6 +89,7 @@ from seasons.standings import (
 
 Progress = Callable[[int, int], None]  # (rows done, rows in all)
 Action = Literal["restored", "replaced", "unchanged"]
+Had = dict[str, set[tuple[int, str | None]]]  # member -> (rank, reward) in each version
 
 _SNAPSHOT_STAMP = re.compile(r"\d{8}T\d{6}Z")
 
@@ -95,6 +104,17 @@ class Checked:
     action: Action
     closed: AsClosed  # each line's rank and reward at the close (seasons.closed)
     claims: list[LoggedClaim]  # the claims log beside the file: one claim per member
+    amended: list[Version]  # the versions n >= 2 beside the file (seasons.amend), in order
+    upgrades: list[LoggedClaim]  # the upgrade claims log beside the file: the latest a member
+
+
+@dataclass(frozen=True, slots=True)
+class Version:
+    """One amended version of a season's results, read from its checked files."""
+
+    version: int
+    manifest: Manifest
+    rows: dict[str, str]  # member -> result JSON, as the version's hash holds it
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,9 +241,47 @@ class Restorer:
                 f"{manifest.count} and {manifest.score_sum}",
             )  # fmt: skip
         at_close = _as_closed(file, manifest, rows, rewards, cfg)
-        claims = _logged_claims(file, manifest, rows, at_close, inside)
+        amended = [] if "@" in manifest.season else self._versions(file, manifest, inside)
+        had = _results_had(rows, at_close, amended)
+        claims = _logged(claimlog.beside(file, manifest.season), manifest, had, inside, first=True)
+        upgrades_log = file.with_name(manifest.season + claimlog.UPGRADES_SUFFIX)
+        upgrades = _logged(upgrades_log, manifest, had, inside, first=False)
         action = self._compare(file, manifest, rows, force)
-        return Checked(file, manifest, rows, action, at_close, claims)
+        return Checked(file, manifest, rows, action, at_close, claims, amended, upgrades)
+
+    def _versions(self, file: Path, manifest: Manifest, inside: Path | None) -> list[Version]:
+        """The amended versions beside ``file`` (``<S>.amend-<n>``), each checked against its
+        manifest as the close's file is: 2, 3, ... without a gap, of this board and season."""
+        out: list[Version] = []
+        archives = self._amender().archives
+        try:
+            found = amend_files.versions(file.parent, manifest.season)
+            if found != list(range(2, len(found) + 2)):
+                raise rejected(
+                    file, f"the amended versions beside it are {found}: versions run 2, 3, ... "
+                    "without a gap (a version's files are missing)",
+                )  # fmt: skip
+            for n in found:
+                stem = f"{manifest.season}{AMEND_MARK}{n}"
+                data = file.with_name(stem + DATA_SUFFIX)
+                mf, rows = amend_files.read(
+                    archives, data, file.with_name(stem + MANIFEST_SUFFIX), inside
+                )
+                if (mf.board, mf.season) != (manifest.board, manifest.season):
+                    raise rejected(data, f"its manifest is of {mf.board} {mf.season}")
+                out.append(Version(n, mf, rows))
+        except ArchiveRejected:
+            raise
+        except ArchiveError as exc:
+            raise ArchiveRejected(f"{exc.message}; nothing restored", exc.details) from None
+        except OSError as exc:
+            raise rejected(file, f"an amended version is unreadable: {exc}") from None
+        return out
+
+    def _amender(self) -> Amender:
+        scripts = Scripts(self.client)
+        archives = Archives(self.client, scripts, self.settings, self.keys)
+        return Amender(self.client, archives, self.keys, self.lifecycle)
 
     def _check_season(self, file: Path, season: str, now: datetime) -> None:
         base, at, stamp = season.partition("@")
@@ -360,6 +418,7 @@ class Restorer:
             )
         self._results(checked)
         self._claims(checked)
+        self._amended(checked)
         mf = checked.manifest
         kind = EventType.RESTORE_DONE
         run = run_stamp(now)
@@ -401,6 +460,36 @@ class Restorer:
             for c in checked.claims[i : i + CHUNK]:
                 pipe.hsetnx(key, c.member, c.stored())
             pipe.execute()
+
+    def _amended(self, checked: Checked) -> None:
+        """The amended versions as the amendments left them (seasons.amend): each version's
+        hash (one already there is kept: write-once), the best results merged version by
+        version in order, as each amendment merged them, the upgrade claims (HSETNX: one in
+        Redis stands) and the latest version's marker, last."""
+        board, season = checked.manifest.board, checked.manifest.season
+        amender = self._amender()
+        if checked.action == "replaced":  # the versions of other standings
+            latest = amender.latest(board, season)
+            stale = [self.keys.amended(board, season, n) for n in range(2, latest + 1)]
+            upgrades = self.keys.upgrades(board, season)
+            self.client.unlink(self.keys.best(board, season), upgrades, *stale)
+            self.client.hdel(self.keys.state(board), STATE_AMENDED + season)
+        if not checked.amended:
+            return
+        tiers = checked.closed.matcher.tiers
+        for v in checked.amended:
+            amender.store(board, season, v.version, v.rows, tiers, v.manifest.created_at)
+        for v in checked.amended:
+            amender.merge_best(board, season, v.version, tiers)
+        key = self.keys.upgrades(board, season)
+        for i in range(0, len(checked.upgrades), CHUNK):
+            pipe = self.client.pipeline(transaction=False)
+            for c in checked.upgrades[i : i + CHUNK]:
+                pipe.hsetnx(key, c.member, c.stored()[:-1] + ',"upgrade":true}')  # claim.lua's
+            pipe.execute()
+        self.client.hset(
+            self.keys.state(board), STATE_AMENDED + season, str(checked.amended[-1].version)
+        )
 
     # --- every file of the namespace ------------------------------------------------------
 
@@ -513,15 +602,28 @@ def _as_closed(
     return result
 
 
-def _logged_claims(
-    file: Path, manifest: Manifest, rows: list[Row], result: AsClosed, inside: Path | None
+def _results_had(rows: list[Row], result: AsClosed, versions: list[Version]) -> Had:
+    """Each member's (rank, reward) in every version of the results: the close's (version
+    1, recomputed), then each amended version's. A member forgotten since has none."""
+    had: Had = {}
+    for i, (_, member, _, _) in enumerate(rows):
+        had.setdefault(member, set()).add((result.ranks[i], result.reward(i)))
+    for v in versions:
+        for member, value in v.rows.items():
+            row = json.loads(value)
+            had.setdefault(member, set()).add((row["rank"], row["reward"]))
+    return had
+
+
+def _logged(
+    path: Path, manifest: Manifest, had: Had, inside: Path | None, *, first: bool
 ) -> list[LoggedClaim]:
-    """The claims of the claims log beside ``file``, the first of each member (as HSETNX
-    kept it), leaving out members without a line (forgotten); raises
-    :class:`ArchiveRejected` for a line that is not a claim of this season, or whose reward
-    or rank is not the member's result."""
-    path = claimlog.beside(file, manifest.season)
-    line_of = {member: i for i, (_, member, _, _) in enumerate(rows)}
+    """The claims of a claims log (``<S>.claims.jsonl``, or the upgrade claims of
+    ``<S>.upgrades.jsonl``), one per member: its ``first`` (as HSETNX kept it) or its last
+    (as the upgrades hash keeps the latest), leaving out members without a result (forgotten);
+    raises :class:`ArchiveRejected` for a line that is not a claim of this season, or whose
+    reward and rank the member had in no version of the results (a first claim made after an
+    amendment claims the amended reward)."""
     found: dict[str, LoggedClaim] = {}
     problems: list[tuple[int, str]] = []
     try:
@@ -531,16 +633,15 @@ def _logged_claims(
             except ValueError as exc:
                 problems.append((n, str(exc)))
                 continue
-            i = line_of.get(c.member)
+            results = had.get(c.member)
             if (c.board, c.season) != (manifest.board, manifest.season):
                 problems.append((n, f"is a claim of {c.board} {c.season}, not of "
                                     f"{manifest.board} {manifest.season}"))  # fmt: skip
-            elif i is not None and (c.rank, c.reward) != (result.ranks[i], result.reward(i)):
+            elif results is not None and (c.rank, c.reward) not in results:
                 problems.append((n, f"claims {c.reward!r} at rank {c.rank}, but member "
-                                    f"{c.member!r} has {result.reward(i)!r} at rank "
-                                    f"{result.ranks[i]}"))  # fmt: skip
-            elif i is not None:
-                found.setdefault(c.member, c)
+                                    f"{c.member!r} has {_had(results)}"))  # fmt: skip
+            elif results is not None and not (first and c.member in found):
+                found[c.member] = c
             if len(problems) >= STOP_AFTER:
                 break  # the log is clearly bad: reading it further only costs
     except ArchiveError as exc:
@@ -550,6 +651,10 @@ def _logged_claims(
     if problems:
         raise _linesrejected(path, problems)
     return list(found.values())
+
+
+def _had(results: set[tuple[int, str | None]]) -> str:
+    return " or ".join(f"{w!r} at rank {r}" for r, w in sorted(results, key=str))
 
 
 def _linesrejected(file: Path, problems: list[tuple[int, str]]) -> ArchiveRejected:

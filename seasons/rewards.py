@@ -27,6 +27,7 @@ from typing import Any
 from redis.client import Pipeline
 
 from seasons import calendar, claimlog
+from seasons.amend import latest_version, version_key
 from seasons.backend import Backend
 from seasons.clock import utc_text
 from seasons.config.settings import Settings
@@ -120,41 +121,58 @@ class Rewards:
         return out.model_copy(update={"void": void}) if void else out
 
     def page(self, board: str, season: str, *, offset: int, limit: int) -> RewardsPage:
-        """A page of the results in the order of the season's archive (best first, ties as
-        the board ranks them), with the summary."""
+        """A page of the latest version of the results (an amended season's latest, else the
+        close's) in rank order, with that version's summary."""
         self._check(board, season)
-        results, claims = self.b.keys.results(board, season), self.b.keys.claims(board, season)
-        summary = self._summary(board, season, self.b.client.hget(results, SUMMARY))
-        # The archive's page gives the order (and checks offset and limit): one page's reads,
-        # where sorting the results hash would read all of it.
-        page = self.run(self.reads.page(board, "season", season, limit=limit, offset=offset))
-        members = [e.member for e in page.entries]
+        version, key = self._latest(board, season)
+        summary = self._summary(board, season, self.b.client.hget(key, SUMMARY))
+        # Checks offset and limit (UnknownBoard, InvalidInput) as every page read does.
+        read = self.reads.page(board, "season", season, limit=limit, offset=offset)
+        if version == 1:
+            # The archive's page gives the order: one page's reads, where sorting the
+            # results hash would read all of it.
+            members = [e.member for e in self.run(read).entries]
+        else:
+            members = self._ranked(key)[offset : offset + limit]
         entries: list[MemberReward] = []
         if members:
             pipe = self.b.client.pipeline(transaction=False)
-            best = self.b.keys.best(board, season)
-            pipe.hmget(results, members)
-            pipe.hmget(claims, members)
-            pipe.exists(best)
-            pipe.hmget(best, members)
+            pipe.hmget(key, members)
+            pipe.hmget(self.b.keys.claims(board, season), members)
             pipe.hmget(self.b.keys.moderation(board), members)
-            found, claimed, amended, bests, hidden = pipe.execute()
-            if amended:  # the effective view (seasons.amend): best results, void flags
-                found = bests
+            found, claimed, hidden = pipe.execute()
+            amended = version > 1
             for m, r, c, h in zip(members, found, claimed, hidden, strict=True):
+                # Hidden or banned since the latest version: void (seasons.amend).
                 if r is None or (amended and h is not None and c is None):
                     continue
                 e = _member_reward(board, season, m, r, c, summary["provisional"])
                 entries.append(e.model_copy(update={"void": True}) if amended and h else e)
         return RewardsPage(
             season=season, board=board, offset=offset, limit=limit, total=summary["total"],
-            summary=self._summarised(board, season, summary), entries=entries,
+            version=version, summary=self._summarised(board, season, summary), entries=entries,
         )  # fmt: skip
+
+    def _latest(self, board: str, season: str) -> tuple[int, str]:
+        """(the latest version of the results, its hash)."""
+        version = latest_version(self.b.client, self.b.keys, board, season)
+        return version, version_key(self.b.keys, board, season, version)
+
+    def _ranked(self, key: str) -> list[str]:
+        """The members of an amended version in rank order, equal ranks by member bytes (as
+        its file, seasons.amend_files): the whole hash, read and sorted (its ranks are not
+        the archive's, whose order a version-1 page reads)."""
+        rows = [
+            (json.loads(v)["rank"], k.encode("utf-8", "surrogatepass"), k)
+            for k, v in self.b.client.hscan_iter(key, count=_SCAN_COUNT)
+            if k != SUMMARY
+        ]
+        return [m for _, _, m in sorted(rows)]
 
     def summary(self, board: str, season: str) -> RewardsSummary:
         """The results' summary: tiers, how many each granted and how many were claimed."""
         self._check(board, season)
-        text = self.b.client.hget(self.b.keys.results(board, season), SUMMARY)
+        text = self.b.client.hget(self._latest(board, season)[1], SUMMARY)
         return self._summarised(board, season, self._summary(board, season, text))
 
     def _summarised(self, board: str, season: str, summary: dict[str, Any]) -> RewardsSummary:
@@ -170,7 +188,8 @@ class Rewards:
         return RewardsSummary(
             season=season, board=board, provisional=summary["provisional"],
             computed_at=summary["computed_at"], total=summary["total"],
-            granted=sum(t.count for t in tiers), claimed=by_reward.total(), tiers=tiers,
+            version=summary.get("version", 1), granted=sum(t.count for t in tiers),
+            claimed=by_reward.total(), tiers=tiers,
         )  # fmt: skip
 
     def claim(self, board: str, season: str, member: str, claim_id: str | None = None) -> Claim:
@@ -205,7 +224,7 @@ class Rewards:
                 {**where, "member": member},
             )
         result, stored = json.loads(rest[0]), json.loads(rest[1])
-        if status == "upgraded":  # logged apart: restore loads the close's claims only
+        if status == "upgraded":  # logged apart: a member's latest is the one kept (restore)
             logged = claimlog.LoggedClaim(
                 board=board, season=season, member=member, reward=stored["reward"],
                 rank=stored["rank"], claim_id=stored["claim_id"], claimed_at=stored["claimed_at"],

@@ -259,10 +259,8 @@ def test_an_unhide_brings_back_a_member_hidden_at_the_close(
     assert app.rewards("kills", "S1", "m1").reward == "gold"  # type: ignore[union-attr]
     assert app.rewards("kills", "S1", "m2").reward == "gold"  # type: ignore[union-attr]
     assert app.rewards("kills", "S1", "m4").reward == "silver"  # type: ignore[union-attr]
-    page = app.rewards("kills", "S1")
-    assert {e.member: e.reward for e in page.entries} == {  # type: ignore[union-attr]
-        m: best_of([v1, v2], m) for m in SCORES if m != "m1"
-    }  # the page follows the public archive's order: m1 was hidden at the close
+    # The page lists the latest version, m1 with it (hidden at the close, not in the archive).
+    assert page_of(app) == (2, *model_page(v2))
 
 
 OPS = st.lists(
@@ -666,3 +664,98 @@ def test_ranks_close_up_by_the_tie_rule(settings_factory, r, tmp_path: Path, rul
         )
     finally:
         s.close()
+
+
+def model_page(version: dict[str, tuple[int, Any]]) -> tuple[list[tuple[str, int, Any]], Any]:
+    """A version's page (member, rank, reward) in rank order, and its tiers' counts."""
+    entries = sorted(((m, rank, reward) for m, (rank, reward) in version.items()),
+                     key=lambda e: (e[1], e[0]))  # fmt: skip
+    counts = [sum(1 for _, _, w in entries if w == t) for t in ORDER]
+    return entries, counts
+
+
+def page_of(app: Seasons) -> tuple[int, list[tuple[str, int, Any]], Any]:
+    page = app.rewards("kills", "S1", limit=1000)
+    assert page.version == page.summary.version  # type: ignore[union-attr]
+    entries = [(e.member, e.rank, e.reward) for e in page.entries]  # type: ignore[union-attr]
+    return page.version, entries, [t.count for t in page.summary.tiers]  # type: ignore[union-attr]
+
+
+def amended_state(r: Any) -> dict[str, Any]:
+    """Every key of the amended results and the claims of kills S1, as Redis holds them."""
+    keys = sorted(k for k in r.scan_iter("seasons:{kills}:*S1*") if b":archive" not in k)
+    state = {k: r.hgetall(k) for k in keys if r.type(k) == b"hash"}
+    return {**state, "marker": r.hget("seasons:{kills}:state", "amended:S1")}
+
+
+def test_restore_all_brings_back_every_version_the_best_and_the_claims(
+    sim: Sim, r, tmp_path: Path
+) -> None:
+    """Ban rank 1 (version 2), hide rank 5 (3), unhide it (4); claims and an upgrade; then
+    Redis lost and `restore --all`: the versions, best results, marker and claims as they
+    were, by a model of the versions; a version's file tampered with, or missing, is refused
+    with nothing written."""
+    app = sim.app
+    runner = CliRunner()
+
+    def restore() -> Any:
+        state = CliState(clock=sim.clock, settings=sim.settings)
+        return runner.invoke(cli, ["restore", "--all"], obj=state)
+
+    versions = [model_version(SCORES, h) for h in (set(), {"m1"}, {"m1", "m5"}, {"m1"})]
+    assert page_of(app) == (1, *model_page(versions[0]))
+    assert app.claim("kills", "S1", "m2", claim_id="c-2").reward == "silver"
+    app.moderate("m1", "banned", reason="cheating")
+    assert page_of(app) == (2, *model_page(versions[1]))
+    assert app.claim("kills", "S1", "m2", claim_id="up-2").upgrade
+    assert app.claim("kills", "S1", "m4", claim_id="c-4").reward == "silver"
+    app.moderate("m5", "hidden", reason="suspect")
+    app.moderate("m5", "visible", reason="cleared")
+    assert page_of(app) == (4, *model_page(versions[3]))
+    before = amended_state(r)
+    assert before["marker"] == b"4"
+    for n, v in enumerate(versions[1:], start=2):
+        stored = before[f"seasons:{{kills}}:amended:S1:{n}".encode()]
+        assert {m.decode(): (json.loads(x)["rank"], json.loads(x)["reward"])
+                for m, x in stored.items() if m} == v  # fmt: skip
+    rows = before[b"seasons:{kills}:best:S1"].items()
+    best = {m.decode(): json.loads(x)["reward"] for m, x in rows}
+    assert best == {m: best_of(versions, m) for m in SCORES}
+
+    r.flushall()
+    done = restore()
+    assert done.exit_code == 0, done.output
+    assert amended_state(r) == before
+    assert restore().exit_code == 0  # twice is once
+    assert amended_state(r) == before
+    assert page_of(app) == (4, *model_page(versions[3]))
+    # The upgrade was claimed once: a new id is told so, the recording id again false.
+    other = app.claim("kills", "S1", "m2", claim_id="up-9")
+    assert (other.reward, other.upgrade, other.already_claimed) == ("gold", True, True)
+    again = app.claim("kills", "S1", "m2", claim_id="up-2")
+    assert (again.reward, again.upgrade, again.already_claimed) == ("gold", True, False)
+    assert app.claim("kills", "S1", "m4").already_claimed
+    assert app.claim("kills", "S1", "m3").reward == best_of(versions, "m3")
+    # The ban is not in the files: applied again, it amends nothing and voids m1's reward.
+    app.moderate("m1", "banned", reason="cheating")
+    assert r.hget("seasons:{kills}:state", "amended:S1") == b"4"
+    with pytest.raises(NoReward):
+        app.claim("kills", "S1", "m1")
+
+    folder = tmp_path / "archive" / "seasons" / "kills"
+    data = folder / "S1.amend-3.jsonl.gz"
+    good = data.read_bytes()
+    with gzip.open(data, "rt") as f:
+        lines = [json.loads(x) for x in f]
+    lines[0]["reward"] = "silver"  # rank 1's gold made silver
+    forged = gzip.compress("".join(json.dumps(x) + "\n" for x in lines).encode(), mtime=0)
+    for tamper, says in (
+        (lambda: data.write_bytes(forged), "does not match its manifest"),
+        (data.unlink, "without a gap"),
+    ):
+        r.flushall()
+        tamper()
+        result = restore()
+        assert result.exit_code == 2 and says in " ".join(result.output.split()), result.output
+        assert r.dbsize() == 0
+        data.write_bytes(good)

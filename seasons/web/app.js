@@ -634,7 +634,8 @@ function rewardsRow(s) {
     `${t.tier}: ${t.reward} · ${fmtScore(t.count)} granted · ${fmtScore(t.claimed)} claimed`));
   return el("tr", { "data-season": s.season, "data-board": s.board, title: `computed ${s.computed_at}` },
     el("td", {}, s.season), el("td", {}, s.board),
-    el("td", { class: "rewards-state" }, s.provisional ? "provisional" : "final"),
+    // An amended season's summary is its latest version's (docs/fair-play.md).
+    el("td", { class: "rewards-state" }, s.provisional ? "provisional" : s.version > 1 ? `amended v${s.version}` : "final"),
     el("td", { class: "num granted" }, fmtScore(s.granted)),
     el("td", { class: "num claimed" }, fmtScore(s.claimed)),
     el("td", {}, el("div", { class: "chips" }, ...tiers)));

@@ -287,7 +287,9 @@ def _rewards_and_lifecycle(page: Any, api: httpx.Client) -> list[tuple[str, str,
         )
         assert row.locator("td.granted").inner_text() == _js_score(summary["granted"])
         assert row.locator("td.claimed").inner_text() == _js_score(summary["claimed"])
+        version = summary["version"]
         state = "provisional" if summary["provisional"] else "final"
+        state = f"amended v{version}" if version > 1 and state == "final" else state
         assert row.locator("td.rewards-state").inner_text() == state
         assert row.locator(".chip.tier").all_inner_texts() == [
             f"{t['tier']}: {t['reward']} · {_js_score(t['count'])} granted · "
