@@ -160,8 +160,9 @@ class Seasons:
         ``standing``: the result's ``standings`` hold, per event, its member's rank and
         score after the batch on the board of the event's day in ``standing_window``
         (default ``season``; :class:`seasons.errors.BadWindow` if a board of the batch keeps
-        no such window), read by the same script call as the write. A resend of an applied
-        batch reads them when resent."""
+        no such window), read by the same script call as the write; a hidden or banned
+        member's is its own view (docs/fair-play.md#writes). A resend of an applied batch
+        reads them when resent."""
         batch = self.writes.check(
             events, batch_id=batch_id, backfill=backfill, standing=standing,
             standing_window=standing_window,
@@ -288,7 +289,8 @@ class Seasons:
         """The member's rank and score and, for each rank of ``to`` (1 to 1000 ranks, each
         1 to 10^9), the score at that position of the board and the change of score that
         reaches it (0 once the member's rank is that rank or better); None if it is not on
-        the board."""
+        the board. A hidden or banned member's rank and score are its own view
+        (docs/boards.md#hidden-and-banned-members), the targets the public board's."""
         return self.run(self.reads.climb(board, window, member, period, to=to))
 
     def around(

@@ -63,6 +63,19 @@ class Event(BaseModel):
     metadata: dict[str, MetaValue] | None = None
 
 
+# A hidden or banned member's own view in open mode (docs/boards.md#hidden-and-banned-members):
+# true on its entry; absent (False, left out of the JSON) on every other one, so the JSON of
+# visible members is as it always was.
+Hidden = Annotated[
+    bool,
+    Field(
+        exclude_if=lambda v: not v,
+        description="true on a hidden or banned member's own entry when its moderation mode "
+        "is open; absent otherwise",
+    ),
+]
+
+
 class Standing(BaseModel):
     """Where an event's member stands after its batch was applied (a write asked for it)."""
 
@@ -76,6 +89,7 @@ class Standing(BaseModel):
     )
     rank: int | None = Field(description="By the board's ties rule; null when not on the board")
     score: Score | None = Field(description="null when not on the board (trimmed away)")
+    hidden: Hidden = False
 
 
 class HeldRef(BaseModel):
@@ -126,19 +140,6 @@ class WriteResult(BaseModel):
         description="Events of banned members: acknowledged, their ids seen, applied "
         "nowhere; absent when none",
     )
-
-
-# A hidden or banned member's own view in open mode (docs/boards.md#hidden-and-banned-members):
-# true on its entry; absent (False, left out of the JSON) on every other one, so the JSON of
-# visible members is as it always was.
-Hidden = Annotated[
-    bool,
-    Field(
-        exclude_if=lambda v: not v,
-        description="true on a hidden or banned member's own entry when its moderation mode "
-        "is open; absent otherwise",
-    ),
-]
 
 
 class Entry(BaseModel):
@@ -213,6 +214,7 @@ class Climb(BaseModel):
     score: Score
     parts: Parts = None
     targets: list[ClimbTarget]
+    hidden: Hidden = False
 
 
 # --- rewards of a season (results computed by the close, claims) ------------------------------

@@ -15,9 +15,9 @@ centred on) is guessed the same way from the last read of that member, so a memb
 again answers in one transaction; the first read of a member reads it in a transaction of
 its own. Reads whose dependent values cannot be checked so stay scripts.
 
-A read addressed to a member (its entry, around it, a lookup, its history) that misses it
-on a live key may be reading a hidden or banned member, whose own view only the script
-answers (``seasons/lua/lib/hidden.lua``). Such a read is learned as one that misses
+A read addressed to a member (its entry, around it, a lookup, its history, its climb) that
+misses it on a live key may be reading a hidden or banned member, whose own view only the
+script answers (``seasons/lua/lib/hidden.lua``). Such a read is learned as one that misses
 (:attr:`Guesses.missing`), tried again with the member's field of the board's moderation
 hash read in the same transaction, and from then on reads it each time it is asked; a read
 that finds its member no longer reads it. A field there sends the read to the script
@@ -294,29 +294,43 @@ class ClimbPlan:
     """How far a member is from some ranks, on a board whose ties are ``member``: its rank
     and score, and the score at each of those positions."""
 
-    __slots__ = ("_board", "_member", "_desc", "_ranks")
+    __slots__ = ("_guesses", "_board", "_member", "_where", "_desc", "_ranks", "_moderation",
+                 "_check")  # fmt: skip
 
     def __init__(
         self, guesses: Guesses, live: str, archive: str, desc: bool, member: str,
-        ranks: Sequence[int],
+        ranks: Sequence[int], moderation: str | None = None,
     ):  # fmt: skip
-        self._board, self._member, self._desc = _Board(guesses, live, archive), member, desc
+        self._guesses, self._board = guesses, _Board(guesses, live, archive)
+        self._member, self._where, self._desc = member, (live, member), desc
         self._ranks = ranks
+        self._moderation, self._check = moderation, guesses.checks(self._where)
 
     def commands(self) -> list[Command]:
         key, out = self._board.commands()
         m, rev = self._member, ("REV",) if self._desc else ()
         out += [("ZREVRANK" if self._desc else "ZRANK", key, m), ("ZSCORE", key, m)]
-        return out + [("ZRANGE", key, k - 1, k - 1, *rev, "WITHSCORES") for k in self._ranks]
+        out += [("ZRANGE", key, k - 1, k - 1, *rev, "WITHSCORES") for k in self._ranks]
+        if self._check and self._moderation is not None:  # it missed last time
+            out.append(("HGET", self._moderation, m))
+        return out
 
     def settle(self, replies: list[Any]) -> Reply | Missed:
         got = self._board.check(replies)
         if got is None:
             return MISSED
         position, score, *at = got
-        if position is None:
-            return None  # not on the board
-        return ["rank", position + 1, "score", score, "targets", [r[1] if r else None for r in at]]
+        n = len(self._ranks)
+        if position is None:  # not on the board: tried again reading its moderation field
+            checked, self._check = self._check, True
+            return _missing(
+                self._guesses, self._where, self._moderation, self._board.archived, checked,
+                at[n:],
+            )  # fmt: skip
+        if self._check:
+            self._guesses.found(self._where)
+        targets = [r[1] if r else None for r in at[:n]]
+        return ["rank", position + 1, "score", score, "targets", targets]
 
 
 class LookupPlan:

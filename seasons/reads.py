@@ -10,9 +10,9 @@ beside them on a board with a composite layout). A read of one member whose memb
 on the board answers the :class:`~seasons.errors.NotRanked` error the Read names. Limits and
 the member rule are checked here, before any Redis call, for every interface alike.
 
-A read addressed to a member (its entry, around it, a lookup, its history) names the board's
-moderation hash and the twin of its live key too: where the member is missing, a hidden or
-banned one is answered where it would stand if it alone were visible
+A read addressed to a member (its entry, around it, a lookup, its history, its climb) names
+the board's moderation hash and the twin of its live key too: where the member is missing, a
+hidden or banned one is answered where it would stand if it alone were visible
 (``seasons/lua/lib/hidden.lua``, docs/boards.md#hidden-and-banned-members).
 """
 
@@ -35,7 +35,7 @@ from seasons.executor import Call, Plan, Reply, script
 from seasons.keys import Keys
 from seasons.models import Climb, Entry, EntryDetail, History, Page
 from seasons.plans import ClimbPlan, EntryPlan, Guesses, HistoryPlan, LookupPlan, PagePlan
-from seasons.replies import HIDDEN, Writer, fields, flagged, meta, raw
+from seasons.replies import HIDDEN, Writer, flagged, meta, raw
 
 MAX_LIMIT = 1000
 MAX_SIZE = 101
@@ -349,7 +349,9 @@ class Reads:
         self, board: str, window: str, member: str, period: str, *, to: Iterable[int]
     ) -> Read[Climb | None]:
         """``member``'s rank and score, and for each rank of ``to`` the score at that position
-        of the board and how far the member's score is from it; nil if it is not ranked."""
+        of the board and how far the member's score is from it; nil if it is not ranked. A
+        hidden or banned member's rank and score are its self-view; the targets stay the
+        visible members' places."""
         cfg = self.board(board)
         ranks = _check_targets(to)
         _check_member(member)
@@ -365,7 +367,7 @@ class Reads:
         def render(reply: Any) -> bytes | None:
             if reply is None:
                 return None
-            rank, score, targets = fields(reply, _CLIMB_FIELDS, _P)
+            (rank, score, targets), hidden = flagged(reply, _CLIMB_FIELDS, _P)
             here, out = float(score), []
             for k, at in zip(ranks, targets, strict=True):
                 if at is None:
@@ -375,14 +377,18 @@ class Reads:
                 out.append(b'{"rank":%d' % k + writer.score(raw(at)) + b',"gap":' + gap + b"}")
             return (
                 head + b"%d" % rank + writer.score(raw(score)) + b',"targets":['
-                + b",".join(out) + b"]}"
+                + b",".join(out) + b"]" + (HIDDEN if hidden is not None else b"") + b"}"
             )  # fmt: skip
 
         args = [cfg.order, cfg.ties, "climb", self._cap(cfg, window), member, *ranks]
-        call = Call(_POINTS, self._points_keys(board, window, pid, live, archive), args)
+        keys = self._points_keys(board, window, pid, live, archive)
+        call = Call(_POINTS, keys, args)
         plan = None
         if "climb" in ties.of(cfg).planned:
-            plan = ClimbPlan(self._guesses, live, archive, cfg.order == "desc", member, ranks)
+            plan = ClimbPlan(
+                self._guesses, live, archive, cfg.order == "desc", member, ranks,
+                _checked(keys[1], keys[4], live),
+            )  # fmt: skip
         return Read(call, render, _CLIMB, _not_ranked(board, window, member, pid), plan)
 
     def lookup(self, board: str, window: str, members: list[str], period: str) -> Read[list[Entry]]:

@@ -358,12 +358,14 @@ def _standings(
     rows: list[Any], window: str, events: list[ValidEvent], settings: Settings
 ) -> list[Standing]:
     """The standing of each event from write.lua's (rank, score) pairs, in the same order:
-    the score is Redis's text of it (the double it holds, read exactly), nil off the board."""
-    if len(rows) != 2 * len(events):
+    the score is Redis's text of it (the double it holds, read exactly), nil off the board;
+    after them the 1-based events whose standing is an open self-view (``hidden``)."""
+    pairs, flagged = rows[: 2 * len(events)], {int(i) for i in rows[2 * len(events) :]}
+    if len(pairs) != 2 * len(events):
         raise RuntimeError(f"write.lua answered {len(rows)} values for {len(events)} standings")
     spec = win.spec(window)
     out = []
-    for ev, rank, score in zip(events, rows[::2], rows[1::2], strict=True):
+    for n, (ev, rank, score) in enumerate(zip(events, pairs[::2], pairs[1::2], strict=True)):
         period = spec.period_of_day(ev.day, settings)
         out.append(
             Standing(
@@ -374,6 +376,7 @@ def _standings(
                 period=None if period is None else period.id,
                 rank=None if rank is None else int(rank),
                 score=None if score is None else float(score),
+                hidden=n + 1 in flagged,
             )
         )
     return out

@@ -7,10 +7,11 @@ a dense board's distinct scores no visible member has any more, and sets their f
 board's moderation hash. Every read is compared with a plain-Python model
 (tests/reference.py): every public read is the board of the visible members; every read
 addressed to a hidden or banned member (its entry, around it, a lookup naming it, its
-history) is its self-view: the board of the visible members with it alone added, ranked by
-the board's rule (rank = 1 + the visible members strictly better); in open mode its entry
-carries ``"hidden": true``. The HTTP API (its fast path and its FastAPI routes) answers the
-same JSON as the Python API.
+history, its climb, the standing a write answers it) is its self-view: the board of the
+visible members with it alone added, ranked by the board's rule (rank = 1 + the visible
+members strictly better); in open mode its entry carries ``"hidden": true``. A climb's
+targets stay the visible members' places. The HTTP API (its fast path and its FastAPI routes)
+answers the same JSON as the Python API.
 """
 
 from __future__ import annotations
@@ -63,6 +64,8 @@ VALUES = st.sampled_from([1, 1, 2, 2, 3, 5, -1, 0])
 # Seconds into the day: few, so that reach times are equal too.
 SECONDS = st.sampled_from([3600, 3600, 7200, 36000])
 WINDOW_KINDS = ("day", "week", "season")
+# The ranks a climb is asked to: the first, some within the board, one past its end.
+CLIMB_TO = [1, 2, 4, 11]
 Scores = dict[str, float]
 
 
@@ -188,6 +191,33 @@ class Expect:
                 rows.append((rank, i, m, self.seen_by(m)[m]))
         return [(rank, m, s) for rank, _, m, s in sorted(rows)]
 
+    def climb(self, member: str, to: list[int], flag: bool) -> dict[str, Any] | None:
+        """Its rank and score (its self-view if hidden), and the targets: the score at each
+        rank of the visible members' board (the k-th distinct score on a dense board), the
+        gap 0 once its rank is k or better."""
+        rank = self.rank(member)
+        if rank is None:
+            return None
+        score = self.seen_by(member)[member]
+        if self.ties == "dense":
+            places = sorted(set(self.visible.values()), reverse=self.order == "desc")
+        else:
+            places = [s for _, _, s in self.ranked(self.visible)]
+        targets = []
+        for k in to:
+            at = places[k - 1] if k <= len(places) else None
+            gap = 0 if at is None or rank <= k else abs(at - score)
+            targets.append((k, at, gap))
+        return {"rank": rank, "score": score, "hidden": flag, "targets": targets}
+
+
+def climbed(got: Any) -> dict[str, Any] | None:
+    """A climb's answer in the form of :meth:`Expect.climb`."""
+    if got is None:
+        return None
+    targets = [(t.rank, t.score, t.gap) for t in got.targets]
+    return {"rank": got.rank, "score": got.score, "hidden": got.hidden, "targets": targets}
+
 
 def periods() -> list[tuple[str, str]]:
     return [*(("day", d.isoformat()) for d in DAYS), ("week", WEEK), ("season", SEASON)]
@@ -212,8 +242,17 @@ MODERATION = st.dictionaries(
 )
 
 
-def write(app: Seasons, clock: ManualClock, model: Model, board: str, events: list[Any]) -> None:
-    """The events, each day's on that day (so none is late), into Seasons and the model."""
+def write(
+    app: Seasons, clock: ManualClock, model: Model, board: str, events: list[Any],
+    moderation: dict[str, tuple[str, str]] | None = None, truth: Model | None = None,
+) -> None:  # fmt: skip
+    """The events, each day's on that day (so none is late), into Seasons and the model,
+    each batch asking the standings on a window of its own (day, week, season): each event's
+    is its member's self-view (``moderation``: the members hidden or banned now) on the
+    board of ``truth`` (default: ``model``; a banned member's events go to a model of their
+    own, its board stays ``truth``'s)."""
+    truth = model if truth is None else truth
+    moderation = moderation or {}
     for d, day in enumerate(DAYS):
         batch = []
         for member, value, at, seconds in events:
@@ -225,7 +264,23 @@ def write(app: Seasons, clock: ManualClock, model: Model, board: str, events: li
         now = datetime(day.year, day.month, day.day, 23, 0, tzinfo=UTC)
         clock.set(now)
         model.submit(batch, now)
-        app.submit_many([{**e, "ts": e["ts"].isoformat()} for e in batch])
+        window = WINDOW_KINDS[d % len(WINDOW_KINDS)]
+        result = app.submit_many(
+            [{**e, "ts": e["ts"].isoformat()} for e in batch], standing=True,
+            standing_window=window,
+        )  # fmt: skip
+        pid = {"day": day.isoformat(), "week": WEEK, "season": SEASON}[window]
+        want = Expect(BOARDS[board], truth.board(board, window, pid),
+                      truth.reach(board, window, pid), set(moderation))  # fmt: skip
+        expected = []
+        for i, e in enumerate(batch):
+            m = e["member"]
+            rank = want.rank(m)
+            flag = rank is not None and moderation.get(m, ("", ""))[1] == "open"
+            expected.append((i, m, pid, rank, want.seen_by(m).get(m), flag))
+        assert result.standings is not None
+        got = [(s.index, s.member, s.period, s.rank, s.score, s.hidden) for s in result.standings]
+        assert got == expected, (board, window, moderation)
     clock.set(NOW)
 
 
@@ -260,6 +315,9 @@ def check_board(
             got = app.rank(board, member, window, period=pid)
             expected = want.entry(member, flag, meta)
             assert (got.model_dump(mode="json") if got else None) == expected, (where, member)
+            if member in hidden or member == "ann":  # a visible one's: tests of climb
+                climb = app.climb(board, member, window, period=pid, to=CLIMB_TO)
+                assert climbed(climb) == want.climb(member, CLIMB_TO, flag), (where, member)
             if got is not None:  # its JSON: "hidden" only where it is true
                 assert ('"hidden"' in got.model_dump_json()) == flag, (where, member)
             around = app.around(board, member, window, period=pid, size=size)
@@ -373,7 +431,8 @@ def test_a_trimmed_board_has_room_for_a_self_view_only_within_its_size(
 ) -> None:
     """On a board that keeps its 3 best (max_entries), the hidden member stands on the
     week board only if it would be among those 3, the last one making room; the day board
-    (never trimmed) ranks it among all."""
+    (never trimmed) ranks it among all. Its entry, around it, a lookup, its climb and its
+    standing after a write alike."""
     settings = settings_factory(
         namespace=NS, boards={"top3": {"aggregate": "sum", "max_entries": 3}},
         seasons={"length_days": 7, "anchor": "2035-05-28"},
@@ -397,12 +456,22 @@ def test_a_trimmed_board_has_room_for_a_self_view_only_within_its_size(
             entry = app.rank("top3", "hid", window, period=pid)
             around = app.around("top3", "hid", window, period=pid, size=5)
             found = app.lookup("top3", ["hid", "cid"], window, period=pid)
+            climb = app.climb("top3", "hid", window, period=pid, to=[1])
+            # 0 changes no score: its standing after that write is where it stands now
+            written = app.submit(
+                "top3", "hid", 0, ts=NOW.isoformat(), standing=True, standing_window=window
+            )
+            assert written.standings is not None
+            standing = written.standings[0]
             if "hid" not in seen:
-                assert entry is None and around is None, window
+                assert entry is None and around is None and climb is None, window
+                assert (standing.rank, standing.score) == (None, None), window
                 assert triples(found) == [(3, "cid", 6.0)]
                 continue
             rows = ranked(seen, "desc", "member")
-            assert entry is not None and around is not None
+            assert entry is not None and around is not None and climb is not None
+            assert (climb.rank, climb.score) == (entry.rank, entry.score), window
+            assert (standing.rank, standing.score) == (entry.rank, entry.score), window
             assert entry.model_dump(mode="json") == {
                 "rank": next(rank for rank, m, _ in rows if m == "hid"),
                 "member": "hid",
@@ -474,8 +543,8 @@ def test_the_moderation_hash_is_read_only_for_a_member_missing_from_the_board(
 ) -> None:
     """Reads of a visible member (plans and scripts, from a first read and from guesses)
     never touch the moderation hash, a history that finds it in one period of several
-    included; a member missing from the board reads its field; a hidden one is answered by
-    the script."""
+    included, nor does its standing after a write; a member missing from the board reads
+    its field; a hidden one is answered by the script."""
     board = f"sum_desc_{ties}"
     for member, value in (("ann", 5), ("bob", 3), ("cid", 3)):
         app.submit(board, member, value, ts=NOW.isoformat())
@@ -488,6 +557,7 @@ def test_the_moderation_hash_is_read_only_for_a_member_missing_from_the_board(
         "history": lambda m: app.history(board, m, "day", last=1),
         # found today, missed the days before: visible (moderation empties every live key)
         "history of days it missed": lambda m: app.history(board, m, "day", last=3),
+        "climb": lambda m: app.climb(board, m, "day", to=[1, 2]),
     }
     for name, read in reads.items():
         for _ in range(2):
@@ -496,6 +566,21 @@ def test_the_moderation_hash_is_read_only_for_a_member_missing_from_the_board(
         assert any(moderation in c for c in missing), name
         hidden = _sent(r, read, "bob")
         assert any(c.startswith("ZSCORE") and "hidden:day" in c for c in hidden), name
+    # A write's standing: a visible member's reads no more of the moderation hash than the
+    # write does without it (the batch's fields, read before anything is written); a hidden
+    # member's reads its field once more, having missed it on the board.
+    app.submit(board, "bob", 0, ts=NOW.isoformat())  # from now on sent with the twin keys
+    for member, more in (("cid", 0), ("bob", 1)):
+        read = {
+            standing: [
+                c for c in _sent(r, lambda m, standing=standing: app.submit(
+                    board, m, 0, ts=NOW.isoformat(), standing=standing,
+                    standing_window="day" if standing else None,
+                ), member) if moderation in c
+            ]
+            for standing in (False, True)
+        }  # fmt: skip
+        assert len(read[True]) == len(read[False]) + more, member
     entry = app.rank(board, "bob", "day")
     assert entry is not None and (entry.rank, entry.total) == (
         {"member": 3, "shared": 2, "dense": 2, "earliest": 2}[ties],
@@ -510,10 +595,10 @@ def test_the_moderation_hash_is_read_only_for_a_member_missing_from_the_board(
 def test_every_interface_answers_the_self_view_on_both_backends(
     settings_factory: Callable[..., Settings], backend: str, r: Any, tmp_path: Any
 ) -> None:
-    """The Python API, the HTTP API and the CLI answer a hidden member's own reads alike, on
-    a single server (plans, own connections) and on a Redis Cluster (the scripts, through
-    redis-py's cluster client), for every tie rule: as the model ranks it, flagged in open
-    mode."""
+    """The Python API, the HTTP API and the CLI answer a hidden member's own reads (its
+    climb and the standing a write answers it included) alike, on a single server (plans,
+    own connections) and on a Redis Cluster (the scripts, through redis-py's cluster
+    client), for every tie rule: as the model ranks it, flagged in open mode."""
     from click.testing import CliRunner
 
     from seasons.cli import CliState, cli
@@ -572,6 +657,35 @@ def test_every_interface_answers_the_self_view_on_both_backends(
                     obj=CliState(clock=ManualClock(NOW)),
                 )  # fmt: skip
                 assert ("(hidden)" in table.stdout) == flag, (board, member)
+                climb = app.climb(board, member, "day", to=[1, 3])
+                assert climbed(climb) == want.climb(member, [1, 3], flag), (board, member)
+                assert climb is not None
+                assert http.get(f"{path}/climb?to=1,3").json() == climb.model_dump(mode="json")
+                cli_run = CliRunner().invoke(
+                    cli, ["climb", board, member, "--window", "day", "--to", "1,3", "--json"],
+                    env=env, obj=CliState(clock=ManualClock(NOW)),
+                )  # fmt: skip
+                assert cli_run.exit_code == 0, cli_run.output
+                assert json.loads(cli_run.stdout) == climb.model_dump(mode="json")
+            # Standings after a write: each member's self-view (value 0 changes no score,
+            # and a banned member's is applied nowhere). The HTTP app resends the batch
+            # without the twin keys first (it has not met this board's hidden members):
+            # the resend reads the standings again, with them.
+            batch = [{"board": board, "member": m, "value": 0, "ts": NOW.isoformat()}
+                     for m in ("hid", "sha", "ann")]  # fmt: skip
+            result = app.submit_many(
+                batch, batch_id=f"standing-{board}", standing=True, standing_window="day"
+            )
+            assert result.standings is not None
+            assert [(s.member, s.rank, s.score, s.hidden) for s in result.standings] == [
+                (m, want.rank(m), scores[m], m == "hid") for m in ("hid", "sha", "ann")
+            ], board
+            assert result.banned == 1
+            resent = http.post(
+                "/v1/scores?return=standing&window=day", json={"events": batch},
+                headers={"Idempotency-Key": f"standing-{board}"},
+            )  # fmt: skip
+            assert resent.json() == result.model_dump(mode="json"), board
             asked = ["sha", "hid", "dan", "nobody"]
             found = app.lookup(board, asked, "day")
             assert triples(found) == want.lookup(asked), board
@@ -609,9 +723,10 @@ def test_moderation_writes_rollups_and_unhide_end_to_end(
 ) -> None:  # fmt: skip
     """The whole path, against the model of every member's events: members hidden or banned
     by Seasons.moderate, more events written (a hidden member's kept aside, a banned one's
-    applied nowhere), the rollup job recomputing the rolled-up boards and their twins; every
-    public read is the visible members', every self-view its definition; made visible
-    again, each member has everything it earned, as if it had never been hidden."""
+    applied nowhere; each one's standing after its batch its self-view), the rollup job
+    recomputing the rolled-up boards and their twins; every public read is the visible
+    members', every self-view its definition; made visible again, each member has
+    everything it earned, as if it had never been hidden."""
     for key in list(r.scan_iter(match=app.keys.board_pattern(board), count=1000)):
         r.delete(key)
     model = Model(settings)
@@ -619,9 +734,9 @@ def test_moderation_writes_rollups_and_unhide_end_to_end(
     for member, (state, mode) in moderation.items():
         app.moderate(member, state, mode=mode, boards=[board], reason="end to end")
     banned = {m for m, (state, _) in moderation.items() if state == "banned"}
-    write(app, clock, model, board, [e for e in later if e[0] not in banned])
+    write(app, clock, model, board, [e for e in later if e[0] not in banned], moderation)
     ignored = Model(settings)  # a banned member's events: acknowledged, applied nowhere
-    write(app, clock, ignored, board, [e for e in later if e[0] in banned])
+    write(app, clock, ignored, board, [e for e in later if e[0] in banned], moderation, model)
     rollup_of(app.backend).run(clock())
     check_board(app, model, board, moderation, size)
     for member in moderation:

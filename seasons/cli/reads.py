@@ -23,6 +23,7 @@ from seasons.cli.common import (
     print_json,
     window_option,
 )
+from seasons.cli.text import HIDDEN
 from seasons.errors import NotRanked
 from seasons.models import Entry, EntryDetail, HistoryPoint, Page
 from seasons.reads import DEFAULT_TO_TEXT, parse_targets
@@ -35,10 +36,6 @@ def _period_id(state: CliState, board: str, window: str, period: str) -> str:
 
 def _not_ranked(state: CliState, board: str, member: str, window: str, period: str) -> NotRanked:
     return state.app.reads.not_ranked(board, window, member, period)
-
-
-# After a hidden member's own entry in open mode (docs/boards.md#hidden-and-banned-members).
-HIDDEN = "(hidden)"
 
 
 def _part_names(rows: Sequence[Entry | HistoryPoint]) -> list[str]:
@@ -152,8 +149,9 @@ def climb(
     # to the table's width.
     out = console()
     out.print(
-        f"{board} · {window} {result.period} · {member}: rank {result.rank}, "
-        f"score {fmt_score(result.score)}",
+        f"{board} · {window} {result.period} · {member}: rank {result.rank}"
+        + (f" {HIDDEN}" if result.hidden else "")
+        + f", score {fmt_score(result.score)}",
         highlight=False,
     )
     if result.parts:  # on a line of their own: that line is long already

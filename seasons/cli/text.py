@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+# After a hidden member's own entry in open mode (docs/boards.md#hidden-and-banned-members):
+# its row of a read, its climb, its standing after a write.
+HIDDEN = "(hidden)"
+
 # Nouns whose plural is not the singular + "s".
 _IRREGULAR = {"entry": "entries", "batch": "batches", "day": "days"}
 

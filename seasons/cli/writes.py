@@ -41,7 +41,7 @@ from seasons.cli.common import (
     print_json,
 )
 from seasons.cli.eventfile import Format, Line, Problem, detect_format, parse_number, read_events
-from seasons.cli.text import plural
+from seasons.cli.text import HIDDEN, plural
 from seasons.errors import BatchRejected, InvalidInput
 from seasons.models import WriteResult
 
@@ -144,7 +144,10 @@ def submit(
         if s.rank is None:
             click.echo(f"standing: {s.member} is not on {where}")
         else:
-            click.echo(f"standing: {s.member} rank {s.rank} on {where}, score {fmt_score(s.score)}")
+            mark = f" {HIDDEN}" if s.hidden else ""
+            click.echo(
+                f"standing: {s.member} rank {s.rank}{mark} on {where}, score {fmt_score(s.score)}"
+            )
 
 
 # --- import -----------------------------------------------------------------------------------

@@ -13,9 +13,10 @@
 --            member is not on the board.
 -- Scores are Redis's text of them, metadata the stored JSON text (nil: none).
 -- A hidden or banned member missing from a live key (lib/hidden.lua) answers its self-view
--- there in entry, entries and history (climb is a public read): where it stands if it alone
--- were visible; in open mode the reply has one more field, 'hidden': 1 (entry), the rows
--- that are such members (entries, 1-based), the boards where it is one (history, 1-based).
+-- there in every shape: where it stands if it alone were visible (a climb's targets stay the
+-- visible members' places); in open mode the reply has one more field, 'hidden': 1 (entry,
+-- climb), the rows that are such members (entries, 1-based), the boards where it is one
+-- (history, 1-based).
 --
 -- KEYS[1] meta hash   KEYS[2] the board's moderation hash
 -- KEYS[3..] threes of (live sorted set, archive sorted set, twin of the live set); the archive
@@ -148,14 +149,23 @@ if shape == 'entries' then
 end
 
 if shape == 'climb' then
-  local key, reach = board(1)
+  local key, reach, twin, twin_reach = board(1)
   local m = ARGV[5]
   local rank, score = place(key, reach, m)
-  if not rank then return false end
+  local state
+  if not rank then
+    state = twin and redis.call('HGET', KEYS[2], m)
+    if not state then return false end
+    state = hidden().mode(state)
+    rank, score = hidden().view(ties, key, reach, twin, twin_reach, desc, cap, m, false)
+    if not rank then return false end
+  end
+  -- The targets are the visible members' places, whoever asks.
   local total, out = redis.call('ZCARD', key), {}
   for i = 6, #ARGV do
     out[i - 5] = tie_nth(ties, key, reach, desc, tonumber(ARGV[i]), total)
   end
+  if state == 'open' then return {'rank', rank, 'score', score, 'targets', out, 'hidden', 1} end
   return {'rank', rank, 'score', score, 'targets', out}
 end
 

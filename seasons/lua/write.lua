@@ -99,7 +99,9 @@
 --   standing          null, or {window, ties}: answer where each event's member stands
 --                     after the batch (also on a resend of an applied batch, read then) on
 --                     its group's board of `window` ('day' or a rollup's window), ranked
---                     by `ties` ('member', 'shared', 'dense' or 'earliest', lib/ranks.lua)
+--                     by `ties` ('member', 'shared', 'dense' or 'earliest', lib/ranks.lua);
+--                     a hidden or banned member's is its self-view (lib/hidden.lua), read
+--                     on the twin of that board
 --                     twin (with `twins`): the group the events of a hidden member are
 --                     applied to, the same fields naming the twin keys (seasons.keys:
 --                     Keys.hidden): its day twin, reach twin, rollup twins (their reach twins,
@@ -108,8 +110,9 @@
 -- before the limits (which measure a hidden member's score on the twins). Of the events that
 -- are neither duplicates nor held, a banned member's is acknowledged, its id recorded as
 -- seen, and applied nowhere (counted as banned); a hidden member's is applied to its group's
--- twin, never to a public key or a distinct set. A batch with a hidden member and without
--- `twins` answers {'twins'} having written nothing (the caller resends it with them).
+-- twin, never to a public key or a distinct set. A batch with a hidden member (with
+-- `standing`: a hidden or banned one) and without `twins` answers {'twins'} having written
+-- nothing (the caller resends it with them).
 -- The whole batch is checked before anything is read or written: one that does not match
 -- this description is refused with the error 'write.lua: <field>: <what is wrong>'.
 -- Events are checked and applied in batch order, whatever their day, so that duplicates
@@ -119,7 +122,8 @@
 -- Returns {'applied', applied, duplicates, held, banned, then index, event id, reason of each
 -- held event} (with `standing`: then rank, score of each event in batch order, rank an integer
 -- and score Redis's text of it, both nil when the member is not on that board or the group
--- has no board of that window), {'twins'} (above), {'rejected', then index, field, code,
+-- has no board of that window, then the 1-based number of each event whose standing is the
+-- self-view of a member in open mode), {'twins'} (above), {'rejected', then index, field, code,
 -- message of each problem}, {'reused', message} (the batch id came with other events) or,
 -- with `approve`, {'not_held', state or nil} (the record is decided already, or gone); on the last three
 -- nothing was written.
@@ -128,6 +132,7 @@
 --! include aggregate
 --! include trim
 --! include ranks
+--! include hidden
 
 local PROTOCOL = 7
 local EVENT_FIELDS = {'group', 'index', 'member', 'value', 'event_id', 'metadata', 'ts'}
@@ -383,6 +388,18 @@ local function standing_board(grp, window)
   return false
 end
 
+-- The standing board of a group (above) with what a hidden or banned member's self-view reads
+-- there (lib/hidden.lua): `twin`, the twin board and its reach set (with `twins`), and `cap`,
+-- the size it keeps (day boards are never trimmed).
+local function standing_of(grp, window, max_entries)
+  local s = standing_board(grp, window)
+  if s then
+    s.twin = grp.twin and standing_board(grp.twin, window)
+    s.cap = window == 'day' and 0 or max_entries
+  end
+  return s
+end
+
 local function parse()
   if #ARGV ~= 1 then refuse('ARGV', 'must be 1 argument (the batch as JSON), got ' .. #ARGV) end
   local ok, batch = pcall(cjson.decode, ARGV[1])
@@ -430,7 +447,7 @@ local function parse()
     local window = check(standing.window, 'string', 'standing.window')
     b.ties = one_of(standing.ties, tie_names(), 'standing.ties')
     for g, grp in ipairs(b.groups) do
-      grp.standing = standing_board(grp, window)
+      grp.standing = standing_of(grp, window, b.max_entries)
       if tie_side(b.ties) == 'reached' and grp.standing and not grp.standing[2] then
         refuse('standing.ties', b.ties .. ' ranks need the reach set of the ' .. window
           .. ' board of groups[' .. (g - 1) .. ']')
@@ -559,18 +576,24 @@ local function scores_of(key, members)
 end
 
 -- With `standing`: where each event's member stands now on its group's board of that
--- window, as {rank, score, ...} in batch order (false, false: not there). Each board is
--- read once per member: one ZMSCORE of its members, then the rank of each by the board's
--- tie rule (lib/ranks.lua), once per score where the rule ranks by score alone.
+-- window, as {rank, score, ...} in batch order (false, false: not there), then the 1-based
+-- events whose standing is an open self-view. Each board is read once per member: one
+-- ZMSCORE of its members, then the rank of each by the board's tie rule (lib/ranks.lua),
+-- once per score where the rule ranks by score alone. A member missing from its board may be
+-- hidden or banned: the members missing anywhere have their moderation fields read (one
+-- HMGET; none when every member is found), and such a member answers its self-view
+-- (lib/hidden.lua, the reads' definition), from the twin board. nil when one needs the twins
+-- and the call has none: only on a resend, since a call that applies events has asked for
+-- them before writing (below).
 local function standings()
   local out = {}
-  local boards, order = {}, {}  -- key -> {beside, members, seen}; keys in first use
+  local boards, order = {}, {}  -- key -> {standing, members, seen}; keys in first use
   for i = 1, n do
     local s = groups[all[i][GROUP] + 1].standing
     if s then
       local b = boards[s[1]]
       if not b then
-        b = {beside = s[2], members = {}, seen = {}}
+        b = {standing = s, members = {}, seen = {}}
         boards[s[1]] = b
         order[#order + 1] = s[1]
       end
@@ -582,35 +605,62 @@ local function standings()
     end
   end
   local ties = batch.ties
-  local placed = {}  -- key -> member -> {rank, score} or false
+  local placed = {}  -- key -> member -> {rank, score, open} or false
+  local missed, asked = {}, {}  -- the members missing from a board, each once
   for _, key in ipairs(order) do
     local b = boards[key]
     local scores = scores_of(key, b.members)
-    local rank_of = tie_ranker(ties, key, tie_beside(ties, key, b.beside), desc)
+    b.side = tie_beside(ties, key, b.standing[2])
+    local rank_of = tie_ranker(ties, key, b.side, desc)
     local here = {}
     for _, m in ipairs(b.members) do
       local score = scores[m]
       here[m] = score and {rank_of(m, score), score} or false
+      if not score and not asked[m] then
+        asked[m] = true
+        missed[#missed + 1] = m
+      end
     end
     placed[key] = here
   end
+  if #missed > 0 then
+    local fields = values_of('HMGET', moderation, missed)
+    for _, key in ipairs(order) do
+      local b = boards[key]
+      local s, here = b.standing, placed[key]
+      for _, m in ipairs(b.members) do
+        if not here[m] and fields[m] then
+          if not s.twin then return nil end
+          local rank, score = hidden().view(ties, key, b.side, s.twin[1], s.twin[2], desc,
+            s.cap, m, false)
+          if rank then here[m] = {rank, score, hidden().mode(fields[m]) == 'open'} end
+        end
+      end
+    end
+  end
+  local flagged = {}
   for i = 1, n do
     local s = groups[all[i][GROUP] + 1].standing
     local p = s and placed[s[1]][all[i][MEMBER]]
     out[2 * i - 1], out[2 * i] = p and p[1] or false, p and p[2] or false
+    if p and p[3] then flagged[#flagged + 1] = i end
   end
+  for _, i in ipairs(flagged) do out[#out + 1] = i end
   return out
 end
 
 -- The reply {'applied', applied, duplicates, held, banned, index, event id, reason of each
--- held event}, with the standings when asked. `held_list`: {{index, event id, reason}, ...}.
+-- held event}, with the standings when asked ({'twins'} when they need the twins: above).
+-- `held_list`: {{index, event id, reason}, ...}.
 local function answer(ap, du, held_list, bn)
   local reply = {'applied', ap, du, #held_list, bn}
   for _, h in ipairs(held_list) do
     reply[#reply + 1], reply[#reply + 2], reply[#reply + 3] = h[1], h[2], h[3]
   end
   if batch.ties and not check_only then
-    for _, x in ipairs(standings()) do reply[#reply + 1] = x end
+    local got = standings()
+    if not got then return {'twins'} end
+    for _, x in ipairs(got) do reply[#reply + 1] = x end
   end
   return reply
 end
@@ -631,11 +681,14 @@ if applied_at and tonumber(applied_at) >= cutoff then
       return {'reused', 'batch id ' .. batch_id .. ' was already used for other events in the '
         .. 'last 48 hours: resend exactly the same events, or use a new batch id'}
     end
+    local reply = answer(tonumber(ap), tonumber(du),
+      held_json ~= '' and cjson.decode(held_json) or {}, tonumber(bn) or 0)
     -- Rewriting the record makes this call a write, so a WAIT after it waits for the
     -- replicas to hold everything up to now, the original batch included.
-    if not check_only then redis.call('HSET', batch_results, batch_id, record) end
-    return answer(tonumber(ap), tonumber(du), held_json ~= '' and cjson.decode(held_json) or {},
-      tonumber(bn) or 0)
+    if not check_only and reply[1] == 'applied' then
+      redis.call('HSET', batch_results, batch_id, record)
+    end
+    return reply
   end
 end
 
@@ -648,10 +701,12 @@ end
 
 -- Moderation (docs/fair-play.md): the state of each member of the batch, read once when the
 -- board has any (member -> 'hidden', 'banned' or false); before the limits, which measure a
--- hidden member on the twins, where its entries are.
+-- hidden member on the twins, where its entries are. The twins are asked for before anything
+-- is written: a hidden member's events go there, and a standing of a hidden or banned member
+-- is read there.
 local state_of = {}
 if not check_only and redis.call('EXISTS', moderation) == 1 then
-  local list, hiding = {}, false
+  local list, needs_twins = {}, false
   for i = 1, n do
     local m = all[i][MEMBER]
     if state_of[m] == nil then
@@ -663,9 +718,9 @@ if not check_only and redis.call('EXISTS', moderation) == 1 then
     -- The records are Seasons' own JSON: its state is all this script needs of one.
     local st = text and cjson.decode(text).state or false
     state_of[m] = st
-    if st == 'hidden' then hiding = true end
+    if st == 'hidden' or (st == 'banned' and batch.ties) then needs_twins = true end
   end
-  if hiding and not batch.twins then return {'twins'} end
+  if needs_twins and not batch.twins then return {'twins'} end
 end
 
 -- The group whose keys hold the entries of the i-th event's member: its twin for a hidden one.

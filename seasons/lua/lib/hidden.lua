@@ -4,9 +4,9 @@
 -- (seasons/keys.py `moderation`: member -> JSON {"state", "mode", ...}) and no entry on the
 -- board's public keys: its entries live on their twins (`twin_of`), so every public read is
 -- the board of the visible members, read as it always was. A read addressed to the member
--- (its entry, around it, its history, a lookup naming it) that misses it on a live public
--- key reads its moderation field then, and only then: a visible member's read never does.
--- It answers where the member would stand if it alone were made visible: its score on the
+-- (its entry, around it, its history, its climb, a lookup naming it, a write's standing of
+-- it) that misses it on a live public key reads its moderation field then, and only then: a
+-- visible member's read never does. It answers where the member would stand if it alone were made visible: its score on the
 -- twin of the key read, placed among the public entries by the board's tie rule, so its
 -- rank is 1 + the visible members strictly better (member: a better score, or an equal one
 -- first in Redis's order of member bytes, reversed on a desc board; shared: a better score;
@@ -15,9 +15,10 @@
 -- within the cap, the last member making room. An archive is the public board alone: a read
 -- that finds one reads no twin.
 --
--- The scripts read the moderation field themselves (HGET, HMGET); the functions here are made
--- by the first self-view of a call (hidden()), as lib/ranks.lua's earliest ones: the reads of
--- visible members, and of members missing and not hidden, build none of them.
+-- The scripts (read_points.lua, read_range.lua, write.lua) read the moderation field
+-- themselves (HGET, HMGET); the functions here are made by the first self-view of a call
+-- (hidden()), as lib/ranks.lua's earliest ones: the reads of visible members, and of members
+-- missing and not hidden, build none of them.
 
 --! include ranks
 
