@@ -45,6 +45,7 @@ from seasons.events import member_problem
 from seasons.held import forget_member as forget_held
 from seasons.keys import Keys, ParsedKey
 from seasons.lifecycle import Lifecycle
+from seasons.moderation import forget_pending
 from seasons.scripts import Scripts
 from seasons.write_script import DEDUPE_WINDOW, HELD_SLACK, RATE_SLACK
 
@@ -278,6 +279,9 @@ class Sweeper:
                     rewritten.append(str(log))
             # Its held events and rate counters (seasons.held) hold its id too.
             held = forget_held(self.client, self.keys, board, member)
+            # A crashed moderation call's pending follow-ups name it too (seasons.moderation).
+            if forget_pending(self.client, self.keys, board, member):
+                moderation = True
             if on or int(reply[0]) or held or moderation:
                 report["boards"][board] = {
                     "keys": on, "metadata": bool(int(reply[0])), "files_rewritten": rewritten,

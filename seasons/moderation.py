@@ -281,6 +281,21 @@ def _json(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
 
 
+def forget_pending(client: RedisClient, keys: Keys, board: str, member: str) -> int:
+    """Erasure (``Seasons.forget``): the pending follow-ups of ``board`` that name ``member``
+    (a crashed call's, :meth:`Moderator.recover`) go, so that no recovery appends an audit
+    entry or an event naming a forgotten member. Returns how many went. They are few (a
+    crash's, for a minute), so they are read whole."""
+    key = keys.moderation_pending(board)
+    calls = [
+        call for call, raw in client.hgetall(key).items()
+        if json.loads(text(raw))["member"] == member
+    ]  # fmt: skip
+    if calls:
+        client.hdel(key, *calls)
+    return len(calls)
+
+
 class Moderator:
     """:class:`Moderation` with what follows each change: one audit entry per action of a
     call (naming the boards it changed), one lifecycle event per board whose state changed,

@@ -580,3 +580,43 @@ def test_wide_batches_read_small_and_large_hashes_alike(
             meta = r.hget(keys.meta(BOARD), m)
             assert meta is not None and json.loads(meta)["lvl"] == i
             assert json.loads(meta).get("x") == (None if m in banned else 0), m
+
+
+def test_forget_drops_a_crashed_calls_follow_ups_naming_the_member(
+    make: Make, r: redis.Redis
+) -> None:
+    """A moderation call cut off after its board's script leaves its follow-ups pending
+    (the member hidden, no audit entry or event yet); forgetting the member drops them, so
+    the recovery a minute later appends no entry and no event naming it, and puts no id back
+    in the audit trail's hash -> id map."""
+    settings = make()
+    keys = Keys(NS)
+    clock = ManualClock(START)
+
+    class Crash(Exception):
+        pass
+
+    def crash(name: str) -> None:
+        if name == f"moderate:{BOARD}/applied":
+            raise Crash(name)
+
+    with Seasons(settings, clock=clock) as s:
+        s.submit(BOARD, "gone-player", 5)
+        s.submit(BOARD, "kept-player", 4)
+        s._moderator.checkpoint = crash
+        for member in ("gone-player", "kept-player"):
+            with pytest.raises(Crash):
+                s.moderate(member, "hidden", boards=[BOARD], reason="smurf", actor="ops")
+        s._moderator.checkpoint = lambda name: None
+        assert r.hlen(keys.moderation_pending(BOARD)) == 2
+        s.forget("gone-player")
+        assert r.hlen(keys.moderation_pending(BOARD)) == 1  # the other member's stays
+        clock.advance(timedelta(minutes=2))
+        assert s._moderator.recover(clock()) == 1
+        hides = s.audit(action="hide").entries
+        assert [e.member for e in hides] == ["kept-player"]
+        events = [(e.type, e.data.get("member")) for e in s.lifecycle(limit=50).events]
+        assert ("member_hidden", "kept-player") in events
+        assert all(m != "gone-player" for _, m in events)
+        everything = b"".join(k + v for k, v in r.hgetall(keys.audit_members()).items())
+        assert b"gone-player" not in everything and b"kept-player" in everything
