@@ -166,12 +166,12 @@ class Moderation:
         out = []
         for raw in self.client.hvals(self.keys.moderation_pending(board)):
             p = json.loads(text(raw))
+            c = p["call"]
             out.append(FollowUp(
-                call=p["call"], board=board, member=p["member"],
-                at=datetime.fromisoformat(p["at"]),
-                note=Note(p["actor"], p["reason"], p["request_id"]),
-                before=self._record(board, p["before"] or None),
-                after=self._record(board, p["after"] or None),
+                call=c["call"], board=board, member=c["member"],
+                at=datetime.fromisoformat(c["at"]),
+                note=Note(c["actor"], c["reason"], c["request_id"]),
+                before=self._state(board, p["before"]), after=self._state(board, p["after"]),
             ))  # fmt: skip
         return out
 
@@ -184,9 +184,13 @@ class Moderation:
             self.client.hdel(self.keys.moderation_pending(board), *ids)
 
     def _record(self, board: str, raw: Any) -> ModerationRecord:
-        if not raw:
+        return self._state(board, json.loads(text(raw)) if raw else None)
+
+    def _state(self, board: str, fields: dict[str, Any] | None) -> ModerationRecord:
+        """A board's record of a member from its stored fields (None: visible)."""
+        if fields is None:
             return ModerationRecord(board=board, state="visible")
-        return ModerationRecord(board=board, **json.loads(text(raw)))
+        return ModerationRecord(board=board, **fields)
 
     # --- the keys of one call ---------------------------------------------------------------
 
@@ -289,7 +293,7 @@ def forget_pending(client: RedisClient, keys: Keys, board: str, member: str) -> 
     key = keys.moderation_pending(board)
     calls = [
         call for call, raw in client.hgetall(key).items()
-        if json.loads(text(raw))["member"] == member
+        if json.loads(text(raw))["call"]["member"] == member
     ]  # fmt: skip
     if calls:
         client.hdel(key, *calls)

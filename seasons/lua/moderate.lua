@@ -18,9 +18,10 @@
 --          or {key, through}} as write.lua's rollups name them (what the board is rebuilt
 --          from, and a member trimmed away gets its score from)
 -- ARGV[4]  the call, JSON {"call", "member", "at", "actor", "reason", "request_id"}: with a
---          change, recorded in KEYS[4] under its call id with "before" (the old record, or
---          false) and "after" (ARGV[2]), so that the follow-ups (events, audit entry,
---          amendment) survive a crash of the caller; the caller deletes it when they are done
+--          change, recorded in KEYS[4] under its call id as {"call": ARGV[4], "before": the
+--          old record or null, "after": ARGV[2]'s or null}, so that the follow-ups (events,
+--          audit entry, amendment) survive a crash of the caller; the caller deletes it when
+--          they are done
 -- Hiding (visible -> hidden or banned): each public key holding the member loses it and its
 -- twin gets it with the same score (and the key's PEXPIRETIME); a distinct set loses the
 -- score when no member has it any more; a trimmed board that was full and held the member is
@@ -164,9 +165,9 @@ else
   redis.call('HDEL', moderation, member)
 end
 redis.call('DEL', scratch)
-local call = cjson.decode(ARGV[4])
-call.before = old or false
-call.after = record
 local others = redis.call('HLEN', pending)
-redis.call('HSET', pending, call.call, cjson.encode(call))
+-- One object of the three texts as they are (cjson's encoder would rewrite their
+-- numbers and '/': lib/json.lua): the call's, the record before (null: visible) and after.
+redis.call('HSET', pending, cjson.decode(ARGV[4]).call, '{"call":' .. ARGV[4] .. ',"before":'
+  .. (old or 'null') .. ',"after":' .. (will and record or 'null') .. '}')
 return {'changed', old or false, moved, others}
