@@ -296,13 +296,13 @@ def standing_cost(
 
 # Where the profile splits a call of write.lua: each section ends where its text begins.
 SECTIONS = (
-    ("the script's own definitions", "local ok, batch = pcall(parse)"),
+    ("the script's own definitions", "local ok, batch = pcall(parse_batch)"),
     ("parse: decode the batch, check it, read the events", "-- Pass 1: check everything"),
     ("batch id, days' state", "-- The event ids and the members' stored"),
     ("read event ids and metadata (ZMSCORE, HMGET)", "-- What pass 1 found"),
-    ("check each event (duplicates, metadata merge)", "-- Pass 2: apply."),
+    ("check each event (duplicates, metadata merge)", "-- Pass 2: apply ("),
     ("apply each event (ZINCRBY per board)", "chunked(new_ids"),
-    ("write event ids and metadata (ZADD, HSET)", "flush_distinct()  -- before"),
+    ("write event ids and metadata (ZADD, HSET)", "local applied = writer.settle()"),
     ("trims, EXPIREATs, the batch record", "return answer(applied, duplicates, held_list, banned)"),
 )
 CLOCK = "__t[#__t + 1] = redis.call('TIME')\n"

@@ -676,14 +676,23 @@ def test_each_script_is_one_body_with_its_fragments_included_once() -> None:
         )
         assert found is not None, part
         first_function[part] = found.group(1)
+    def includes(text: str) -> set[str]:
+        return set(re.findall(r"^--! include (\S+)$", text, re.M))
+
     for name in names():
         source = script(name).source
         own = (LUA / f"{name}.lua").read_text()
         assert "--! include" not in source
         assert source.splitlines()[0] == own.splitlines()[0]  # a shebang stays first
+        # The fragments the script names, and those they name in turn.
+        wanted, todo = set(), includes(own)
+        while todo:
+            part = todo.pop()
+            wanted.add(part)
+            todo |= includes((LUA / "lib" / f"{part}.lua").read_text()) - wanted
         for part in lib:
             marker = f"local function {first_function[part]}("
-            included = f"--! include {part}" in own
+            included = part in wanted
             assert (marker in source) == included, (name, part)
             assert source.count(f"-- {part}: ") == included, (name, part)
     # Written once: the copies that were in each script are gone.
