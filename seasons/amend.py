@@ -240,7 +240,7 @@ class Amender:
         """The version's hash, whole: built in a scratch key, summary included, then renamed
         into place unless the version is there already (RENAMENX: of two concurrent
         amendments of one version the first complete one stands, never a mix). A restore
-        (:mod:`seasons.restore`) writes it from the version's files the same way."""
+        (:mod:`seasons.restore_results`) writes it from the version's files the same way."""
         key = self.version_key(board, season, version)
         rewards = [json.loads(r)["reward"] for r in rows.values()]
         summary = {

@@ -41,7 +41,8 @@ from seasons.models import (
     WriteResult,
 )
 from seasons.moderation import DEFAULT_MODE, Moderation, Moderator
-from seasons.reads import DEFAULT_TO, Read, Reads, T
+from seasons.read_limits import DEFAULT_TO
+from seasons.reads import Read, Reads, T
 from seasons.restore import Restored, Restorer
 from seasons.rewards import Rewards
 from seasons.scripts import Scripts

@@ -4,7 +4,7 @@ A claim answered ``already_claimed: false`` is what an app pays out on, so it mu
 Redis: :meth:`seasons.rewards.Rewards.claim` appends it here, fsynced, before it answers. The
 log sits beside the season's archive files (``<archive.dir>/<ns>/<board>/<season>`` +
 :data:`CLAIMS_SUFFIX`), and ``seasons restore`` loads it back into the claims hash with the
-archive (:mod:`seasons.restore`); a forget rewrites it without the member.
+archive (:mod:`seasons.restore_claims`); a forget rewrites it without the member.
 
 One JSON line per answer ``false`` (a first claim, or a resend with its claim id, which
 appends the same claim again): ``{"board", "season", "member", "reward", "rank", "claim_id",

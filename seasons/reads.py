@@ -8,7 +8,8 @@ Both gather and rank; the read writes the JSON of its result from their reply
 into its model (scores in the one form of :data:`seasons.models.Score`, with their parts
 beside them on a board with a composite layout). A read of one member whose member is not
 on the board answers the :class:`~seasons.errors.NotRanked` error the Read names. Limits and
-the member rule are checked here, before any Redis call, for every interface alike.
+the member rule are checked before any Redis call, for every interface alike
+(:mod:`seasons.read_limits`).
 
 A read addressed to a member (its entry, around it, a lookup, its history, its climb) names
 the board's moderation hash and the twin of its live key too: where the member is missing, a
@@ -20,58 +21,35 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any, Generic, TypeVar, cast
 
 from pydantic import TypeAdapter
 
-from seasons import calendar, replies, ties
+from seasons import replies, ties
 from seasons import windows as win
 from seasons.clock import Clock, system_clock
-from seasons.config.settings import BoardSettings, Settings
-from seasons.errors import InvalidInput, LimitExceeded, NotRanked, UnknownBoard
-from seasons.events import member_problem
+from seasons.config.settings import Settings
+from seasons.errors import LimitExceeded, NotRanked
 from seasons.executor import Call, Plan, Reply, script
 from seasons.keys import Keys
 from seasons.models import Climb, Entry, EntryDetail, History, Page
 from seasons.plans import ClimbPlan, EntryPlan, Guesses, HistoryPlan, LookupPlan, PagePlan
+from seasons.read_limits import (
+    MAX_LAST,
+    MAX_LIMIT,
+    MAX_LOOKUP,
+    MAX_SIZE,
+    check_asked_member,
+    check_limit,
+    check_targets,
+)
+from seasons.read_targets import Targets, unranked
 from seasons.replies import HIDDEN, Writer, flagged, meta, raw
-
-MAX_LIMIT = 1000
-MAX_SIZE = 101
-MAX_LAST = 400
-MAX_LOOKUP = 1000
-MAX_TARGETS = 1000
-MAX_TARGET_RANK = 10**9
-# The ranks a climb reaches for when none are given (every interface).
-DEFAULT_TO = (10, 100)
-DEFAULT_TO_TEXT = ",".join(map(str, DEFAULT_TO))
-
-
-def _limit(name: str, value: int, low: int, high: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise LimitExceeded(f"{name} must be an integer, got {value!r}", {name: value})
-    if not low <= value <= high:
-        raise LimitExceeded(f"{name} must be between {low} and {high}, got {value}", {name: value})
-
-
-def _check_member(member: Any) -> None:
-    """The member rule of writes (:func:`seasons.events.check_member`), checked before any
-    Redis call: a member no write can store is refused, not looked up (nor encoded)."""
-    if (problem := member_problem(member)) is not None:
-        raise problem
-
-
-def _not_ranked(board: str, window: str, member: str, period_id: str) -> NotRanked:
-    return NotRanked(
-        f"{member!r} is not ranked on board {board!r}, {window} {period_id}",
-        {"board": board, "window": window, "period": period_id, "member": member},
-    )
 
 
 def _checked(moderation: str, twin: str, live: str) -> str | None:
     """The moderation hash a plan reads for a member it misses, or None for a snapshot,
-    which has no twin (:meth:`Reads._twin`)."""
+    which has no twin (:meth:`seasons.read_targets.Targets._twin`)."""
     return None if twin == live else moderation
 
 
@@ -87,45 +65,6 @@ _PAGE, _ENTRY, _ENTRIES, _HISTORY, _CLIMB = (
     TypeAdapter(Page), TypeAdapter(EntryDetail), TypeAdapter(list[Entry]), TypeAdapter(History),
     TypeAdapter(Climb),
 )  # fmt: skip
-
-
-def parse_targets(text: str) -> list[int]:
-    """The ranks of a climb as the HTTP query and the CLI give them: ``"10,100"``. Raises
-    :class:`InvalidInput` naming ``to`` for anything but comma-separated integers (the
-    limits are :meth:`Reads.climb`'s)."""
-    parts = text.split(",")
-    if not all(p.strip().isascii() and p.strip().isdigit() for p in parts):
-        raise InvalidInput(
-            f"to must be ranks separated by commas, such as 10,100; got {text!r}", {"to": text}
-        )
-    ranks = []
-    for part in parts:
-        digits = part.strip().lstrip("0") or "0"
-        if len(digits) > len(str(MAX_TARGET_RANK)):
-            raise LimitExceeded(
-                f"to: each rank must be between 1 and {MAX_TARGET_RANK}, got {part.strip()}",
-                {"to": part.strip()},
-            )
-        ranks.append(int(digits))
-    return ranks
-
-
-def _check_targets(to: Any) -> list[int]:
-    if isinstance(to, str) or not isinstance(to, Iterable):
-        raise InvalidInput(f"to must be a list of ranks, got {to!r}", {"to": to})
-    ranks = list(to)
-    if not 1 <= len(ranks) <= MAX_TARGETS:
-        raise LimitExceeded(
-            f"to takes 1 to {MAX_TARGETS} ranks, got {len(ranks)}", {"to": len(ranks)}
-        )
-    for rank in ranks:
-        if isinstance(rank, bool) or not isinstance(rank, int):
-            raise LimitExceeded(f"to: each rank must be an integer, got {rank!r}", {"to": rank})
-        if not 1 <= rank <= MAX_TARGET_RANK:
-            raise LimitExceeded(
-                f"to: each rank must be between 1 and {MAX_TARGET_RANK}, got {rank}", {"to": rank}
-            )
-    return ranks
 
 
 # The JSON of a read's result from the script's reply; None where the member asked for is not
@@ -163,105 +102,39 @@ class Read(Generic[T]):
         return body
 
 
-class Reads:
-    """The reads of one namespace's boards, prepared (see the module's doc)."""
+class Reads(Targets):
+    """The reads of one namespace's boards, prepared (see the module's doc), on the keys
+    :class:`~seasons.read_targets.Targets` resolves."""
 
     def __init__(self, settings: Settings, keys: Keys, clock: Clock = system_clock):
-        self.settings = settings
-        self.keys = keys
-        self.clock = clock
+        super().__init__(settings, keys, clock)
         # The JSON writer of each board's results (its composite layout).
         self._writers = {
             name: Writer(cfg.composite_score()) for name, cfg in settings.boards.items()
         }
         # What the last reads found, for the plans' guesses (seasons.plans).
         self._guesses = Guesses()
-        # (window, "current" | "previous") -> (valid from, valid until, period): see _resolve.
-        self._relative: dict[tuple[str, str], tuple[datetime, datetime, win.Period]] = {}
-        # (board, window, last) -> (valid from, valid until, KEYS, periods): see _recent.
-        self._histories: dict[
-            tuple[str, str, int], tuple[datetime, datetime, list[str], list[bytes], list[str]]
-        ] = {}
-
-    # --- resolving a board, a window and a period into keys -------------------------------
-
-    def board(self, board: str) -> BoardSettings:
-        cfg = self.settings.boards.get(board)
-        if cfg is None:
-            raise UnknownBoard(board, list(self.settings.boards))
-        return cfg
-
-    def target(
-        self, board: str, window: str, period: str, now: datetime | None = None
-    ) -> tuple[str, str, str]:
-        """(period id, live key, archive key) of a read. Seasons read their archive once it
-        exists; a snapshot id ``S@<timestamp>`` exists only as an archive."""
-        spec = win.board_window(board, self.board(board), window)
-        if spec.archived and "@" in period:
-            base = period.split("@", 1)[0]
-            calendar.season_by_id(base, self.settings)  # the season part must name a season
-            key = self.keys.archive(board, period)
-            return period, key, key
-        p = self._resolve(window, period, self.clock() if now is None else now)
-        live = self.keys.window(board, p.window, p.id)
-        archive = self.keys.archive(board, p.id) if spec.archived else live
-        return p.id, live, archive
-
-    def beside(self, board: str, window: str, period_id: str) -> tuple[str, str] | None:
-        """(the set beside the live key, the set beside the archive key) of a read of
-        ``period_id`` (an id as :meth:`target` answers it) that the board's tie rule keeps
-        (:meth:`seasons.ties.TieSpec.beside`: reach sets, distinct sets), or None: a
-        snapshot's both are the archive's; a window without archives has one key, twice."""
-        cfg = self.board(board)
-        name = ties.of(cfg).beside(self.keys)
-        if name is None:
-            return None
-        archived = win.board_window(board, cfg, window).archived
-        archive = name(board, "archive", period_id)
-        if archived and "@" in period_id:
-            return archive, archive
-        live = name(board, win.spec(window).name, period_id)
-        return live, archive if archived else live
-
-    def _resolve(self, window: str, period: str, now: datetime) -> win.Period:
-        """:func:`win.resolve_period`, remembered for ``current`` and ``previous`` until the
-        local day of ``now`` ends: they depend on that day alone (settings are frozen)."""
-        if period != "current" and period != "previous":
-            return win.resolve_period(window, period, now, self.settings)
-        hit = self._relative.get((window, period))
-        if hit is not None and hit[0] <= now < hit[1]:
-            return hit[2]
-        found = win.resolve_period(window, period, now, self.settings)
-        self._relative[(window, period)] = (*self._today(now), found)
-        return found
-
-    def not_ranked(self, board: str, window: str, member: str, period: str) -> NotRanked:
-        """The error of every interface for a member that is not on the board (the CLI's
-        exit status 3, HTTP's 404 not_ranked); ``period`` as asked (``current``...)."""
-        return _not_ranked(board, window, member, self.target(board, window, period)[0])
-
-    # --- the reads ------------------------------------------------------------------------
 
     def page(self, board: str, window: str, period: str, *, limit: int, offset: int) -> Read[Page]:
         """A page of the board, best first."""
-        _limit("limit", limit, 1, MAX_LIMIT)
-        _limit("offset", offset, 0, 10**9)
+        check_limit("limit", limit, 1, MAX_LIMIT)
+        check_limit("offset", offset, 0, 10**9)
         return self._range(board, window, period, "page", offset, limit)
 
     def around_rank(
         self, board: str, window: str, rank: int, period: str, *, size: int
     ) -> Read[Page]:
         """``size`` entries centred on ``rank`` (shifted at the ends)."""
-        _limit("size", size, 1, MAX_SIZE)
-        _limit("rank", rank, 1, 10**9)
+        check_limit("size", size, 1, MAX_SIZE)
+        check_limit("rank", rank, 1, 10**9)
         return self._range(board, window, period, "rank", rank, size)
 
     def around_member(
         self, board: str, window: str, member: str, period: str, *, size: int
     ) -> Read[Page | None]:
         """``size`` entries centred on ``member``; nil if it is not ranked."""
-        _limit("size", size, 1, MAX_SIZE)
-        _check_member(member)
+        check_limit("size", size, 1, MAX_SIZE)
+        check_asked_member(member)
         return self._range(board, window, period, "member", member, size)
 
     def _range(self, board: str, window: str, period: str, mode: str, a: Any, b: int) -> Read[Any]:
@@ -284,7 +157,7 @@ class Reads:
             at = None if hidden is None else hidden - 1
             return writer.page(head + b"%d" % total, rule, start, first, rows, metas, at)
 
-        absent = _not_ranked(board, window, a, pid) if mode == "member" else None
+        absent = unranked(board, window, a, pid) if mode == "member" else None
         call = Call(_RANGE, keys, [cfg.order, cfg.ties, mode, a, b, self._cap(cfg, window)])
         plan = None
         desc, board_keys = cfg.order == "desc", (self._guesses, live, archive, keys[2])
@@ -303,7 +176,7 @@ class Reads:
         """``member``'s entry with its percentile, gap up and the board's total; nil if it is
         not ranked."""
         cfg = self.board(board)
-        _check_member(member)
+        check_asked_member(member)
         pid, live, archive = self.target(board, window, period)
         writer, name = self._writers[board], member.encode()
 
@@ -343,7 +216,7 @@ class Reads:
                 _checked(keys[1], keys[4], live),
             )
         call = Call(_POINTS, keys, args)
-        return Read(call, render, _ENTRY, _not_ranked(board, window, member, pid), plan)
+        return Read(call, render, _ENTRY, unranked(board, window, member, pid), plan)
 
     def climb(
         self, board: str, window: str, member: str, period: str, *, to: Iterable[int]
@@ -353,8 +226,8 @@ class Reads:
         hidden or banned member's rank and score are its self-view; the targets stay the
         visible members' places."""
         cfg = self.board(board)
-        ranks = _check_targets(to)
-        _check_member(member)
+        ranks = check_targets(to)
+        check_asked_member(member)
         pid, live, archive = self.target(board, window, period)
         writer = self._writers[board]
         head = b'{"board":%s,"window":%s,"period":%s,"member":%s,"rank":' % (
@@ -389,7 +262,7 @@ class Reads:
                 self._guesses, live, archive, cfg.order == "desc", member, ranks,
                 _checked(keys[1], keys[4], live),
             )  # fmt: skip
-        return Read(call, render, _CLIMB, _not_ranked(board, window, member, pid), plan)
+        return Read(call, render, _CLIMB, unranked(board, window, member, pid), plan)
 
     def lookup(self, board: str, window: str, members: list[str], period: str) -> Read[list[Entry]]:
         """The ranked ones among ``members`` (a friends board), best first."""
@@ -400,7 +273,7 @@ class Reads:
                 {"limit": MAX_LOOKUP},
             )
         for member in members:
-            _check_member(member)
+            check_asked_member(member)
         pid, live, archive = self.target(board, window, period)
         writer = self._writers[board]
 
@@ -435,8 +308,8 @@ class Reads:
         spec = win.board_window(board, cfg, window)
         if last is None:
             last = spec.history_last
-        _limit("last", last, 1, MAX_LAST)
-        _check_member(member)
+        check_limit("last", last, 1, MAX_LAST)
+        check_asked_member(member)
         keys, ids, lives = self._recent(board, cfg, spec.archived, window, last)
         writer = self._writers[board]
         head = b'{"board":%s,"window":%s,"member":%s,"history":[' % (
@@ -464,60 +337,3 @@ class Reads:
         args = [cfg.order, cfg.ties, "history", self._cap(cfg, window), member]
         call = Call(_POINTS, keys, args)
         return Read(call, render, _HISTORY, plan=plan)
-
-    def _recent(
-        self, board: str, cfg: BoardSettings, archived: bool, window: str, last: int
-    ) -> tuple[list[str], list[bytes], list[str]]:
-        """The KEYS of a history's read_points call, the start of each period's JSON
-        (``{"period":<id>,"rank":``) and each period's live key, remembered until the local
-        day ends: the last periods depend on that day alone (settings are frozen)."""
-        now = self.clock()
-        hit = self._histories.get((board, window, last))
-        if hit is not None and hit[0] <= now < hit[1]:
-            return hit[2], hit[3], hit[4]
-        periods = win.recent_periods(window, last, now, self.settings)
-        keys = [self.keys.meta(board), self.keys.moderation(board)]
-        lives = []
-        for p in periods:
-            live = self.keys.window(board, p.window, p.id)
-            archive = self.keys.archive(board, p.id) if archived else live
-            twin, sides = self._twin(board, window, p.id, live)
-            keys += [live, archive, twin, *sides]
-            lives.append(live)
-        ids = [b'{"period":' + replies.text(p.id) + b',"rank":' for p in periods]
-        if len(self._histories) >= len(self.settings.boards) * 64:
-            self._histories.clear()  # a bound: histories of many lengths were asked
-        self._histories[(board, window, last)] = (*self._today(now), keys, ids, lives)
-        return keys, ids, lives
-
-    def _today(self, now: datetime) -> tuple[datetime, datetime]:
-        """The start and end of the local day of ``now``."""
-        zone = self.settings.zone
-        today = calendar.local_day(now, zone)
-        return calendar.day_start(today, zone), calendar.day_end(today, zone)
-
-    def _points_keys(self, board: str, window: str, pid: str, live: str, archive: str) -> list[str]:
-        """The KEYS of a read_points call on one board: meta, the moderation hash, live,
-        archive, the live key's twin and the sets their tie rule keeps beside them
-        (:meth:`_sides`)."""
-        twin, sides = self._twin(board, window, pid, live)
-        return [self.keys.meta(board), self.keys.moderation(board), live, archive, twin, *sides]
-
-    def _twin(self, board: str, window: str, pid: str, live: str) -> tuple[str, tuple[str, ...]]:
-        """Where a hidden member's self-view of a read reads (``seasons/lua/lib/hidden.lua``):
-        the twin of the live key (a snapshot, which is its archive alone, names its own key
-        there, which the scripts read as no twin); and the sets the board's tie rule keeps
-        beside the live and the archive key (:meth:`beside`), with the twin's reach set on an
-        earliest board."""
-        sides: tuple[str, ...] = self.beside(board, window, pid) or ()
-        snapshot = "@" in pid and win.board_window(board, self.board(board), window).archived
-        twin = live if snapshot else self.keys.twin_of(live)
-        if sides and self.board(board).ties == "earliest":
-            sides = (*sides, twin if snapshot else self.keys.twin_of(sides[0]))
-        return twin, sides
-
-    @staticmethod
-    def _cap(cfg: BoardSettings, window: str) -> int:
-        """The size a trimmed board keeps on ``window`` (0: untrimmed): day boards never
-        are. A hidden member's self-view stands within it."""
-        return cfg.max_entries if win.spec(window).rolled_up else 0

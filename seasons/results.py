@@ -197,7 +197,7 @@ class Results:
         """Store the results of (rank, member, score) rows, rewards by ``matcher`` (its
         ``total`` is the summary's); ``absent``: the ranks of members ranked at the close
         but forgotten since, counted in the tiers' counts, as the close counted them
-        (:mod:`seasons.restore` reproduces results as they stood). Returns the summary.
+        (:mod:`seasons.restore_results` reproduces results as they stood). Returns the summary.
 
         Idempotent: complete results (their summary exists) are kept as they are; otherwise
         every member's field is written again (the archive is write-once, so with the same

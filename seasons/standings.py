@@ -193,14 +193,30 @@ def rejected(file: Path, problem: str) -> ArchiveRejected:
     )
 
 
+def lines_rejected(file: Path, problems: list[tuple[int, str]]) -> ArchiveRejected:
+    """A restore's refusal of ``file`` for ``problems`` (line number, problem) found past
+    :func:`read_checked`: ranks and rewards at the close, the lines of a claims log."""
+    lines = len({n for n, _ in problems})
+    shown = "; ".join(f"line {n}: {p}" for n, p in problems[:SHOWN_PROBLEMS])
+    rest = len(problems) - SHOWN_PROBLEMS
+    more = f" (and {rest} more)" if rest > 0 else ""
+    return ArchiveRejected(
+        f"{file}: {len(problems)} problems on {lines} lines, nothing restored: {shown}{more}",
+        {
+            "file": str(file), "lines": lines, "problems": len(problems),
+            "first": [{"line": n, "problem": p} for n, p in problems[:KEPT_PROBLEMS]],
+        },
+    )  # fmt: skip
+
+
 def read_checked(
     data: IO[bytes], file: Path, cfg: BoardSettings, count: int, *, check_ranks: bool = True
 ) -> tuple[list[Row], list[LineReward]]:
     """The rows of the gzip ``data`` (the file ``file``), each checked like an event and
     against the lines before it, and each line's ``reward``; raises :class:`ArchiveRejected`
     listing the problems (line numbers from 1). Ranks are checked against line numbers unless
-    not ``check_ranks`` (a file with gaps: :meth:`seasons.restore.Restorer.check` checks them as
-    they stood at the close).
+    not ``check_ranks`` (a file with gaps: :meth:`seasons.restore_checks.Checker.check` checks
+    them as they stood at the close).
 
     Bounded whatever the file holds: a line is read up to :data:`MAX_LINE` bytes (a longer
     one is a problem, not read further), reading stops at the first line past the manifest's

@@ -438,7 +438,7 @@ def test_cli_rank_and_climb(http: TestClient, app: Seasons, settings: Settings) 
 
 
 def test_targets_parse_and_limits(app: Seasons) -> None:
-    from seasons.reads import parse_targets
+    from seasons.read_limits import parse_targets
 
     assert parse_targets("10,100") == [10, 100]
     assert parse_targets(" 3 , 1,3") == [3, 1, 3]

@@ -26,7 +26,7 @@ from seasons.cli.common import (
 from seasons.cli.text import HIDDEN
 from seasons.errors import NotRanked
 from seasons.models import Entry, EntryDetail, HistoryPoint, Page
-from seasons.reads import DEFAULT_TO_TEXT, parse_targets
+from seasons.read_limits import DEFAULT_TO_TEXT, parse_targets
 
 
 def _period_id(state: CliState, board: str, window: str, period: str) -> str:

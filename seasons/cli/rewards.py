@@ -21,7 +21,7 @@ from seasons.cli.common import (
     print_json,
 )
 from seasons.models import MemberReward, RewardsPage, RewardsSummary
-from seasons.reads import MAX_LIMIT
+from seasons.read_limits import MAX_LIMIT
 
 season_option = click.option(
     "--season", "-s", required=True,

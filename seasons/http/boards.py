@@ -23,7 +23,7 @@ from seasons.events import member_problem
 from seasons.http.deps import NowDep, Services, ServicesDep, SettingsDep
 from seasons.http.errors import ERROR_RESPONSES
 from seasons.models import Climb, Entry, EntryDetail, History, Page
-from seasons.reads import (
+from seasons.read_limits import (
     DEFAULT_TO_TEXT,
     MAX_LAST,
     MAX_LIMIT,
@@ -31,9 +31,9 @@ from seasons.reads import (
     MAX_SIZE,
     MAX_TARGET_RANK,
     MAX_TARGETS,
-    Read,
     parse_targets,
 )  # fmt: skip
+from seasons.reads import Read
 
 router = APIRouter(prefix="/v1/boards", tags=["boards"], responses=ERROR_RESPONSES)
 

@@ -38,7 +38,8 @@ from seasons.http.errors import not_json, response_of
 from seasons.http.guard import Rules
 from seasons.http.guard import replay as _replay
 from seasons.models import WriteResult
-from seasons.reads import DEFAULT_TO_TEXT, Read
+from seasons.read_limits import DEFAULT_TO_TEXT
+from seasons.reads import Read
 
 _PREFIX = "/v1/boards/"
 _METHODS = ("GET", "POST")

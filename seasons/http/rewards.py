@@ -18,7 +18,7 @@ from seasons.http.deps import SeasonsDep, WriteAccess
 from seasons.http.errors import AUTH_RESPONSES, ERROR_RESPONSES, ErrorBody
 from seasons.http.scores import IDEMPOTENCY_KEY, batch_id_of
 from seasons.models import Claim, MemberReward, RewardsPage
-from seasons.reads import MAX_LIMIT
+from seasons.read_limits import MAX_LIMIT
 
 _CONFLICT: dict[int | str, dict[str, Any]] = {
     409: {
