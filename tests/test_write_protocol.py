@@ -676,6 +676,7 @@ def test_each_script_is_one_body_with_its_fragments_included_once() -> None:
         )
         assert found is not None, part
         first_function[part] = found.group(1)
+
     def includes(text: str) -> set[str]:
         return set(re.findall(r"^--! include (\S+)$", text, re.M))
 
