@@ -20,8 +20,10 @@ Two answers would mislead a newcomer, so they say what is wrong instead:
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import os
+import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -74,6 +76,12 @@ class BadInputError(CliError):
 
 class NotFoundError(CliError):
     exit_code = EXIT_NOT_FOUND
+
+
+def stacks_on_sigusr1() -> None:
+    """A long-running command (worker, serve) writes every thread's stack to stderr (its log)
+    on SIGUSR1: what it is doing when it does not stop (scripts/demo asks before it kills)."""
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
 
 
 def cli_error(message: str, status: int) -> CliError:

@@ -34,6 +34,7 @@ from seasons.cli.common import (
     pass_state,
     print_json,
     reason_option,
+    stacks_on_sigusr1,
 )
 from seasons.cli.info import print_status
 from seasons.cli.text import plural
@@ -84,6 +85,7 @@ def _emit(as_json: bool, data: dict[str, Any], text: str) -> None:
 def worker(state: CliState, log_level: str) -> None:
     logging.basicConfig(level=log_level, format=LOG_FORMAT, stream=sys.stderr)
     logging.getLogger("apscheduler").setLevel(logging.WARNING)
+    stacks_on_sigusr1()
     code = run_worker(lambda: state.app, state.settings, fault=fault_from_env())
     sys.exit(code)
 

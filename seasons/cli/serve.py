@@ -25,6 +25,7 @@ from seasons.cli.common import (
     json_option,
     pass_state,
     print_json,
+    stacks_on_sigusr1,
 )
 from seasons.config.settings import ApiSettings, Settings
 from seasons.connection import RedisClient, when_reachable
@@ -56,6 +57,7 @@ def serve(
     port = settings.api.port if port is None else port
     workers = settings.api.workers if workers is None else workers
     refuse_open_bind(host, settings.api)
+    stacks_on_sigusr1()
     if workers > 1:
         _serve_workers(state, host, port, workers, log_level)
         return
