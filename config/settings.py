@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -41,6 +40,8 @@ from pydantic_settings.sources.utils import parse_env_vars
 from redis.connection import parse_url
 
 from seasons.composite import CompositeScore
+from seasons.config.durations import Duration, PositiveDuration
+from seasons.config.league import LeagueSettings
 from seasons.vocabulary import MAX_EXACT, WINDOWS, EventType, Ties, overlap, parse_ranks
 
 # A cap on weights, so that no weighted aggregate of values within ±2^53 can overflow a double
@@ -55,25 +56,6 @@ ENV_PREFIX = "SEASONS_"
 ENV_NESTED_DELIMITER = "__"
 # The longest calendar month; month_weights has one weight per day of the month at most.
 MONTH_DAYS = 31
-
-
-def _duration(value: Any) -> Any:
-    """Durations are ISO 8601 (``PT1H``, ``P30D``) or a number of seconds."""
-    if isinstance(value, str) and re.fullmatch(r"\d+(\.\d+)?", value.strip()):
-        return float(value)
-    return value
-
-
-Duration = Annotated[timedelta, BeforeValidator(_duration)]
-
-
-def _positive(value: timedelta) -> timedelta:
-    if value <= timedelta(0):
-        raise ValueError("must be a positive duration")
-    return value
-
-
-PositiveDuration = Annotated[Duration, AfterValidator(_positive)]
 
 
 def _exact_before(value: Any) -> Any:
@@ -312,6 +294,9 @@ class BoardSettings(_Section):
     # not applied (docs/writes.md#held-events). None: no limit.
     member_rate: MemberRate | None = None
     max_period_gain: MaxPeriodGain | None = None
+    # Cohorts in tiers, promoted and relegated at each period's end (docs/leagues.md). None:
+    # no league.
+    league: LeagueSettings | None = None
 
     @field_validator("windows")
     @classmethod
@@ -485,6 +470,25 @@ class BoardSettings(_Section):
             raise ValueError(
                 f"max_period_gain.window {gain.window!r} is not a window the board keeps "
                 f"({', '.join(self.windows)})"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _league_is_possible(self) -> BoardSettings:
+        """A league ranks its cohorts on one window the board keeps, whole."""
+        league = self.league
+        if league is None:
+            return self
+        if league.window not in self.windows:
+            raise ValueError(
+                f"league.window {league.window!r} is not a window the board keeps "
+                f"({', '.join(self.windows)}): add it to windows"
+            )
+        if self.max_entries > 0:
+            raise ValueError(
+                f"a league cannot be combined with max_entries > 0 (got {self.max_entries}): "
+                "a trimmed board drops members, who would lose their place in their cohort; "
+                "set max_entries = 0"
             )
         return self
 

@@ -177,6 +177,29 @@ class Keys:
     def upgrades(self, board: str, season_id: str) -> str:
         return f"{self._board(board)}:upgrades:{season_id}"
 
+    # Leagues (boards.<b>.league, seasons.leagues, docs/leagues.md). The league's state hash,
+    # no TTL: "first" (the first period any member joined) and "first_start" (its start,
+    # epoch seconds), "closed:<P>" -> JSON counts of period P's outcome once written (events
+    # of P+1 then join at once), "close:<P>" -> the close's progress. Member -> tier, no
+    # TTL, written only by a close from its outcome (a member without one is in the lowest
+    # tier).
+    def league_state(self, board: str) -> str:
+        return f"{self._board(board)}:league:state"
+
+    def league_tier(self, board: str) -> str:
+        return f"{self._board(board)}:league:tier"
+
+    # Period P of a league, each with P's EXPIREAT (its end + retention): `part` is
+    #   joined   sorted set member -> cohort x COHORT_SPAN + its place in the cohort (from 0):
+    #            one cohort is one ZRANGEBYSCORE, in join order; or -n for the n-th member
+    #            whose join waits for P-1's close (seasons.leagues.COHORT_SPAN)
+    #   cohorts  hash cohort id (1, 2, ...) -> JSON {"tier", "group"}; a new id is HLEN + 1
+    #   open     hash JSON [tier, group] -> the id of that pair's cohort being filled
+    #   outcome  hash member -> JSON of its outcome (seasons.leagues.Outcome), written once
+    #   done     set of the cohort ids whose outcome is written (the close's checkpoints)
+    def league(self, board: str, period: str, part: str) -> str:
+        return f"{self._board(board)}:league:{period}:{part}"
+
     # Public: the lifecycle stream (XADD, bounded MAXLEN): each event once, its stable id in
     # its fields; apps read it with consumer groups.
     def lifecycle(self) -> str:
