@@ -14,6 +14,7 @@ import os
 import tomllib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from types import UnionType
 from typing import Any, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
@@ -142,13 +143,21 @@ def _resolve(keys: Sequence[str | int]) -> Any:
             field = node.model_fields.get(key)
             if field is None:
                 return None
-            node = field.annotation
+            node = _optional(field.annotation)
         elif isinstance(key, str) and get_origin(node) is dict:
             node = get_args(node)[1]  # boards.<name>: validation checks the name itself
         elif isinstance(key, int) and get_origin(node) is tuple:
             node = get_args(node)[0]
         else:
             return None
+    return node
+
+
+def _optional(node: Any) -> Any:
+    """``X | None`` is X (an optional table, such as boards.<b>.league)."""
+    args = get_args(node)
+    if isinstance(node, UnionType) and len(args) == 2 and type(None) in args:
+        return next(a for a in args if a is not type(None))
     return node
 
 
