@@ -105,13 +105,14 @@ def standings(
     members: Sequence[Member], tier: str, league: LeagueSettings, cfg: BoardSettings
 ) -> Standings:
     """The standings of one cohort of ``tier``: ``members`` in join order, as read from
-    Redis. Ranks follow the board's order and tie rule (:mod:`seasons.ties`); equal scores
-    are one tie group for the zones whatever the rule, unless the rule orders them apart
-    (``member``: by member bytes, ``earliest``: by the time reached) — then positions
-    decide, as the ranks show."""
+    Redis. Ranks follow the board's order and tie rule (:mod:`seasons.ties`): where the rule
+    ranks equal scores apart (``member``, ``earliest``) positions decide the zones, as the
+    ranks show; where they share a rank (``shared``, ``dense``) the tie group is one, and
+    gets the better zone when it lies across a boundary."""
     rule = tie_rule_of(cfg)
-    ranked = [m for m in members if m.score is not None and not m.hidden]
-    ranked.sort(key=_order_key(cfg, rule))
+    ranked = _in_board_order(
+        [m for m in members if m.score is not None and not m.hidden], cfg, rule
+    )
     up, down = quota(league, tier, len(ranked))
     rows: list[Row] = []
     rank = 0
@@ -131,18 +132,28 @@ def standings(
     return Standings(tier, tuple(rows), up, down, promotion_score)
 
 
-def _order_key(cfg: BoardSettings, rule: TieSpec) -> Any:
-    sign = -1.0 if cfg.order == "desc" else 1.0
+def _in_board_order(members: list[Member], cfg: BoardSettings, rule: TieSpec) -> list[Member]:
+    """``members`` in the board's order (docs/contract.md#ties): by score, then equal scores
+    in Redis's order (member bytes, reversed on a ``desc`` board, as ``ZRANGE ... REV``), or
+    with ``earliest`` by the time each reached its score, then member bytes ascending."""
+    desc = cfg.order == "desc"
 
-    def key(m: Member) -> tuple[Any, ...]:
-        assert m.score is not None
-        first = sign * m.score
-        name = m.member.encode("utf-8", "surrogatepass")
-        if rule.reach_set:
-            return (first, m.reached if m.reached is not None else float("inf"), name)
-        return (first, name)
+    def name(m: Member) -> bytes:
+        return m.member.encode("utf-8", "surrogatepass")
 
-    return key
+    if rule.reach_set:
+        out = sorted(members, key=name)
+        out.sort(key=lambda m: m.reached if m.reached is not None else float("inf"))
+    else:
+        out = sorted(members, key=name, reverse=desc)
+    # Stable: equal scores keep the order above.
+    out.sort(key=lambda m: -_score(m) if desc else _score(m))
+    return out
+
+
+def _score(m: Member) -> float:
+    assert m.score is not None  # only ranked members are ordered
+    return m.score
 
 
 def moved(league: LeagueSettings, tier: str, zone: Zone | None) -> str:
