@@ -22,6 +22,8 @@ from seasons.executor import sync_executor
 from seasons.held import Held, held_summary
 from seasons.jobs.registry import clear_of, sweeper_of
 from seasons.keys import Keys
+from seasons.league_reads import LeagueReads
+from seasons.league_rewards import claim as claim_league
 from seasons.lifecycle import Lifecycle, LifecycleEvents
 from seasons.models import (
     AuditPage,
@@ -33,6 +35,9 @@ from seasons.models import (
     HeldDecision,
     HeldPage,
     HistoryPoint,
+    LeagueClaim,
+    LeagueCohort,
+    LeagueOverview,
     MemberModeration,
     MemberReward,
     ModerationChange,
@@ -76,6 +81,7 @@ class Seasons:
         # Every read is prepared by `reads` and run by `executor` (seasons.executor); the HTTP
         # server runs the same prepared reads on its asyncio executor.
         self.reads = Reads(settings, self.keys, clock)
+        self.league_reads = LeagueReads(settings, self.keys, clock)
         self.writes = Writes(self.client, self.scripts, settings, self.keys, clock)
         self.executor = sync_executor(self.client)
         # What the jobs (seasons.jobs.registry) and the rewards run on.
@@ -377,6 +383,42 @@ class Seasons:
             except BackendUnreachable:
                 time.sleep(WRITE_BACKOFF * 2**attempt)
         return self._rewards.claim(board, season, member, claim_id)
+
+    # --- leagues (docs/leagues.md) -----------------------------------------------------------
+
+    def league(
+        self, board: str, member: str | None = None, *, period: str = "current",
+        cohort: int | None = None,
+    ) -> LeagueCohort | LeagueOverview:  # fmt: skip
+        """A league read of ``period`` (an id of the league's window, ``current`` or
+        ``previous``) on ``board``, one round trip: ``member``'s cohort
+        (:class:`seasons.errors.NotInLeague` if it has none, also while it waits to join),
+        cohort ``cohort`` (:class:`seasons.errors.UnknownCohort`), or without either the
+        overview: members and cohorts per tier. Rows are the live standings
+        (:func:`seasons.leagues.standings`) until the close wrote the cohort's outcome, then
+        the close's decision. :class:`seasons.errors.NoLeague` for a board without one."""
+        if member is not None:
+            return self.run(self.league_reads.member(board, member, period))
+        if cohort is not None:
+            return self.run(self.league_reads.cohort(board, cohort, period))
+        return self.run(self.league_reads.overview(board, period))
+
+    def claim_league(
+        self, board: str, period: str, member: str, claim_id: str | None = None
+    ) -> LeagueClaim:
+        """Claim ``member``'s cohort reward of league ``period`` on ``board``, exactly once,
+        as :meth:`claim` does for a season's reward (the claim id, the claims log):
+        :class:`seasons.errors.RewardsNotReady` before the period's close is complete,
+        :class:`seasons.errors.NoReward` without one."""
+        claim_id = new_batch_id() if claim_id is None else claim_id
+        for attempt in range(WRITE_ATTEMPTS - 1):
+            try:
+                return claim_league(
+                    self.backend, self.league_reads, board, period, member, claim_id
+                )
+            except BackendUnreachable:
+                time.sleep(WRITE_BACKOFF * 2**attempt)
+        return claim_league(self.backend, self.league_reads, board, period, member, claim_id)
 
     # --- erasure --------------------------------------------------------------------------
 

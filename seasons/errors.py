@@ -293,3 +293,21 @@ class UnknownMode(InvalidInput):
     """A moderation mode that is not shadow or open."""
 
     code = "unknown_mode"
+
+
+class NoLeague(InvalidInput):
+    """A league read or claim of a board without ``[boards.<b>.league]``."""
+
+    code = "no_league"
+
+
+class NotInLeague(NotFound):
+    """A member without a cohort in a league period (never joined, or still waiting)."""
+
+    code = "not_in_league"
+
+
+class UnknownCohort(NotFound):
+    """No cohort with that id in a league period."""
+
+    code = "unknown_cohort"

@@ -197,6 +197,8 @@ class Keys:
     #   open     hash JSON [tier, group] -> the id of that pair's cohort being filled
     #   outcome  hash member -> JSON of its outcome (seasons.leagues.Outcome), written once
     #   done     set of the cohort ids whose outcome is written (the close's checkpoints)
+    #   claims   hash member -> JSON {"claimed_at", "reward", "rank", "claim_id"} of its
+    #            claim of its cohort reward, written once (seasons/lua/league_claim.lua)
     def league(self, board: str, period: str, part: str) -> str:
         return f"{self._board(board)}:league:{period}:{part}"
 

@@ -422,3 +422,77 @@ class MemberModeration(BaseModel):
 
     member: str
     boards: list[ModerationRecord]
+
+
+# --- leagues (docs/leagues.md) -----------------------------------------------------------------
+
+
+class LeagueRow(BaseModel):
+    """One member of a cohort: rank and zone null for a member without rank (no score, or
+    hidden); ``tier_after`` and ``reward`` as the close decided them once the cohort is
+    final, else what the live standings would give."""
+
+    member: str
+    score: Score | None
+    rank: int | None
+    zone: Literal["promote", "stay", "demote"] | None
+    tier_after: str
+    reward: str | None = None
+    hidden: bool = Field(
+        default=False, description="The member asking, hidden or banned in open mode"
+    )
+
+
+class LeagueCohort(BaseModel):
+    """A cohort's standings in one period of a board's league."""
+
+    board: str
+    period: str
+    window: str
+    cohort: int
+    tier: str
+    group: str
+    member: str | None = Field(default=None, description="The member asked for, if any")
+    member_tier: str | None = Field(
+        default=None, description="The asked member's current tier (after the close: its next)"
+    )
+    resets_at: str = Field(description="The period's end, ISO 8601 UTC")
+    promote: int
+    demote: int
+    promotion_score: Score | None = Field(
+        description="The score of the last member in the promotion zone (null: zone empty or "
+        "not full)"
+    )
+    final: bool = Field(description="The close wrote this cohort's outcome")
+    rows: list[LeagueRow]
+
+
+class LeagueTier(BaseModel):
+    tier: str
+    members: int
+    cohorts: int
+
+
+class LeagueOverview(BaseModel):
+    """Members and cohorts per tier (lowest first) in one period of a board's league."""
+
+    board: str
+    period: str
+    window: str
+    resets_at: str
+    final: bool = Field(description="The period's close is complete")
+    tiers: list[LeagueTier]
+
+
+class LeagueClaim(BaseModel):
+    """A claimed cohort reward; as :class:`Claim`, for a league period."""
+
+    board: str
+    period: str
+    member: str
+    cohort: int | None
+    rank: int
+    score: Score | None
+    reward: str
+    claimed_at: str = Field(description="The first claim's time, ISO 8601 UTC")
+    already_claimed: bool

@@ -246,31 +246,35 @@ class Rewards:
         )  # fmt: skip
 
     def _run(self, keys: list[str], args: list[str]) -> list[Any]:
-        """The claim script's reply. With ``redis.wait_replicas`` > 0 it is followed by WAIT
-        on its connection, as writes are: a claim no replica holds yet could be lost to a
-        failover and granted again, so it raises :class:`NotReplicated` (claim again with the
-        same claim id: the answer is the same)."""
-        replicas = self.b.settings.redis.wait_replicas
-        if replicas <= 0:
-            reply: list[Any] = self.b.scripts.claim(keys=keys, args=args)
-            return reply
-        timeout = self.b.settings.redis.wait_timeout_ms
+        return run_claim(self.b, "claim", keys, args)
 
-        def fill(pipe: Pipeline) -> None:
-            self.b.scripts.claim(keys=keys, args=args, client=pipe)
-            pipe.wait(replicas, timeout)
 
-        reply, acked = self.b.scripts.loaded(
-            "claim", lambda: on_one_connection(self.b.client, keys[0], fill)
-        )
-        if int(acked) < replicas:
-            raise NotReplicated(
-                f"the claim was recorded on the master, but only {acked} of {replicas} "
-                f"replicas acknowledged it within {timeout} ms (redis.wait_replicas): claim "
-                f"again with the same claim id {args[2]!r}",
-                {"replicas": replicas, "acknowledged": int(acked), "claim_id": args[2]},
-            )
+def run_claim(b: Backend, name: str, keys: list[str], args: list[str]) -> list[Any]:
+    """The reply of claim script ``name`` (``claim``, ``league_claim``; ARGV[3] the claim's
+    id). With ``redis.wait_replicas`` > 0 it is followed by WAIT on its connection, as writes
+    are: a claim no replica holds yet could be lost to a failover and granted again, so it
+    raises :class:`NotReplicated` (claim again with the same claim id: the answer is the
+    same)."""
+    replicas = b.settings.redis.wait_replicas
+    run = getattr(b.scripts, name)
+    if replicas <= 0:
+        reply: list[Any] = run(keys=keys, args=args)
         return reply
+    timeout = b.settings.redis.wait_timeout_ms
+
+    def fill(pipe: Pipeline) -> None:
+        run(keys=keys, args=args, client=pipe)
+        pipe.wait(replicas, timeout)
+
+    reply, acked = b.scripts.loaded(name, lambda: on_one_connection(b.client, keys[0], fill))
+    if int(acked) < replicas:
+        raise NotReplicated(
+            f"the claim was recorded on the master, but only {acked} of {replicas} "
+            f"replicas acknowledged it within {timeout} ms (redis.wait_replicas): claim "
+            f"again with the same claim id {args[2]!r}",
+            {"replicas": replicas, "acknowledged": int(acked), "claim_id": args[2]},
+        )
+    return reply
 
 
 def _member_reward(

@@ -11,6 +11,7 @@ from seasons.cli import (  # command modules: importing one registers its comman
     events,  # noqa: F401
     held,  # noqa: F401
     info,  # noqa: F401
+    leagues,  # noqa: F401
     moderation,  # noqa: F401
     ops,  # noqa: F401
     reads,  # noqa: F401

@@ -34,6 +34,7 @@ from seasons.http import (
     errors,
     health,
     jobs,
+    leagues,
     lifecycle,
     moderation,
     rewards,
@@ -108,7 +109,19 @@ def create_app(
         settings=settings, seasons=facade, metrics=metrics, executor=executor
     )
     errors.install(api)
-    routers = (boards, scores, seasons, rewards, moderation, admin, jobs, lifecycle, health, web)
+    routers = (
+        boards,
+        leagues,
+        scores,
+        seasons,
+        rewards,
+        moderation,
+        admin,
+        jobs,
+        lifecycle,
+        health,
+        web,
+    )
     for module in routers:
         api.include_router(module.router)
     # From the routes as included: each one's access level, query parameters and body.
