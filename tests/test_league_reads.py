@@ -127,8 +127,14 @@ def model(
             ra, rb = reached.get(a[0], float("inf")), reached.get(b[0], float("inf"))
             if ra != rb:
                 return ra < rb
-        if ties in ("member", "earliest"):
+        if ties == "earliest":
             return a[0].encode() < b[0].encode()
+        if ties == "member":  # Redis's order: member bytes, reversed on a desc board
+            return (
+                (a[0].encode() > b[0].encode())
+                if order == "desc"
+                else (a[0].encode() < b[0].encode())
+            )
         return False
 
     n = len(ranked)
