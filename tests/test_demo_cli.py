@@ -164,6 +164,11 @@ def test_the_demo_writes_an_env_file_that_points_the_cli_at_it(tmp_path: Path) -
             demo.send_signal(signal.SIGINT)
         try:
             demo.wait(timeout=DEMO_STOP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            # What the demo printed and the processes logged: why it did not stop.
+            tails = [p.read_text()[-4000:] for p in (worker_log, demo_dir / "serve.log")
+                     if p.exists()]  # fmt: skip
+            pytest.fail(f"the demo did not stop:\n{Path(out.name).read_text()[-3000:]}\n{tails}")
         finally:
             if demo.poll() is None:
                 os.killpg(demo.pid, signal.SIGKILL)
