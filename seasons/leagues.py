@@ -111,6 +111,10 @@ def standings(
     decide, as the ranks show."""
     rule = tie_rule_of(cfg)
     ranked = [m for m in members if m.score is not None and not m.hidden]
+    # Equal scores (and reach times) stand in member byte order, reversed on a desc board
+    # without a reach set: as the board's reads give them (ZRANGE ... REV). Two stable sorts.
+    reverse = cfg.order == "desc" and not rule.reach_set
+    ranked.sort(key=lambda m: m.member.encode("utf-8", "surrogatepass"), reverse=reverse)
     ranked.sort(key=_order_key(cfg, rule))
     up, down = quota(league, tier, len(ranked))
     rows: list[Row] = []
@@ -137,10 +141,9 @@ def _order_key(cfg: BoardSettings, rule: TieSpec) -> Any:
     def key(m: Member) -> tuple[Any, ...]:
         assert m.score is not None
         first = sign * m.score
-        name = m.member.encode("utf-8", "surrogatepass")
         if rule.reach_set:
-            return (first, m.reached if m.reached is not None else float("inf"), name)
-        return (first, name)
+            return (first, m.reached if m.reached is not None else float("inf"))
+        return (first,)
 
     return key
 
