@@ -5,7 +5,8 @@ write: docs/contract.md#archives).
   board's state hash (the write script rejects later events for it); on a board keeping
   alltime, fold ``d`` into that window's base (each day once, in order: see
   :meth:`Closes._fold`); then the final rollup of each rolled-up period holding it (its week,
-  month, season and alltime, as the board keeps them).
+  month, season and alltime, as the board keeps them); when ``d`` ends a period of a board's
+  league window, that period's league close (:mod:`seasons.jobs.league_close`).
 - **close season** ``S`` (due once its last day is closed), per board: mark it ``closing``
   (writes for it are rejected from then on) → final rollup of the season board → copy it to
   the archive key (hidden and banned members' standings, on the season's twin, to the twin
@@ -42,6 +43,7 @@ from seasons.config.settings import SeasonSpan, Settings
 from seasons.connection import RedisClient
 from seasons.errors import ArchiveError, Conflict, DataLoss, InvalidInput
 from seasons.jobs.integrity import read_safe_mode
+from seasons.jobs.league_close import LeagueClose
 from seasons.jobs.locks import Lock, locked
 from seasons.jobs.rollup import DaysExpired, FoldBusy, Rollup, fold_day, fold_lock, folded_through
 from seasons.jobs.state import Checkpoint, JobState, Run
@@ -103,6 +105,7 @@ class Closes:
         self.checkpoint = checkpoint
         self.clock = clock
         self.lifecycle = Lifecycle(client, keys, settings)
+        self.leagues = LeagueClose(client, scripts, settings, keys, self.lifecycle, clock)
         self.results = Results(client, archives.standings, keys)
         # Amendments of results and moderation follow-ups cut off by a crash are finished by
         # each catch-up.
@@ -199,6 +202,9 @@ class Closes:
                 p = window.period_of_day(day, self.settings)
                 if p is not None:
                     run.step(f"{p.window}:{board}", partial(self._final, board, p, now, quiet=True))
+                    # The league's period ends with the day: its close, after its final rollup.
+                    if p.last == day and self.leagues.due(board, p):
+                        self.leagues.close(run, board, p, now)
         # Its own step, the last: a crash before the step is recorded redoes the emit, which
         # the event's stable id makes a no-op if it was appended (see seasons.lifecycle).
         kind, boards = EventType.DAY_CLOSED, sorted(self.settings.boards)

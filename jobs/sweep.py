@@ -249,11 +249,18 @@ class Sweeper:
             at = {key: i for i, key in enumerate(keys, start=1)}
             pairing = [at[distinct[k]] if k in distinct else 0 for k in (*zsets, *reached)]
             pairing += [-1] * (len(keys) - 1 - len(pairing))
+            # The league's: its tier, its place in each period's cohorts and its outcomes
+            # (a forgotten member's place in its cohort is simply gone).
+            league = self.league_keys(board)
+            keys += [key for key, _ in league]
+            pairing += [0 if kind == "zset" else -2 for _, kind in league]
             keys.append(self.keys.moderation(board))
             pairing.append(-2)
             reply = self.scripts.forget(keys=keys, args=[member, *pairing])
             on = [zsets[int(i) - 2] for i in reply[1:] if int(i) - 2 < len(zsets)]
             moderation = len(keys) in {int(i) for i in reply[1:]}
+            first_league = len(keys) - len(league)  # 1-based position of the first
+            in_league = any(first_league <= int(i) < len(keys) for i in reply[1:])
             rewritten = []
             amender = Amender(self.client, self.archives, self.keys, lifecycle)
             for key in on:
@@ -282,14 +289,26 @@ class Sweeper:
             # A crashed moderation call's pending follow-ups name it too (seasons.moderation).
             if forget_pending(self.client, self.keys, board, member):
                 moderation = True
-            if on or int(reply[0]) or held or moderation:
+            if on or int(reply[0]) or held or moderation or in_league:
                 report["boards"][board] = {
                     "keys": on, "metadata": bool(int(reply[0])), "files_rewritten": rewritten,
-                    "held": held, "moderation": moderation,
+                    "held": held, "moderation": moderation, "league": in_league,
                 }  # fmt: skip
         # The lifecycle events that name it (a moderation's): their data and ids hold its id.
         report["lifecycle"] = lifecycle.forget(member)
         return report
+
+    def league_keys(self, board: str) -> list[tuple[str, str]]:
+        """The league keys of ``board`` that name members, with their kind ("zset" or
+        "hash"): the tier hash, and each period's ``joined`` set and ``outcome`` hash still
+        in Redis (found as the board's other keys are: SCAN)."""
+        if self.settings.boards[board].league is None:
+            return []
+        out = [(self.keys.league_tier(board), "hash")]
+        for part, kind in (("joined", "zset"), ("outcome", "hash")):
+            for batch in self._scan(self.keys.league(board, "*", part), kind=kind):
+                out += [(key, kind) for key in sorted(batch)]
+        return out
 
     def _distinct_sets(self, board: str, zsets: list[str]) -> dict[str, str]:
         """ties = "dense": the distinct set of each board of ``zsets`` that keeps one (the

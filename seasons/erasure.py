@@ -22,6 +22,11 @@ class ForgottenBoard(BaseModel):
     moderation: bool = Field(
         default=False, description="Whether its moderation state (hidden or banned) was removed"
     )
+    league: bool = Field(
+        default=False,
+        description="Whether it was removed from the board's league (its tier, its places in "
+        "cohorts, its outcomes)",
+    )
 
 
 class Forgotten(BaseModel):

@@ -90,6 +90,13 @@ TYPES: dict[EventType, TypeSpec] = {
         "a board's season results got a new version after a late moderation change "
         "(changed: members whose result differs from the version before)",
     ),
+    EventType.LEAGUE_CLOSED: TypeSpec(
+        "league_closed:{board}:{period}",
+        ("board", "window", "period", "cohorts", "members", "promoted", "demoted", "stayed",
+         "idle", "rewarded"),
+        "a period of a board's league is closed: every member's outcome written, archived and "
+        "its tier set (the counts of seasons.leagues.counts)",
+    ),
 }  # fmt: skip
 
 

@@ -38,6 +38,7 @@ class EventType(StrEnum):
     MEMBER_UNHIDDEN = "member_unhidden"
     MEMBER_BANNED = "member_banned"
     RESULTS_AMENDED = "results_amended"
+    LEAGUE_CLOSED = "league_closed"
 
 
 def parse_ranks(text: str) -> tuple[int, int]:
