@@ -340,10 +340,14 @@ class LeagueClose:
     def finish(self, board: str, period: win.Period) -> None:
         following = win.period_of_day(period.window, period.last + timedelta(days=1), self.settings)
         closed = json.dumps(self.summary(board, period), sort_keys=True, separators=(",", ":"))
+        if following is None:
+            # No period follows at once (a gap between listed seasons): nobody can be waiting
+            # for this one, whose events came before the next began.
+            self.client.hset(self.keys.league_state(board), STATE_CLOSED + period.id, closed)
+            return
         join_waiting(
-            self.client, self.scripts, self.settings, self.keys, board, period.id,
-            following.id if following is not None else None, closed,
-        )  # fmt: skip
+            self.client, self.scripts, self.settings, self.keys, board, period, following, closed
+        )
 
     def emit(self, board: str, period: win.Period) -> None:
         raw = self.client.hget(self.keys.league_state(board), STATE_CLOSED + period.id)

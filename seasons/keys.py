@@ -180,9 +180,10 @@ class Keys:
     # Leagues (boards.<b>.league, seasons.leagues, docs/leagues.md). The league's state hash,
     # no TTL: "first" (the first period any member joined) and "first_start" (its start,
     # epoch seconds), "closed:<P>" -> JSON counts of period P's outcome once written (events
-    # of P+1 then join at once), "close:<P>" -> the close's progress. Member -> tier, no
-    # TTL, written only by a close from its outcome (a member without one is in the lowest
-    # tier).
+    # of P+1 then join at once), "close:<P>" -> the close's progress, "waiting:<P>" -> how
+    # many members of P waited for P-1's close so far (dropped when P-1 closes). Member ->
+    # tier, no TTL, written only by a close from its outcome (a member without one is in the
+    # lowest tier).
     def league_state(self, board: str) -> str:
         return f"{self._board(board)}:league:state"
 

@@ -19,6 +19,7 @@ from seasons.config.settings import BoardSettings, Settings
 from seasons.errors import BatchIdReused, BatchRejected
 from seasons.events import META_MAX_BYTES, META_MAX_FIELDS, ValidEvent
 from seasons.keys import STATE_FOLDED, Keys
+from seasons.league_joins import batch_league, group_league, league_keys
 from seasons.models import HeldRef, Standing, WriteResult
 
 # How long the script keeps each board's result of a batch id, and each event id it applied:
@@ -26,7 +27,7 @@ from seasons.models import HeldRef, Standing, WriteResult
 DEDUPE_WINDOW = timedelta(hours=48)
 # The shape of write.lua's argument (its header), which the script checks: a batch of
 # another version, or with other columns of events, is refused before anything is done.
-PROTOCOL = 7
+PROTOCOL = 8
 EVENT_FIELDS = ("group", "index", "member", "value", "event_id", "metadata", "ts")
 # How long held records outlive retention (a day: the keys' EXPIREAT), and rate counters
 # their interval (a minute: a batch whose `now` is a little behind still finds its counter).
@@ -148,6 +149,8 @@ def script_args(
         "moderation": keys.moderation(board),
     }
     declared = dict.fromkeys(board_keys.values())  # an ordered set
+    league = batch_league(board, settings, keys)
+    declared.update(dict.fromkeys(league_keys(league)))
     held, limits = held_args(board, cfg, settings, keys, now, approve is not None)
     if held is not None:
         declared.update(dict.fromkeys((held["record"], held["order"], held["done"])))
@@ -193,6 +196,9 @@ def script_args(
             "expire_at": win.expire_at(day_p, settings),
             "rollups": [r._asdict() for r in rollups],
         }
+        if league is not None:
+            group["league"] = group_league(board, day, settings, keys)
+            declared.update(dict.fromkeys(league_keys(group["league"])))
         if twins:
             group["twin"] = twin_group(group, keys)
             declared.update(dict.fromkeys(_named(group["twin"])))
@@ -227,6 +233,7 @@ def script_args(
         "limits": limits,
         "approve": approve,
         "twins": twins,
+        "league": league,
     }
     text = json.dumps(batch, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
     return list(declared), [text]
@@ -239,7 +246,7 @@ def twin_group(group: dict[str, Any], keys: Keys) -> dict[str, Any]:
     def twin(key: str | None) -> str | None:
         return None if key is None else keys.hidden(key)
 
-    return {
+    out = {
         **group,
         "key": twin(group["key"]),
         "reached": twin(group["reached"]),
@@ -256,6 +263,9 @@ def twin_group(group: dict[str, Any], keys: Keys) -> dict[str, Any]:
             for r in group["rollups"]
         ],
     }
+    if "league" in group:
+        out["league"] = None  # a league's keys have no twins: a hidden member joins the same
+    return out
 
 
 def _named(group: dict[str, Any]) -> Iterator[str]:

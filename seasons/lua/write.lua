@@ -20,8 +20,19 @@
 --                     union; moderation: the hash member -> JSON of its state, hidden or
 --                     banned, docs/fair-play.md)
 --   twins             true: each group carries `twin` (below); false: none does
+--   league            null, or the board's league (docs/leagues.md#joining,
+--                     lib/league_join.lua): {span, size, tiers, group_by, state, tier}: the
+--                     places of a cohort in a period's `joined` (COHORT_SPAN), cohort_size,
+--                     the tiers lowest first, the metadata field whose text value groups
+--                     cohorts ('' for none), the league's state hash and its tier hash (member
+--                     -> tier). Then each member's first accepted event (applied: not a
+--                     duplicate, held or banned; a hidden member's is) of a group's league
+--                     period joins a cohort, waits for the previous period's close, or not
+--                     (its ts at or after join_until, the period closing or closed, or
+--                     before the league's first period), in batch order
 --   groups            one per local day of the batch, each
---                       {day, season, key, reached, distinct, expire_at, rollups, twin?}: its day
+--                       {day, season, key, reached, distinct, expire_at, rollups, twin?,
+--                       league?}: its day
 --                       id, its season id (or null; the season's state is checked by it), its
 --                       day board, that board's reach set (as `reached` below), its distinct
 --                       set (as `distinct` below), that board's EXPIREAT, and the boards it
@@ -102,6 +113,13 @@
 --                     by `ties` ('member', 'shared', 'dense' or 'earliest', lib/ranks.lua);
 --                     a hidden or banned member's is its self-view (lib/hidden.lua), read
 --                     on the twin of that board
+--                     league (with the batch's `league`): null (a day in no season), or the
+--                     period of the league's window holding the day: {period, previous,
+--                     start, join_until, expire_at, joined, cohorts, open}: its id, the id
+--                     of the period before it (or null), its start and the instant from
+--                     which first events join no cohort (epoch seconds), the EXPIREAT of its
+--                     keys, its joined sorted set, cohorts hash and open hash (seasons.keys:
+--                     Keys.league); the groups of one period name the same; null in a twin
 --                     twin (with `twins`): the group the events of a hidden member are
 --                     applied to, the same fields naming the twin keys (seasons.keys:
 --                     Keys.hidden): its day twin, reach twin, rollup twins (their reach twins,
@@ -143,6 +161,7 @@
 --! include apply
 --! include held_records
 --! include write_standing
+--! include league_join
 
 local ok, batch = pcall(parse_batch)
 if not ok then return redis.error_reply('write.lua: ' .. tostring(batch)) end
@@ -317,6 +336,10 @@ local stored_meta = fields_of(meta, meta_members)  -- member -> its JSON, or fal
 -- What pass 1 found for the i-th event: a duplicate, the metadata text to write ('' to delete).
 local seen, merged_meta = {}, {}
 local meta_text = {}
+-- A league with group_by: each event's member's metadata as the batch leaves it at that
+-- event (its JSON text, or {value of the field}; nil: untouched so far), for its join.
+local group_by = batch.league and batch.league.group_by ~= '' and batch.league.group_by
+local meta_at, last_meta = {}, {}
 for i = 1, n do
   local grp = groups[all[i][GROUP] + 1]
   local event_id, given_meta = event_id_of(i), metadata_of(i)
@@ -388,6 +411,14 @@ for i = 1, n do
       meta_text[i] = nfields > 0 and text or ''
     end
   end
+  if group_by then
+    local member = all[i][MEMBER]
+    if given_meta and not duplicate[i] and not held_as[i] then
+      local now_meta = merged_meta[member]
+      last_meta[member] = type(now_meta) == 'table' and {now_meta[group_by]} or now_meta
+    end
+    meta_at[i] = last_meta[member]
+  end
 end
 if #errors > 1 then return errors end
 if check_only then return {'applied', 0, 0, 0, 0} end
@@ -443,6 +474,13 @@ for i = 1, n do
   end
 end
 chunked(new_ids, 1000, function(...) redis.call('ZADD', events, ...) end)
+-- Leagues (lib/league_join.lua): the members' joins, in batch order.
+if batch.league then
+  join_batch(batch.league, n, function(i)
+    if duplicate[i] or held_as[i] or banned_as[i] then return nil end
+    return groups[all[i][GROUP] + 1].league, all[i][MEMBER], all[i][TS]
+  end, function(i) return meta_at[i] end, function(members) return fields_of(meta, members) end)
+end
 -- The held events, recorded for review (lib/held_records.lua); an approval's record decided.
 local held_list = keep_held(batch, held_as, event_id_of, metadata_of)
 if approve then approve_held(held, approve, now) end

@@ -8,8 +8,9 @@
 --! include json
 --! include ranks
 --! include check
+--! include league_join
 
-local PROTOCOL = 7
+local PROTOCOL = 8
 local EVENT_FIELDS = {'group', 'index', 'member', 'value', 'event_id', 'metadata', 'ts'}
 local GROUP, INDEX, MEMBER, VALUE, EVENT_ID, METADATA, TS = 1, 2, 3, 4, 5, 6, 7
 
@@ -17,6 +18,7 @@ local BATCH_FIELDS = set({
   'protocol', 'now', 'aggregate', 'order', 'max_entries', 'dedupe_cutoff', 'events_expire_at',
   'backfill', 'check_only', 'meta_max_fields', 'meta_max_bytes', 'batch_id', 'digest', 'keys',
   'groups', 'event_fields', 'events', 'standing', 'held', 'limits', 'approve', 'twins',
+  'league',
 })
 local HELD_FIELDS = set({'record', 'order', 'done', 'cutoff', 'expire_at'})
 local LIMITS_FIELDS = set({'rate', 'gain'})
@@ -26,7 +28,7 @@ local BOARD_KEYS = {
   'state', 'events', 'meta', 'batches', 'batch_results', 'scratch', 'moderation',
 }
 local GROUP_FIELDS = set({
-  'day', 'season', 'key', 'reached', 'distinct', 'expire_at', 'rollups', 'twin',
+  'day', 'season', 'key', 'reached', 'distinct', 'expire_at', 'rollups', 'twin', 'league',
 })
 local ROLLUP_FIELDS = set({
   'window', 'key', 'reached', 'distinct', 'weight', 'expire_at', 'days', 'base',
@@ -92,7 +94,7 @@ local function parse_rollup(r, at, board, day_key)
   return rollup
 end
 
-local function parse_group(g, at, board, twins)
+local function parse_group(g, at, board, twins, twins_of)
   check(g, 'object', at)
   only(g, GROUP_FIELDS, at .. '.')
   local group = {
@@ -104,6 +106,25 @@ local function parse_group(g, at, board, twins)
     expire_at = check(g.expire_at, 'integer', at .. '.expire_at'),
     rollups = {},
   }
+  -- The period of the board's league holding the day (null: none, or a twin).
+  if board.league and not twins_of then
+    group.league = check(g.league, 'object', at .. '.league', true)
+    if group.league then
+      group.league = parse_league_period(group.league, at .. '.league')
+      local seen = board.periods[group.league.period]
+      if seen and (seen.joined ~= group.league.joined or seen.cohorts ~= group.league.cohorts
+          or seen.open ~= group.league.open or seen.start ~= group.league.start
+          or seen.join_until ~= group.league.join_until) then
+        refuse(at .. '.league', 'differs from the league of another group of period '
+          .. json_string(group.league.period))
+      end
+      -- One table per period: the groups of its days share its joins.
+      group.league = seen or group.league
+      board.periods[group.league.period] = group.league
+    end
+  elseif g.league ~= nil and g.league ~= null then
+    refuse(at .. '.league', twins_of and 'must be null in a twin' or 'given while league is null')
+  end
   if group.reached and group.distinct then
     refuse(at .. '.distinct', 'must be null when reached is given (one tie rule per board)')
   end
@@ -118,7 +139,8 @@ local function parse_group(g, at, board, twins)
     group.rollups[j] = rollup
   end
   if twins then
-    local tw = parse_group(check(g.twin, 'object', at .. '.twin'), at .. '.twin', board, false)
+    local tw = parse_group(check(g.twin, 'object', at .. '.twin'), at .. '.twin', board, false,
+      true)
     if tw.day ~= group.day or tw.season ~= group.season or tw.distinct
         or #tw.rollups ~= #group.rollups then
       refuse(at .. '.twin', 'must name the twins of its group: the same day, season and '
@@ -233,8 +255,12 @@ local function parse_batch()
   for _, name in ipairs(BOARD_KEYS) do
     b.keys[name] = check_key(batch.keys[name], 'keys.' .. name)
   end
-  local board = {trimmed = b.max_entries > 0, set = b.aggregate == 'set'}
   b.twins = check(batch.twins, 'boolean', 'twins')
+  b.league = check(batch.league, 'object', 'league', true)
+  if b.league then b.league = parse_league(b.league, 'league') end
+  local board = {
+    trimmed = b.max_entries > 0, set = b.aggregate == 'set', league = b.league, periods = {},
+  }
   local days = {}
   for g, grp in ipairs(check(batch.groups, 'array', 'groups')) do
     local at = 'groups[' .. (g - 1) .. ']'
