@@ -1,4 +1,4 @@
-"""The close of a league period (docs/leagues-close.md): at the end of period P of a league
+"""The close of a league period (docs/leagues.md#the-close-of-a-period): at the end of period P of a league
 board's window, after P's final rollup, every member's outcome is written once and the
 next period's tiers come from it.
 

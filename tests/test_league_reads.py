@@ -1,4 +1,4 @@
-"""League reads and cohort reward claims (docs/leagues-reads.md), on a real redis-server.
+"""League reads and cohort reward claims (docs/leagues.md#reads), on a real redis-server.
 
 Cohorts are written straight into Redis in the layout of seasons/keys.py (Keys.league: joined,
 cohorts, open, outcome), the scores onto the period's week board; the standings every
