@@ -1,6 +1,6 @@
-"""The close of a league period (docs/leagues.md#the-close-of-a-period): at the end of period P of a league
-board's window, after P's final rollup, every member's outcome is written once and the
-next period's tiers come from it.
+"""The close of a league period (docs/leagues.md#the-close-of-a-period): at the end of
+period P of a league board's window, after P's final rollup, every member's outcome is
+written once and the next period's tiers come from it.
 
 It runs inside the day close of P's last day (:mod:`seasons.jobs.closes`), as steps of that
 run, each idempotent, so a run killed anywhere and started again ends as a fault-free one:

@@ -1,6 +1,6 @@
-"""A reference model of leagues in plain Python, written from the issue's rules and not from
-the code (it imports nothing of seasons.leagues): who joins which cohort, the zones, the
-outcome of a close and the tiers after it.
+"""A reference model of leagues in plain Python, written from the rules of docs/leagues.md
+and not from the code (it imports nothing of seasons.leagues): who joins which cohort, the
+zones, the outcome of a close and the tiers after it.
 
 Members join in arrival order on their first event of a period that is before the period's
 join deadline, in the open cohort of their (tier, group), a full cohort giving way to a new

@@ -1,7 +1,8 @@
-"""The close of a league period (jobs/league_close.py, docs/leagues.md#the-close-of-a-period), on a real
-Redis: the outcomes, tiers and archive file equal an independent model of the issue's rules
-(issue 24 §4); a SIGKILL at every checkpoint ends as the fault-free run; the worker's day
-close runs it on a board's last day of the period; forget removes a member from the league.
+"""The close of a league period (jobs/league_close.py,
+docs/leagues.md#the-close-of-a-period), on a real Redis: the outcomes, tiers and archive file
+equal an independent model of the rules; a SIGKILL at every checkpoint ends as the fault-free
+run; the worker's day close runs it on a board's last day of the period; forget removes a
+member from the league.
 
 The cohorts are written straight into Redis by :func:`put_cohorts`, in the layout of
 seasons/keys.py (Keys.league): the write path's join is built apart.
@@ -47,7 +48,7 @@ AT = datetime(2030, 1, 20, 12, tzinfo=UTC)
 ROOT = Path(__file__).resolve().parent.parent
 
 
-# --- the reference model (the issue's rules, written apart from seasons.leagues) ---------
+# --- the reference model (docs/leagues.md's rules, written apart from seasons.leagues) ----
 
 
 def model_cohort(
@@ -440,18 +441,20 @@ def test_the_day_close_runs_the_league_close_and_survives_a_kill_anywhere(played
 
     data, manifest = archive_paths(played["settings"], BOARD, "week", played["period"].id)
     first = points.index(league_points[0]) - 1  # from the step before the league's
+    load_db(r, before)
+    data.unlink(missing_ok=True)
+    manifest.unlink(missing_ok=True)
+    # One worker after another, each killed at the next checkpoint of the close: every
+    # checkpoint is where a run dies and where the next one resumes, and the one that finally
+    # runs to the end leaves what the fault-free run left.
     for point in points[first:]:
-        load_db(r, before)
-        data.unlink(missing_ok=True)
-        manifest.unlink(missing_ok=True)
-        # killed at this checkpoint, then killed again at each later one, then finished
         killed = tick(played, fault=point)
         assert killed.returncode == -signal.SIGKILL, (point, killed.stderr)
         for lock in r.scan_iter(match=f"{NS}:lock:*"):
             r.delete(lock)  # as if the dead worker's lock ran out
-        final = tick(played)
-        assert final.returncode == 0, (point, final.stderr)
-        assert state_of(r, played) == expected, point
+    final = tick(played)
+    assert final.returncode == 0, final.stderr
+    assert state_of(r, played) == expected
 
 
 def test_forget_removes_the_member_from_the_league(settings_factory, r, tmp_path) -> None:

@@ -3,7 +3,7 @@
 Cohorts are written straight into Redis in the layout of seasons/keys.py (Keys.league: joined,
 cohorts, open, outcome), the scores onto the period's week board; the standings every
 interface answers are compared with an independent model in plain Python (below, written
-from docs/contract.md#ties and the issue's zone rules, not from seasons.leagues).
+from docs/contract.md#ties and docs/leagues.md's zone rules, not from seasons.leagues).
 """
 
 from __future__ import annotations
