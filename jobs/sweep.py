@@ -7,8 +7,10 @@ sets, live or archived.
 
 Keys without TTL by design: archives, the alltime board and its base, the ``meta``,
 ``state`` and ``moderation`` hashes, job state, the namespace marker and safe mode
-(``seasons.jobs.integrity``). The sweep deletes no key: a member on the alltime board or its
-base keeps its metadata.
+(``seasons.jobs.integrity``), a league's ``state`` and ``tier`` hashes and its periods'
+reward ``claims`` (``Keys.league_state``, ``Keys.league_tier``, ``Keys.league``); a league
+period's other keys expire as the league window's board of that period does. The sweep
+deletes no key: a member on the alltime board or its base keeps its metadata.
 
 A twin (``hidden:<kind>:<id>``, ``Keys.twin_of``: a hidden or banned member's entries) is
 its public key's kind for all of this: the same TTL (none for a base's or an archive's), and
@@ -128,7 +130,21 @@ class Sweeper:
             return stamp + int(self.settings.worker.lock_ttl.total_seconds()) + 1
         if kind == "heartbeat":
             return stamp + int(3 * self.settings.worker.heartbeat_interval.total_seconds()) + 1
+        if kind == "league":
+            return self._league_expireat(parsed)
         raise ValueError(f"unknown kind of key {kind!r}")
+
+    def _league_expireat(self, parsed: ParsedKey) -> int | None:
+        """A league key's EXPIREAT (seasons.keys: ``league:state``, ``league:tier`` and a
+        period's ``claims`` never expire; ``league:<P>:<part>`` at P's end + retention)."""
+        period, _, part = parsed.ident.rpartition(":")
+        if not period or part == "claims":
+            return None
+        board = self.settings.boards.get(parsed.board or "")
+        if board is None or board.league is None:
+            raise ValueError(f"a league key of a board without a league: {parsed.board!r}")
+        window = board.league.window
+        return win.expire_at(_checked_period(window, period, self.settings), self.settings)
 
     def run(self, now: datetime) -> SweepResult:
         result = SweepResult()

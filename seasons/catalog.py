@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 
 from seasons import calendar
 from seasons import windows as win
-from seasons.config.settings import SeasonSpan, Settings
+from seasons.config.settings import BoardSettings, SeasonSpan, Settings
 from seasons.connection import RedisClient
 from seasons.errors import ArchiveError
 from seasons.files import MANIFEST_MAX, open_regular
@@ -48,6 +48,15 @@ class WindowInfo(BaseModel):
     recent: list[PeriodInfo]  # the latest periods up to the current one, newest first
 
 
+class LeagueInfo(BaseModel):
+    """A board's league (``[boards.<b>.league]``), for a viewer to find it: its reads are
+    ``GET /v1/leagues/{board}...``."""
+
+    window: str  # the window whose periods the league's periods are
+    tiers: list[str]  # lowest first
+    cohort_size: int
+
+
 class BoardInfo(BaseModel):
     board: str
     aggregate: str
@@ -59,6 +68,7 @@ class BoardInfo(BaseModel):
     season_weights: list[float]
     max_entries: int
     current: dict[str, PeriodInfo | None]  # window -> period (season: None between seasons)
+    league: LeagueInfo | None = None  # None: the board has no league
 
 
 class Boards(BaseModel):
@@ -140,6 +150,15 @@ def _period(p: win.Period | None, settings: Settings) -> PeriodInfo | None:
     )  # fmt: skip
 
 
+def _league(cfg: BoardSettings) -> LeagueInfo | None:
+    league = cfg.league
+    if league is None:
+        return None
+    return LeagueInfo(
+        window=league.window, tiers=list(league.tiers), cohort_size=league.cohort_size
+    )
+
+
 def boards(settings: Settings, now: datetime) -> Boards:
     """Every window, and every configured board with its settings and the current period of
     each window it keeps."""
@@ -154,7 +173,7 @@ def boards(settings: Settings, now: datetime) -> Boards:
             board=name, aggregate=cfg.aggregate, order=cfg.order, ties=cfg.ties,
             windows=[w.name for w in kept], week_weights=list(cfg.week_weights),
             month_weights=list(cfg.month_weights), season_weights=list(cfg.season_weights),
-            max_entries=cfg.max_entries, current=current,
+            max_entries=cfg.max_entries, current=current, league=_league(cfg),
         ))  # fmt: skip
     windows = [
         WindowInfo(

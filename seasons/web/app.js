@@ -7,11 +7,11 @@ const $ = (id) => document.getElementById(id);
 // timezone: the zone of the boards' days (GET /v1/boards); every time on the page is shown in it.
 const state = {
   boards: [], windows: {}, seasons: null, offset: 0, member: "", timezone: "UTC", defaultBoard: null,
-  history: null,
+  history: null, leagueMember: "",
 };
 // Each kind of request carries a number; an answer to an older one than the latest is dropped,
 // so quick changes of board/window/period never leave a stale table on the page.
-const latest = { top: 0, find: 0, history: 0, ops: 0 };
+const latest = { top: 0, find: 0, history: 0, ops: 0, cohort: 0, tiers: 0 };
 const begin = (kind) => ++latest[kind];
 const stale = (kind, n) => n !== latest[kind];
 
@@ -190,6 +190,8 @@ function fillSeasonsForAdmin() {
 function saveHash() {
   const p = new URLSearchParams({ board: $("board").value, window: $("window").value, period: $("period").value });
   if (state.member) p.set("member", state.member);
+  if (state.leagueMember) p.set("league", state.leagueMember);
+  if ($("l-period").value !== "current") p.set("league_period", $("l-period").value);
   history.replaceState(null, "", `#${p}`);
 }
 
@@ -365,6 +367,96 @@ function smallChart(kind, caption, points, W, { value, lowIsBest, label }) {
   });
   flush();
   return el("figure", { class: kind }, el("figcaption", { class: kind }, caption), root);
+}
+
+// --- league: a member's cohort and the tiers (docs/leagues-web.md) ---------------------------
+// Shown for a board whose GET /v1/boards entry has a league; its period is the league's
+// window's (current or previous), picked apart from the board's window above.
+
+const ZONES = { promote: "▲ promote", stay: "stay", demote: "▼ demote" };
+
+async function showLeague() {
+  const league = (currentBoard() || {}).league;
+  $("league-section").hidden = $("league-nav").hidden = !league;
+  if (!league) return;
+  say("league-info", `cohorts of up to ${league.cohort_size} members per ${league.window}` +
+    ` · tiers, lowest first: ${league.tiers.join(" → ")}`);
+  await Promise.all([loadTiers(), loadCohort(state.leagueMember)]);
+}
+
+function cohortRow(r, asked) {
+  const classes = [r.member === asked ? "hit" : "", r.zone ? `zone-${r.zone}` : ""].filter(Boolean);
+  const who = el("button", { type: "button", title: "find this member", onclick: () => find(r.member) }, r.member);
+  const member = el("td", { class: "member" }, who);
+  if (r.hidden) member.append(" ", el("span", { class: "chip", title: "hidden: only you see this row" }, "hidden"));
+  return el("tr", { "data-member": r.member, "data-zone": r.zone || "", class: classes.join(" ") },
+    el("td", { class: "rank" }, r.rank === null ? "–" : r.rank), member,
+    el("td", { class: "num" }, fmtScore(r.score)),
+    el("td", { class: "zone-cell" }, r.zone ? el("span", { class: `zone ${r.zone}` }, ZONES[r.zone]) : "–"),
+    el("td", { class: "tier-after" }, r.tier_after), el("td", { class: "reward" }, r.reward || "–"));
+}
+
+// What moves and when: "promotion: top 3, the last at 120 · demotion: bottom 3 · resets …".
+function cohortNote(c) {
+  const up = c.promote === 0 ? "nobody moves up"
+    : `promotion: top ${c.promote}` + (c.promotion_score === null ? "" : `, the last at ${fmtScore(c.promotion_score)}`);
+  const down = c.demote === 0 ? "nobody moves down" : `demotion: bottom ${c.demote}`;
+  const when = c.final ? "final: the close's decision" : `live · resets ${fmtTime(c.resets_at)} ${state.timezone}`;
+  return `${up} · ${down} · ${when}`;
+}
+
+async function loadCohort(member) {
+  member = (member || "").trim();
+  state.leagueMember = member;
+  $("l-member").value = member;
+  saveHash();
+  const table = $("league-cohort");
+  const n = begin("cohort");
+  if (!member) {
+    table.hidden = true; say("league-result", ""); say("league-note", "");
+    return;
+  }
+  const q = new URLSearchParams({ period: $("l-period").value });
+  try {
+    const c = await api("GET", `/v1/leagues/${enc($("board").value)}/members/${enc(member)}?${q}`);
+    if (stale("cohort", n)) return;
+    const now = c.member_tier && c.member_tier !== c.tier ? ` · tier now ${c.member_tier}` : "";
+    say("league-result", `${member} · cohort ${c.cohort} of tier ${c.tier}${c.group ? ` (${c.group})` : ""}` +
+      ` · ${c.window} ${c.period}${now}`);
+    say("league-note", cohortNote(c));
+    table.tBodies[0].replaceChildren(...c.rows.map((r) => cohortRow(r, member)));
+    table.hidden = false;
+  } catch (err) {
+    if (stale("cohort", n)) return;
+    table.hidden = true;
+    say("league-note", "");
+    // Not in a cohort is an answer, not a fault: the API's message says why (joined none, or
+    // waiting for the previous period's close).
+    say("league-result", err.code === "not_in_league" ? err.message : errorText(err), err.code !== "not_in_league");
+  }
+  table.dataset.loaded = String(n);  // the browser test waits for a new value
+}
+
+async function loadTiers() {
+  const body = $("league-tiers").tBodies[0];
+  const q = new URLSearchParams({ period: $("l-period").value });
+  const n = begin("tiers");
+  try {
+    const o = await api("GET", `/v1/leagues/${enc($("board").value)}?${q}`);
+    if (stale("tiers", n)) return;
+    $("league-overview-title").textContent = `${o.window} ${o.period} · highest first`;
+    body.replaceChildren(...[...o.tiers].reverse().map((t) => el("tr", { "data-tier": t.tier },
+      el("td", {}, t.tier), el("td", { class: "num members" }, fmtScore(t.members)),
+      el("td", { class: "num cohorts" }, fmtScore(t.cohorts)))));
+    const members = o.tiers.reduce((a, t) => a + t.members, 0), cohorts = o.tiers.reduce((a, t) => a + t.cohorts, 0);
+    say("league-overview-note", members ? `${fmtScore(members)} members in ${fmtScore(cohorts)} cohorts` +
+      (o.final ? " · closed" : "") : "Nobody has joined a cohort in this period.");
+  } catch (err) {
+    if (stale("tiers", n)) return;
+    body.replaceChildren();
+    say("league-overview-note", errorText(err), true);
+  }
+  $("league-tiers").dataset.loaded = String(n);
 }
 
 // --- submitting a score ---------------------------------------------------------------------
@@ -733,8 +825,10 @@ async function start() {
   fillWindows(saved.get("window"));
   fillPeriods(saved.get("period") || "current");
   describeBoard();
+  if (saved.get("league_period") === "previous") $("l-period").value = "previous";
+  state.leagueMember = saved.get("league") || "";
   $("board").addEventListener("change", () => {
-    fillWindows(); changed(true);
+    fillWindows(); changed(true); showLeague();
     if ($("held").dataset.loaded) loadHeld();  // the held list follows the board once shown
   });
   $("window").addEventListener("change", () => changed(true));
@@ -745,6 +839,8 @@ async function start() {
   $("h-window").addEventListener("change", () => { if (state.member) loadHistory(state.member); });
   $("find").addEventListener("submit", (ev) => { ev.preventDefault(); find($("member").value); });
   $("submit").addEventListener("submit", submitScore);
+  $("league-form").addEventListener("submit", (ev) => { ev.preventDefault(); loadCohort($("l-member").value); });
+  $("l-period").addEventListener("change", () => { saveHash(); loadTiers(); loadCohort(state.leagueMember); });
   $("a-rollup").addEventListener("click", () => admin("POST", "/v1/admin/rollup", {}));
   $("a-snapshot").addEventListener("click", () => admin("POST", "/v1/admin/snapshot", { season: $("a-season").value }));
   $("a-rebuild").addEventListener("click", () => {
@@ -775,7 +871,7 @@ async function start() {
   refreshStatus();
   refreshOps();
   setInterval(() => { refreshStatus(); refreshOps(); }, 15000);
-  await loadTop();
+  await Promise.all([loadTop(), showLeague()]);
   if (saved.get("member")) await find(saved.get("member"));
   document.body.dataset.ready = "1";  // the browser test waits for this
 }

@@ -67,6 +67,16 @@ class Walk:
     rejected: list[str] = field(default_factory=list)
     hidden: str = ""
     audit_actions: list[str] = field(default_factory=list)  # the audit rows' actions shown
+    # The league view (empty where no board has a league): the board, and per period asked
+    # (current, previous) the member asked for and the cohort rows shown as (rank, member,
+    # zone), or the message shown for a member in no cohort; the tiers shown (tier, members,
+    # cohorts), highest first.
+    league_board: str = ""
+    league_cohorts: dict[str, tuple[str, list[tuple[int | None, str, str | None]]]] = field(
+        default_factory=dict
+    )
+    league_messages: dict[str, str] = field(default_factory=dict)
+    league_tiers: dict[str, list[tuple[str, int, int]]] = field(default_factory=dict)
 
 
 def _js_score(x: float) -> str:
@@ -161,6 +171,7 @@ def walk(
             _docs(page, api, shot)
             # Before the demo reset, which clears job runs.
             seen.rewards = _operator_view(page, api, shot)
+            _league(page, api, shot, seen)  # before the reset too: it clears the cohorts
             seen.opened_on = _steps(page, api, shot, write_token, admin_token, reset)
             _fair_play(page, api, shot, seen, write_token, admin_token)
             _chart_of_a_low_is_best_board(page, api, shot)
@@ -698,6 +709,133 @@ def _fair_play(
         older = api.get("/v1/admin/audit", params={"limit": 20, "after": newest["next"]},
                         headers=admin).json()  # fmt: skip
         assert _rows(page, "audit", "id") == [e["stream_id"] for e in older["entries"]]
+
+
+def _when_loaded(page: Any, table: str, before: str | None) -> None:
+    page.wait_for_function(
+        "([t, b]) => (document.getElementById(t).dataset.loaded || '') !== b",
+        arg=[table, before or ""],
+    )
+
+
+def _league(page: Any, api: httpx.Client, shot: Any, seen: Walk) -> None:
+    """The league view of the first board with a league (GET /v1/boards: ``league``), for the
+    current and the previous period: the tiers as GET /v1/leagues/{board} counts them, highest
+    first; a member's cohort as GET /v1/leagues/{board}/members/{member} gives it (rank,
+    member, score, zone, next tier, reward, what moves and when, in the boards' zone); the
+    API's message for a member in no cohort; no view for a board without a league."""
+    catalog = api.get("/v1/boards").json()
+    zone = catalog["timezone"]
+    leagues = [b for b in catalog["boards"] if b.get("league")]
+    base = str(api.base_url).rstrip("/")
+    if not leagues:
+        _open(page, base + "/")
+        assert page.locator("#league-section").is_hidden()
+        return
+    info = leagues[0]
+    board, league = info["board"], info["league"]
+    seen.league_board = board
+    _open(page, f"{base}/#board={board}")
+    assert page.locator("#league-section").is_visible()
+    assert page.locator("#league-nav").is_visible()
+    assert page.locator("#league-info").inner_text() == (
+        f"cohorts of up to {league['cohort_size']} members per {league['window']}"
+        f" · tiers, lowest first: {' → '.join(league['tiers'])}"
+    )
+    for period in ("current", "previous"):
+        if period != "current":
+            before = [page.locator(f"#{t}").get_attribute("data-loaded")
+                      for t in ("league-tiers", "league-cohort")]  # fmt: skip
+            page.select_option("#l-period", period)
+            _when_loaded(page, "league-tiers", before[0])
+            if page.locator("#l-member").input_value():
+                _when_loaded(page, "league-cohort", before[1])
+        overview = api.get(f"/v1/leagues/{board}", params={"period": period}).json()
+        tiers = [(t["tier"], t["members"], t["cohorts"]) for t in reversed(overview["tiers"])]
+        rows = page.locator("#league-tiers tbody tr")
+        shown = [
+            (r[0], int(r[1].replace(",", "")), int(r[2].replace(",", "")))
+            for r in rows.evaluate_all("rs => rs.map(r => [...r.cells].map(c => c.textContent))")
+        ]
+        assert shown == tiers, (period, shown, tiers)
+        assert page.locator("#league-overview-title").inner_text() == (
+            f"{overview['window']} {overview['period']} · highest first"
+        )
+        seen.league_tiers[period] = shown
+        # A member of the period's cohort that shows the most kinds of zone (no zone counts
+        # as one), the first such: its second row.
+        member, kinds = None, 0
+        for cid in range(1, 1 + sum(t[2] for t in tiers)):
+            got = api.get(f"/v1/leagues/{board}/{overview['period']}/cohorts/{cid}")
+            cohort_rows = got.json()["rows"] if got.status_code == 200 else []
+            if len(cohort_rows) >= 2 and len({r["zone"] for r in cohort_rows}) > kinds:
+                member, kinds = cohort_rows[1]["member"], len({r["zone"] for r in cohort_rows})
+        if member is None:
+            continue
+        page.fill("#l-member", member)
+        _load(page, "league-cohort", "#l-show")
+        want = api.get(f"/v1/leagues/{board}/members/{member}", params={"period": period}).json()
+        _cohort_shown(page, want, zone)
+        seen.league_cohorts[period] = (member, [
+            (r["rank"], r["member"], r["zone"]) for r in want["rows"]
+        ])  # fmt: skip
+        shot(f"league-{period}", page.locator("#league-section"))
+    # A member in no cohort: the API's message, as an answer (not in red).
+    stranger = "nobody-in-this-league"
+    page.fill("#l-member", stranger)
+    _load(page, "league-cohort", "#l-show")
+    got = api.get(f"/v1/leagues/{board}/members/{stranger}", params={"period": "previous"})
+    assert got.status_code == 404 and got.json()["error"] == "not_in_league", got.text
+    assert page.locator("#league-cohort").is_hidden()
+    assert page.locator("#league-result").inner_text() == got.json()["message"]
+    assert "error" not in (page.locator("#league-result").get_attribute("class") or "")
+    seen.league_messages["previous"] = got.json()["message"]
+    # The view follows the board: none for a board without a league.
+    plain = [b["board"] for b in catalog["boards"] if not b.get("league")]
+    if plain:
+        page.select_option("#board", plain[0])
+        page.wait_for_selector("#league-section", state="hidden")
+        assert page.locator("#league-nav").is_hidden()
+
+
+def _cohort_shown(page: Any, want: dict[str, Any], zone: str) -> None:
+    """The cohort table and its lines are the API's cohort ``want``."""
+    assert page.locator("#league-cohort").is_visible()
+    rows = page.locator("#league-cohort tbody tr").evaluate_all(
+        "rs => rs.map(r => [r.dataset.member, r.dataset.zone, r.className,"
+        " ...[...r.cells].map(c => c.textContent)])"
+    )
+    expected = []
+    for r in want["rows"]:
+        rank = "–" if r["rank"] is None else str(r["rank"])
+        score = "–" if r["score"] is None else _js_score(r["score"])
+        zone_text = {"promote": "▲ promote", "stay": "stay", "demote": "▼ demote"}.get(
+            r["zone"], "–"
+        )
+        member = r["member"] + (" hidden" if r["hidden"] else "")
+        expected.append([r["member"], r["zone"] or "", rank, member, score, zone_text,
+                         r["tier_after"], r["reward"] or "–"])  # fmt: skip
+    assert [[r[0], r[1], *r[3:]] for r in rows] == expected, (rows, expected)
+    # The member asked for is marked; each ranked row carries its zone's class.
+    for r, w in zip(rows, want["rows"], strict=True):
+        classes = r[2].split()
+        assert ("hit" in classes) == (w["member"] == want["member"]), r
+        assert (f"zone-{w['zone']}" in classes) == (w["zone"] is not None), r
+    tier_now = want["member_tier"]
+    now = f" · tier now {tier_now}" if tier_now and tier_now != want["tier"] else ""
+    group = f" ({want['group']})" if want["group"] else ""
+    assert page.locator("#league-result").inner_text() == (
+        f"{want['member']} · cohort {want['cohort']} of tier {want['tier']}{group}"
+        f" · {want['window']} {want['period']}{now}"
+    )
+    up = "nobody moves up" if want["promote"] == 0 else f"promotion: top {want['promote']}" + (
+        "" if want["promotion_score"] is None
+        else f", the last at {_js_score(want['promotion_score'])}"
+    )  # fmt: skip
+    down = "nobody moves down" if want["demote"] == 0 else f"demotion: bottom {want['demote']}"
+    when = ("final: the close's decision" if want["final"]
+            else f"live · resets {_zoned(want['resets_at'], zone)} {zone}")  # fmt: skip
+    assert page.locator("#league-note").inner_text() == f"{up} · {down} · {when}"
 
 
 def _chart_of_a_low_is_best_board(page: Any, api: httpx.Client, shot: Any) -> None:
