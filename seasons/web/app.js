@@ -369,7 +369,7 @@ function smallChart(kind, caption, points, W, { value, lowIsBest, label }) {
   return el("figure", { class: kind }, el("figcaption", { class: kind }, caption), root);
 }
 
-// --- league: a member's cohort and the tiers (docs/leagues-web.md) ---------------------------
+// --- league: a member's cohort and the tiers (docs/leagues.md#the-web-page) ---------------------------
 // Shown for a board whose GET /v1/boards entry has a league; its period is the league's
 // window's (current or previous), picked apart from the board's window above.
 
