@@ -1,5 +1,6 @@
-"""GET /v1/boards tells a viewer which boards have a league (docs/leagues.md#the-web-page): the web page
-shows its League view for those only (tests/test_web_page.py drives the view itself)."""
+"""GET /v1/boards tells a viewer which boards have a league (docs/leagues.md#the-web-page):
+the web page shows its League view for those only (tests/test_web_page.py drives the view
+itself)."""
 
 from __future__ import annotations
 
