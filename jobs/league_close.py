@@ -1,5 +1,5 @@
-"""The close of a league period (docs/leagues.md#the-close-of-a-period): at the end of period P of a league
-board's window, after P's final rollup, every member's outcome is written once and the
+"""The close of a league period (docs/leagues.md#the-close-of-a-period): at the end of period
+P of a league board's window, after P's final rollup, every member's outcome is written once and the
 next period's tiers come from it.
 
 It runs inside the day close of P's last day (:mod:`seasons.jobs.closes`), as steps of that
@@ -123,6 +123,11 @@ class LeagueClose:
         assert league is not None
         step = f"league:{board}:{period.id}"
         state = self.keys.league_state(board)
+        if not run.done(f"{step}:open") and self.client.hexists(state, STATE_CLOSED + period.id):
+            # Closed by a run whose record is gone: restored after a data loss
+            # (seasons.restore_leagues). Its close emitted the event; running its steps again
+            # would add idle outcomes of members who came later and set older tiers.
+            return
         run.step(f"{step}:open", lambda: self.client.hset(
             state, STATE_CLOSE + period.id, self.clock().isoformat()
         ))  # fmt: skip

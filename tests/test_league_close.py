@@ -1,5 +1,6 @@
-"""The close of a league period (jobs/league_close.py, docs/leagues.md#the-close-of-a-period), on a real
-Redis: the outcomes, tiers and archive file equal an independent model of the issue's rules
+"""The close of a league period (jobs/league_close.py,
+docs/leagues.md#the-close-of-a-period), on a real Redis: the outcomes, tiers and archive file
+equal an independent model of the issue's rules
 (issue 24 §4); a SIGKILL at every checkpoint ends as the fault-free run; the worker's day
 close runs it on a board's last day of the period; forget removes a member from the league.
 
