@@ -35,7 +35,7 @@ from seasons.keys import SEASON_ARCHIVED, STATE_SEASON, Keys
 from seasons.lifecycle import EventType, Lifecycle, event_id, run_stamp
 from seasons.manifest import Manifest, is_amendment
 from seasons.restore_checks import Action, Checked, Checker
-from seasons.restore_leagues import LeagueChecked, LeagueRestored, LeagueRestorer
+from seasons.restore_leagues import LeagueChecked, LeagueRestored, LeagueRestorer, league_board
 from seasons.scripts import Scripts
 from seasons.standings import CHUNK, rejected
 
@@ -112,6 +112,28 @@ class Restorer:
             after={"all": False, "restored": [_audited(done)]},
         )  # fmt: skip
         return done
+
+    def restore_league(
+        self, file: Path, now: datetime, *, force: bool = False, note: Note | None = None
+    ) -> LeagueRestored:
+        """Check one league archive (``<board>/league/<window>-<P>.jsonl.gz``, with its
+        manifest beside it and its claims log in the folder above), then load it
+        (:mod:`seasons.restore_leagues`) and append its audit entry. A refused file writes
+        and appends nothing."""
+        board = league_board(self.settings, file)
+        if board is None:
+            raise rejected(file, "a league archive lies in <board>/league/ of a board with a "
+                                 "league")  # fmt: skip
+        [done] = self.leagues.load([self.leagues.check(board, file, now, force=force)])
+        self.audit.append(
+            "restore", note or Note(), now, boards=[board],
+            after={"all": False, "restored": [], "leagues": [done.to_dict()]},
+        )  # fmt: skip
+        return done
+
+    def is_league_file(self, file: Path) -> bool:
+        """Whether ``file`` lies in a league's archive folder (:meth:`restore_league`)."""
+        return league_board(self.settings, file) is not None
 
     def check(
         self, file: Path, now: datetime, *, force: bool = False, inside: Path | None = None

@@ -1,21 +1,22 @@
 """League periods back after a data loss (docs/leagues.md#restore): ``restore --all`` checks
-and loads every league archive a close wrote (:mod:`seasons.jobs.league_close`).
+and loads every league archive a close wrote (:mod:`seasons.jobs.league_close`), ``restore
+FILE`` one of them.
 
 Each ``<archive.dir>/<ns>/<B>/league/<window>-<P>.jsonl.gz`` of a board whose league keeps
 that ``window`` is checked before anything is written: its manifest (present, of board B and
 period P), the file against it (sha256, count, score sum), P a period of the window that has
 ended, every line an outcome (``seasons.leagues.Outcome``: the fields, their types, member ids
 by the write path's rule, sorted by member bytes, each once), and the claims log
-``league-<P>.claims.jsonl`` beside the board's files (claims of this board and period whose
-reward and rank are the member's outcome). Any problem is :class:`ArchiveRejected` (or
+``league-<P>.claims.jsonl`` in the folder above ``league/`` (claims of this board and period
+whose reward and rank are the member's outcome). Any problem is :class:`ArchiveRejected` (or
 :class:`ArchiveExists`: other outcomes of P in Redis) and nothing is written.
 
 Loading, per board: each period's ``outcome`` hash (when still within retention, with the
 EXPIREAT the close gave it: its end + retention), its claims (HSETNX: a claim in Redis stands),
-the tier hash from the latest period's ``tier_after``, ``first``/``first_start`` (the earliest
-period, unless an earlier one is set), and last ``closed:<P>`` (the close's counts), which is
-what makes P's claims answer and P+1's joins go ahead: they never see a half-restored period.
-Run again, it writes the same.
+the tier hash from the latest period's ``tier_after`` (unless a later period is closed in
+Redis), ``first``/``first_start`` (the earliest period, unless an earlier one is set), and
+last ``closed:<P>`` (the close's counts), which is what makes P's claims answer and P+1's
+joins go ahead: they never see a half-restored period. Run again, it writes the same.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from seasons.errors import ArchiveError, ArchiveExists, ArchiveRejected, BadPeri
 from seasons.events import check_member
 from seasons.files import open_regular
 from seasons.jobs.league_close import (
+    LEAGUE_FOLDER,
     STATE_CLOSED,
     STATE_FIRST,
     STATE_FIRST_START,
@@ -182,7 +184,9 @@ class LeagueRestorer:
                 f"says {manifest.count} and {manifest.score_sum}",
             )  # fmt: skip
         had = {o.member: {(o.rank or 0, o.reward)} for o in outcomes}
-        log = claimlog.log_path(self.settings, board, log_name(pid))
+        # Beside the board's files: the folder above the league's (a copy restored from
+        # elsewhere keeps that layout).
+        log = file.parent.parent / f"{log_name(pid)}{claimlog.CLAIMS_SUFFIX}"
         as_logged = replace(manifest, season=log_name(pid))  # the log's "season"
         claims = restore_claims.logged(log, as_logged, had, inside, first=True)
         expire_at = win.expire_at(period, self.settings)
@@ -246,7 +250,8 @@ class LeagueRestorer:
                     self.client, self.keys.league(board, c.period.id, "claims"), c.claims,
                     upgrade=False,
                 )  # fmt: skip
-            self._tiers(board, periods[-1])
+            if not self._later_closed(board, periods[-1].period):
+                self._tiers(board, periods[-1])
             self._first(board, periods[0].period)
             state = self.keys.league_state(board)
             pipe = self.client.pipeline(transaction=False)
@@ -286,6 +291,23 @@ class LeagueRestorer:
         else:
             pipe.delete(key)
         pipe.execute()
+
+    def _later_closed(self, board: str, period: win.Period) -> bool:
+        """Whether the league state has a later period closed than ``period`` (a restore of
+        one older file): then the tier hash is that period's, not to be set back."""
+        for name in self.client.hkeys(self.keys.league_state(board)):
+            field = text(name)
+            if not field.startswith(STATE_CLOSED):
+                continue
+            try:
+                other = win.explicit_period(
+                    win.spec(period.window), field[len(STATE_CLOSED) :], self.settings
+                )
+            except BadPeriod:
+                continue  # of another window (a league whose window changed)
+            if other.first > period.first:
+                return True
+        return False
 
     def _tiers(self, board: str, latest: LeagueChecked) -> None:
         """Each member's ``tier_after`` of the latest period into the tier hash, as the
@@ -376,3 +398,14 @@ def _outcome(raw: bytes) -> Outcome:
         raise ValueError("has a reward without a rank")
     member = d.pop("member")
     return Outcome.from_json(member, json.dumps(d))
+
+
+def league_board(settings: Settings, file: Path) -> str | None:
+    """The board whose league archive ``file`` is, by where it lies
+    (``.../<board>/league/<name>``), or None: a board's league folder, of a board with a
+    league."""
+    if file.parent.name != LEAGUE_FOLDER:
+        return None
+    board = file.parent.parent.name
+    cfg = settings.boards.get(board)
+    return board if cfg is not None and cfg.league is not None else None

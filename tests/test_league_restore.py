@@ -269,3 +269,36 @@ def test_other_outcomes_in_redis_are_not_overwritten_without_force(
     assert [x["action"] for x in json.loads(forced.output)["leagues"]] == ["replaced"]
     assert json.loads(r.hget(outcome, "p00"))["tier_before"] == "bronze"
     assert r.hlen(outcome) == len(PLAYS[0])
+
+
+def test_one_league_file_at_a_time_never_sets_older_tiers(
+    settings: Settings, r: redis.Redis, tmp_path: Path
+) -> None:
+    r.flushall()
+    keys = Keys(settings.namespace)
+    clock = ManualClock(at(MONDAY, 0.5))
+    with Seasons(settings, clock=clock) as s:
+        closes = closes_of(s.backend)
+        closes.catch_up(clock())
+        for k in (0, 1):
+            play(s, clock, k)
+            clock.set(week_closed(k))
+            closes.catch_up(clock())
+        before = league_state(r, keys)
+    r.flushall()
+    folder = Path(settings.archive.dir) / settings.namespace / BOARD / "league"
+    # The latest week first, then the older one: the tiers stay the latest's.
+    for week in (WEEKS[1], WEEKS[0]):
+        done = cli_run(settings, clock(), "restore", str(folder / f"week-{week}.jsonl.gz"))
+        assert done.exit_code == 0, done.output
+        assert f"restored xp league week {week}: " in done.output
+    assert {m.decode(): t.decode() for m, t in r.hgetall(keys.league_tier(BOARD)).items()} == (
+        TIERS_AFTER_1
+    )
+    assert league_state(r, keys) == before
+    # A league file out of a board's league folder is not taken for a season's archive.
+    elsewhere = tmp_path / "copy" / f"week-{WEEKS[0]}.jsonl.gz"
+    elsewhere.parent.mkdir()
+    elsewhere.write_bytes((folder / f"week-{WEEKS[0]}.jsonl.gz").read_bytes())
+    refused = cli_run(settings, clock(), "restore", str(elsewhere))
+    assert refused.exit_code == 2, refused.output

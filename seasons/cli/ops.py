@@ -177,6 +177,11 @@ def restore(
     app = state.app
     note = Note.of(cli_actor(), reason)
     restorer = Restorer(app.client, app.settings, app.keys)
+    if file is not None and restorer.is_league_file(file):
+        lg = restorer.restore_league(file, state.clock(), force=force, note=note)
+        _emit(as_json, lg.to_dict(), f"{lg.action} {lg.board} league {lg.window} {lg.period}: "
+              f"{plural(lg.count, 'outcome')}, {plural(lg.claims, 'claim')}")  # fmt: skip
+        return
     if file is not None:
         with _bar("restoring") as bar:
             done = restorer.restore(file, state.clock(), force=force, progress=bar, note=note)
