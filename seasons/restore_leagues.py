@@ -71,6 +71,9 @@ class LeagueChecked:
     claims: list[LoggedClaim]  # the period's claims log: one claim per member
     action: LeagueAction
     expire_at: int  # the outcome keys' EXPIREAT: the period's end + retention
+    # Members of the file missing from the period's outcome hash in Redis, where it holds the
+    # others ("unchanged"): forgotten since (a forget leaves the file). Not given a tier again.
+    absent: frozenset[str] = frozenset()
 
     @property
     def board(self) -> str:
@@ -191,10 +194,10 @@ class LeagueRestorer:
         claims = restore_claims.logged(log, as_logged, had, inside, first=True)
         expire_at = win.expire_at(period, self.settings)
         assert expire_at is not None  # league windows end
-        action = self._compare(file, board, pid, outcomes, force)
+        action, absent = self._compare(file, board, pid, outcomes, force)
         if action == "restored" and expire_at <= now.timestamp():
             action = "expired"
-        return LeagueChecked(file, manifest, period, outcomes, claims, action, expire_at)
+        return LeagueChecked(file, manifest, period, outcomes, claims, action, expire_at, absent)
 
     def _period(self, file: Path, window: str, pid: str, now: datetime) -> win.Period:
         try:
@@ -212,15 +215,15 @@ class LeagueRestorer:
 
     def _compare(
         self, file: Path, board: str, pid: str, outcomes: list[Outcome], force: bool
-    ) -> LeagueAction:
+    ) -> tuple[LeagueAction, frozenset[str]]:
         """``unchanged`` when the outcome hash in Redis holds the file's outcomes (less the
-        members forgotten since: the file keeps them), ``restored`` when it is empty;
-        anything else is other outcomes of the period: :class:`ArchiveExists` (outcomes are
-        written once), or ``replaced`` with ``force``."""
+        members forgotten since: the file keeps them; they are returned), ``restored`` when
+        it is empty; anything else is other outcomes of the period: :class:`ArchiveExists`
+        (outcomes are written once), or ``replaced`` with ``force``."""
         key = self.keys.league(board, pid, "outcome")
         stored = {text(m): v for m, v in self.client.hgetall(key).items()}
         if not stored:
-            return "restored"
+            return "restored", frozenset()
         wanted = {o.member: o for o in outcomes}
         diff = next(
             (m for m in sorted(stored) if m not in wanted
@@ -228,9 +231,9 @@ class LeagueRestorer:
             None,
         )  # fmt: skip
         if diff is None:
-            return "unchanged"
+            return "unchanged", frozenset(wanted) - frozenset(stored)
         if force:
-            return "replaced"
+            return "replaced", frozenset()
         raise ArchiveExists(
             f"league outcome hash {key} holds other outcomes than {file} (e.g. member "
             f"{diff!r}); outcomes are written once: restore with --force to replace them",
@@ -313,9 +316,9 @@ class LeagueRestorer:
         """Each member's ``tier_after`` of the latest period into the tier hash, as the
         close's tiers step wrote them (the next period's joins read them)."""
         key = self.keys.league_tier(board)
-        for i in range(0, len(latest.outcomes), CHUNK):
-            part = latest.outcomes[i : i + CHUNK]
-            self.client.hset(key, mapping={o.member: o.tier_after for o in part})
+        kept = [o for o in latest.outcomes if o.member not in latest.absent]
+        for i in range(0, len(kept), CHUNK):
+            self.client.hset(key, mapping={o.member: o.tier_after for o in kept[i : i + CHUNK]})
 
     def _first(self, board: str, earliest: win.Period) -> None:
         """``first``/``first_start`` of the league state: the earliest archived period,

@@ -302,3 +302,24 @@ def test_one_league_file_at_a_time_never_sets_older_tiers(
     elsewhere.write_bytes((folder / f"week-{WEEKS[0]}.jsonl.gz").read_bytes())
     refused = cli_run(settings, clock(), "restore", str(elsewhere))
     assert refused.exit_code == 2, refused.output
+
+
+def test_a_restore_without_loss_gives_no_tier_back_to_a_forgotten_member(
+    settings: Settings, r: redis.Redis
+) -> None:
+    r.flushall()
+    keys = Keys(settings.namespace)
+    clock = ManualClock(at(MONDAY, 0.5))
+    with Seasons(settings, clock=clock) as s:
+        closes = closes_of(s.backend)
+        closes.catch_up(clock())
+        play(s, clock, 0)
+        clock.set(week_closed(0))
+        closes.catch_up(clock())
+        s.forget("p03")
+        before = league_state(r, keys)
+        assert b"p03" not in before["tier"] and b"p03" not in before[f"{WEEKS[0]}:outcome"][0]
+    done = cli_run(settings, clock(), "restore", "--all", "--json")
+    assert done.exit_code == 0, done.output
+    assert [x["action"] for x in json.loads(done.output)["leagues"]] == ["unchanged"]
+    assert league_state(r, keys) == before
