@@ -24,6 +24,7 @@ from seasons.cli import cli
 from seasons.cli.common import CliState
 from seasons.clock import ManualClock
 from seasons.config import Settings
+from seasons.errors import NotInLeague
 from seasons.jobs.registry import closes_of
 from seasons.keys import Keys
 
@@ -136,6 +137,8 @@ def test_leagues_come_back_after_flushall(settings: Settings, r: redis.Redis) ->
         ]  # fmt: skip
         after = league_state(r, keys)
         assert after == before  # outcomes byte for byte with their TTLs, counts, tiers, claims
+        with pytest.raises(NotInLeague):  # the cohorts (join order, groups) are not in the files
+            s.league(BOARD, "p09", period=w1)
 
         # The claim made before the loss is never paid again; its own resend still answers
         # false (the first claim's id), and a member who never claimed claims once.
