@@ -34,6 +34,7 @@ from typing import IO, Any, Literal
 from seasons import calendar, claimlog, restore_claims
 from seasons import windows as win
 from seasons.archives import DATA_SUFFIX, MANIFEST_SUFFIX, TMP_TTL
+from seasons.catalog import archive_dir
 from seasons.claimlog import LoggedClaim
 from seasons.config.settings import Settings
 from seasons.connection import RedisClient, text
@@ -45,7 +46,6 @@ from seasons.jobs.league_close import (
     STATE_CLOSED,
     STATE_FIRST,
     STATE_FIRST_START,
-    archive_paths,
 )
 from seasons.keys import Keys
 from seasons.league_rewards import log_name
@@ -123,8 +123,7 @@ class LeagueRestorer:
         skipped: list[str] = []
         for board in sorted(self.settings.boards):
             league = self.settings.boards[board].league
-            data, _ = archive_paths(self.settings, board, league.window if league else "x", "x")
-            folder = data.parent
+            folder = archive_dir(self.settings, board) / LEAGUE_FOLDER
             if not folder.is_dir():
                 continue
             if league is None:
