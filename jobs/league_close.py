@@ -123,6 +123,11 @@ class LeagueClose:
         assert league is not None
         step = f"league:{board}:{period.id}"
         state = self.keys.league_state(board)
+        if not run.done(f"{step}:open") and self.client.hexists(state, STATE_CLOSED + period.id):
+            # Closed by a run whose record is gone: restored after a data loss
+            # (seasons.restore_leagues). Its close emitted the event; running its steps again
+            # would add idle outcomes of members who came later and set older tiers.
+            return
         run.step(f"{step}:open", lambda: self.client.hset(
             state, STATE_CLOSE + period.id, self.clock().isoformat()
         ))  # fmt: skip

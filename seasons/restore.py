@@ -35,6 +35,7 @@ from seasons.keys import SEASON_ARCHIVED, STATE_SEASON, Keys
 from seasons.lifecycle import EventType, Lifecycle, event_id, run_stamp
 from seasons.manifest import Manifest, is_amendment
 from seasons.restore_checks import Action, Checked, Checker
+from seasons.restore_leagues import LeagueChecked, LeagueRestored, LeagueRestorer, league_board
 from seasons.scripts import Scripts
 from seasons.standings import CHUNK, rejected
 
@@ -66,14 +67,16 @@ class RestoreAll:
     restored: list[Restored] = field(default_factory=list)
     failed: list[tuple[Path, SeasonsError]] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)  # folders of boards not configured
+    leagues: list[LeagueRestored] = field(default_factory=list)  # league periods restored
 
     @property
     def ok(self) -> bool:
-        return bool(self.restored) and not self.failed
+        return bool(self.restored or self.leagues) and not self.failed
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "restored": [r.to_dict() for r in self.restored],
+            "leagues": [r.to_dict() for r in self.leagues],
             "failed": [{"file": str(f), **e.to_dict()} for f, e in self.failed],
             "skipped": self.skipped,
         }
@@ -92,6 +95,7 @@ class Restorer:
         archives = Archives(client, self.scripts, settings, keys)
         self.amender = Amender(client, archives, keys, self.lifecycle)
         self.checker = Checker(client, settings, keys, self.amender)
+        self.leagues = LeagueRestorer(client, settings, keys)
 
     # --- one file -------------------------------------------------------------------------
 
@@ -108,6 +112,28 @@ class Restorer:
             after={"all": False, "restored": [_audited(done)]},
         )  # fmt: skip
         return done
+
+    def restore_league(
+        self, file: Path, now: datetime, *, force: bool = False, note: Note | None = None
+    ) -> LeagueRestored:
+        """Check one league archive (``<board>/league/<window>-<P>.jsonl.gz``, with its
+        manifest beside it and its claims log in the folder above), then load it
+        (:mod:`seasons.restore_leagues`) and append its audit entry. A refused file writes
+        and appends nothing."""
+        board = league_board(self.settings, file)
+        if board is None:
+            raise rejected(file, "a league archive lies in <board>/league/ of a board with a "
+                                 "league")  # fmt: skip
+        [done] = self.leagues.load([self.leagues.check(board, file, now, force=force)])
+        self.audit.append(
+            "restore", note or Note(), now, boards=[board],
+            after={"all": False, "restored": [], "leagues": [done.to_dict()]},
+        )  # fmt: skip
+        return done
+
+    def is_league_file(self, file: Path) -> bool:
+        """Whether ``file`` lies in a league's archive folder (:meth:`restore_league`)."""
+        return league_board(self.settings, file) is not None
 
     def check(
         self, file: Path, now: datetime, *, force: bool = False, inside: Path | None = None
@@ -235,10 +261,12 @@ class Restorer:
         progress: Progress | None = None,
         note: Note | None = None,
     ) -> RestoreAll:
-        """Check every archive file of the namespace; if all pass, load them all. If any
-        fails, nothing is written and the report lists every failure."""
+        """Check every archive file of the namespace, the leagues' included; if all pass,
+        load them all. If any fails, nothing is written and the report lists every failure."""
         report = RestoreAll()
         files, report.skipped = self.files()
+        league_files, aside = self.leagues.files()
+        report.skipped += aside
         checked: list[Checked] = []
         for file in files:
             try:
@@ -251,6 +279,16 @@ class Restorer:
                 checked.append(c)
             except ArchiveError as exc:  # Redis errors are not the file's: they stop the run
                 report.failed.append((file, exc))
+        leagues: list[LeagueChecked] = []
+        for board, file in league_files:
+            try:
+                leagues.append(
+                    self.leagues.check(
+                        board, file, now, force=force, inside=self.settings.archive.dir
+                    )
+                )
+            except ArchiveError as exc:
+                report.failed.append((file, exc))
         if report.failed:
             return report
         total = sum(len(c.rows) for c in checked)
@@ -258,13 +296,16 @@ class Restorer:
         for c in checked:
             report.restored.append(self.load(c, now, progress=progress, done=done, total=total))
             done += len(c.rows)
+        report.leagues = self.leagues.load(leagues)
         # One entry for the run, when it loaded every file (none when any was refused, or
         # when there was none).
-        if not report.restored:
+        if not report.ok:
             return report
+        boards = [r.board for r in report.restored] + [r.board for r in report.leagues]
         self.audit.append(
-            "restore", note or Note(), now, boards=[r.board for r in report.restored],
-            after={"all": True, "restored": [_audited(r) for r in report.restored]},
+            "restore", note or Note(), now, boards=list(dict.fromkeys(boards)),
+            after={"all": True, "restored": [_audited(r) for r in report.restored],
+                   "leagues": [r.to_dict() for r in report.leagues]},
         )  # fmt: skip
         return report
 

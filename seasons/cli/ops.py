@@ -164,7 +164,8 @@ def restore(
     as_json: bool,
 ) -> None:  # fmt: skip
     """Load an archive file (<season>.jsonl.gz) back into Redis, or with --all every archive
-    file under <archive.dir>/<namespace>/<board>/, after checking everything it claims.
+    file under <archive.dir>/<namespace>/<board>/ (the leagues' archives and claims
+    included), after checking everything it claims.
 
     Refused, writing nothing (exit 2): a file that does not match its manifest, a running
     or future season, bad lines. An archive key with other standings needs --force (else
@@ -176,6 +177,11 @@ def restore(
     app = state.app
     note = Note.of(cli_actor(), reason)
     restorer = Restorer(app.client, app.settings, app.keys)
+    if file is not None and restorer.is_league_file(file):
+        lg = restorer.restore_league(file, state.clock(), force=force, note=note)
+        _emit(as_json, lg.to_dict(), f"{lg.action} {lg.board} league {lg.window} {lg.period}: "
+              f"{plural(lg.count, 'outcome')}, {plural(lg.claims, 'claim')}")  # fmt: skip
+        return
     if file is not None:
         with _bar("restoring") as bar:
             done = restorer.restore(file, state.clock(), force=force, progress=bar, note=note)
@@ -199,8 +205,11 @@ def _restore_all_output(report: RestoreAll, as_json: bool, root: Path) -> None:
         return
     for r in report.restored:
         click.echo(f"{r.action} {r.board} {r.season}: {plural(r.count, 'member')}")
+    for lg in report.leagues:
+        click.echo(f"{lg.action} {lg.board} league {lg.window} {lg.period}: "
+                   f"{plural(lg.count, 'outcome')}, {plural(lg.claims, 'claim')}")  # fmt: skip
     for folder in report.skipped:
-        click.echo(f"skipped {folder}: not a configured board", err=True)
+        click.echo(f"skipped {folder}: not a configured board or league", err=True)
     for path, exc in report.failed:
         click.echo(f"FAILED {path}: {describe(exc)}", err=True)
     if report.failed:
