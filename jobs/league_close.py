@@ -25,13 +25,15 @@ import json
 import math
 import os
 from collections.abc import Callable, Iterator
+from dataclasses import replace as replace_fields
 from datetime import datetime, timedelta
+from functools import partial
 from pathlib import Path
-from typing import Any, cast
+from typing import IO, Any, cast
 
 from redis.typing import EncodableT
 
-from seasons import calendar
+from seasons import calendar, claimlog
 from seasons import windows as win
 from seasons.archives import DATA_SUFFIX, MANIFEST_SUFFIX, _place, _place_bytes, _tmp_path
 from seasons.catalog import archive_dir
@@ -40,6 +42,7 @@ from seasons.config.league import LeagueSettings
 from seasons.config.settings import Settings
 from seasons.connection import RedisClient, text
 from seasons.errors import ArchiveError, ArchiveExists
+from seasons.files import atomic_write
 from seasons.jobs.state import Run
 from seasons.keys import Keys
 from seasons.league_joins import join_waiting
@@ -371,6 +374,44 @@ def partial_keys(keys: Keys, board: str, period_id: str) -> dict[str, str]:
 
 def _figures(m: Manifest) -> tuple[str, str, int, float, str]:
     return m.board, m.season, m.count, m.score_sum, m.sha256
+
+
+def forget_in_files(settings: Settings, board: str, member: str) -> list[str]:
+    """Erasure of ``member`` from ``board``'s league files: its line leaves every league
+    archive that has one (the file rewritten, its manifest's count, score sum and sha256 with
+    it, ``created_at`` kept: the others keep their outcomes), and its claims leave the league
+    claims logs. The files rewritten, by name. Erasure is the one change of an archive."""
+    rewritten: list[str] = []
+    folder = archive_dir(settings, board) / LEAGUE_FOLDER
+    for data in sorted(folder.glob(f"*{DATA_SUFFIX}")) if folder.is_dir() else []:
+        with gzip.open(data, "rb") as f:
+            lines = f.read().splitlines(keepends=True)
+        kept = [ln for ln in lines if json.loads(ln)["member"] != member]
+        if len(kept) == len(lines):
+            continue
+        body = b"".join(kept)
+        manifest_path = data.with_name(data.name[: -len(DATA_SUFFIX)] + MANIFEST_SUFFIX)
+        before = Manifest.load(manifest_path)
+        atomic_write(data, partial(_gz_into, body=body))
+        scores = [r["score"] for r in map(json.loads, kept) if r["score"] is not None]
+        after = replace_fields(
+            before, count=len(kept), score_sum=math.fsum(scores), sha256=sha256_of(data)
+        )
+        atomic_write(manifest_path, partial(_bytes_into, body=after.to_json().encode()))
+        rewritten.append(str(data))
+    for log in sorted(archive_dir(settings, board).glob(f"league-*{claimlog.CLAIMS_SUFFIX}")):
+        if claimlog.without_member(log, member):
+            rewritten.append(str(log))
+    return rewritten
+
+
+def _gz_into(f: IO[bytes], body: bytes) -> None:
+    with gzip.GzipFile(filename="", mode="wb", fileobj=f, mtime=0) as gz:
+        gz.write(body)
+
+
+def _bytes_into(f: IO[bytes], body: bytes) -> None:
+    f.write(body)
 
 
 def _write_gz(path: Path, body: bytes) -> None:

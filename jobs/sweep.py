@@ -45,6 +45,7 @@ from seasons.connection import RedisClient, scan_keys
 from seasons.errors import SeasonsError
 from seasons.events import member_problem
 from seasons.held import forget_member as forget_held
+from seasons.jobs.league_close import forget_in_files
 from seasons.keys import Keys, ParsedKey
 from seasons.lifecycle import Lifecycle
 from seasons.moderation import forget_pending
@@ -300,6 +301,11 @@ class Sweeper:
                 log = claimlog.log_path(self.settings, board, parsed.ident)
                 if claimlog.without_member(log, member):
                     rewritten.append(str(log))
+            # Its lines of the league's archives and claims logs (the keys went above).
+            if self.settings.boards[board].league is not None:
+                found = forget_in_files(self.settings, board, member)
+                rewritten += found
+                in_league = in_league or bool(found)
             # Its held events and rate counters (seasons.held) hold its id too.
             held = forget_held(self.client, self.keys, board, member)
             # A crashed moderation call's pending follow-ups name it too (seasons.moderation).
@@ -316,12 +322,12 @@ class Sweeper:
 
     def league_keys(self, board: str) -> list[tuple[str, str]]:
         """The league keys of ``board`` that name members, with their kind ("zset" or
-        "hash"): the tier hash, and each period's ``joined`` set and ``outcome`` hash still
-        in Redis (found as the board's other keys are: SCAN)."""
+        "hash"): the tier hash, and each period's ``joined`` set and ``outcome`` and
+        ``claims`` hashes still in Redis (found as the board's other keys are: SCAN)."""
         if self.settings.boards[board].league is None:
             return []
         out = [(self.keys.league_tier(board), "hash")]
-        for part, kind in (("joined", "zset"), ("outcome", "hash")):
+        for part, kind in (("joined", "zset"), ("outcome", "hash"), ("claims", "hash")):
             for batch in self._scan(self.keys.league(board, "*", part), kind=kind):
                 out += [(key, kind) for key in sorted(batch)]
         return out

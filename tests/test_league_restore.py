@@ -326,3 +326,52 @@ def test_a_restore_without_loss_gives_no_tier_back_to_a_forgotten_member(
     assert done.exit_code == 0, done.output
     assert [x["action"] for x in json.loads(done.output)["leagues"]] == ["unchanged"]
     assert league_state(r, keys) == before
+
+
+def test_a_forgotten_member_does_not_come_back_with_a_restore(
+    settings: Settings, r: redis.Redis
+) -> None:
+    """Forget takes the member out of the league's files too (its archive lines, with a new
+    manifest, and its claims log lines), so a restore after a loss brings back everyone's
+    outcomes and claims but its own."""
+    r.flushall()
+    keys = Keys(settings.namespace)
+    clock = ManualClock(at(MONDAY, 0.5))
+    with Seasons(settings, clock=clock) as s:
+        closes = closes_of(s.backend)
+        closes.catch_up(clock())
+        play(s, clock, 0)
+        clock.set(week_closed(0))
+        closes.catch_up(clock())
+        w0 = WEEKS[0]
+        outcomes = {m.decode(): json.loads(v)
+                    for m, v in r.hgetall(keys.league(BOARD, w0, "outcome")).items()}  # fmt: skip
+        crowned = sorted(m for m, o in outcomes.items() if o["reward"] == "crown")
+        gone, kept = crowned[0], crowned[1]
+        s.claim_league(BOARD, w0, gone, claim_id="c-gone")
+        s.claim_league(BOARD, w0, kept, claim_id="c-kept")
+        found = s.forget(gone)
+        assert found.boards[BOARD].league
+        files = found.boards[BOARD].files_rewritten
+        assert any(f.endswith(f"week-{w0}.jsonl.gz") for f in files), files
+        assert any(f.endswith(f"league-{w0}.claims.jsonl") for f in files), files
+        assert r.hget(keys.league(BOARD, w0, "claims"), gone) is None
+        before = league_state(r, keys)
+
+        r.flushall()
+        restored = cli_run(settings, clock(), "restore", "--all", "--json")
+        assert restored.exit_code == 0, restored.output  # the rewritten files verify
+        after = league_state(r, keys)
+        # The close's counts in Redis still counted the member (numbers, no id); the restore
+        # counts the file's members.
+        counted = json.loads(after["state"].pop(f"closed:{w0}".encode()))
+        before["state"].pop(f"closed:{w0}".encode())
+        assert counted["members"] == len(outcomes) - 1
+        assert after == before
+        assert gone.encode() not in after[f"{w0}:outcome"][0]
+        assert gone.encode() not in after[f"{w0}:claims"][0]
+        assert kept.encode() in after[f"{w0}:claims"][0]
+        assert gone.encode() not in after["tier"]
+        want = {m: o for m, o in outcomes.items() if m != gone}
+        got = {m.decode(): json.loads(v) for m, v in after[f"{w0}:outcome"][0].items()}
+        assert got == want  # the others' outcomes as the close wrote them
