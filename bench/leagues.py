@@ -38,7 +38,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from bench.common import BOARD, Calendar, Section, command_stats, make_settings, paired
+from bench.common import BOARD, Calendar, Section, make_settings, paired
 from seasons import Seasons
 from seasons import windows as win
 from seasons.calendar import day_start
@@ -297,6 +297,7 @@ class StepCost:
     longest_us: int
     longest: str
     over_10ms: int  # commands of the step longer than 10 ms
+    mean_us: float  # the mean time of the longest command's kind in the step (commandstats)
 
 
 class MeasuredRun(Run):
@@ -313,17 +314,23 @@ class MeasuredRun(Run):
     def step(self, step: str, action: Callable[[], Any]) -> bool:
         def measured() -> Any:
             self.admin.slowlog_reset()
-            before = command_stats(self.admin)
+            before = calls_and_usec(self.admin)
             started = time.perf_counter()
             out = action()
             wall = time.perf_counter() - started
-            usec = self._usec(before, command_stats(self.admin))
-            log = self.admin.slowlog_get(100_000)
+            after = calls_and_usec(self.admin)
+            usec = self._usec({n: u for n, (_, u) in before.items()},
+                              {n: u for n, (_, u) in after.items()})  # fmt: skip
+            log = [e for e in self.admin.slowlog_get(100_000) if not _own(e["command"])]
             worst = max(log, key=lambda e: e["duration"], default=None)
             label = self._name(worst["command"]) if worst else "-"
             us = int(worst["duration"]) if worst else 0
             over = sum(1 for e in log if e["duration"] > LONGEST_TARGET_MS * 1000)
-            self.costs[step.rsplit(":", 1)[-1]] = StepCost(wall, usec, us, label, over)
+            name = label.split()[0].lower() if worst else ""
+            calls = after.get(name, (0, 0))[0] - before.get(name, (0, 0))[0]
+            total = after.get(name, (0, 0))[1] - before.get(name, (0, 0))[1]
+            mean = total / calls if calls else 0.0
+            self.costs[step.rsplit(":", 1)[-1]] = StepCost(wall, usec, us, label, over, mean)
             return out
 
         return super().step(step, measured)
@@ -384,7 +391,8 @@ def run_close(url: str, members: int, calendar: Calendar | None = None) -> Secti
     for step, cost in run.costs.items():
         section.row(f"{step}: wall", cost.wall * 1000)
         section.row(f"{step}: Redis time", cost.usec / 1000)
-        note = f"{cost.longest}; {cost.over_10ms} commands over 10 ms"
+        note = (f"{cost.longest} (mean {cost.mean_us / 1000:.2f} ms); "
+                f"{cost.over_10ms} commands over 10 ms")  # fmt: skip
         section.row(f"{step}: longest command", cost.longest_us / 1000, note)
     longest = max(run.costs.values(), key=lambda c: c.longest_us)
     section.row("close: wall", wall * 1000)
@@ -441,6 +449,18 @@ def check_close(s: Seasons, period: win.Period, world: World) -> list[tuple[str,
         ("closed:<P> counts every member",
          closed is not None and json.loads(closed)["members"] == count),
     ]  # fmt: skip
+
+
+def _own(command: Any) -> bool:
+    """A command the bench sends itself (SLOWLOG RESET, INFO), not the close."""
+    text = command.decode() if isinstance(command, bytes) else str(command)
+    return text.split(" ", 1)[0].upper() in ("SLOWLOG", "INFO", "CONFIG")
+
+
+def calls_and_usec(client: Any) -> dict[str, tuple[int, int]]:
+    """Calls of and microseconds in each command so far (``INFO commandstats``)."""
+    stats = client.info("commandstats")
+    return {n.removeprefix("cmdstat_"): (int(r["calls"]), int(r["usec"])) for n, r in stats.items()}
 
 
 # --- 3. reads -----------------------------------------------------------------------------
