@@ -29,7 +29,17 @@ def test_close_figure_checks_every_outcome_count_and_a_sample(redis_url: str) ->
     section = leagues.run_close(redis_url, leagues.TINY.close_members, calendar)
     assert section.correct, section.render()
     steps = {label.split(":")[0] for label, _, _ in section.rows}
-    assert steps == {"open", "cohorts", "idle", "archive", "tiers", "finish", "event", "close"}
+    assert steps == {
+        "open",
+        "cohorts",
+        "idle",
+        "archive",
+        "tiers",
+        "finish",
+        "event",
+        "close",
+        "machine",
+    }
     assert dict((label, ok) for label, ok in section.checks)  # the checks ran
     assert any("3,000 members + 150 idle" in label for label, _ in section.checks)
 
