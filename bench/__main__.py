@@ -1,7 +1,8 @@
 """``python -m bench [--quick] [--only SECTION]``: Seasons against plain Redis, side by side.
 
 Sections: ingest, Redis's time per event of a write against the plain commands
-(``bench/writes.py``), what per-member limits add to it (``bench/limits.py``), what 1%
+(``bench/writes.py``), what per-member limits add to it (``bench/limits.py``), what a league
+costs ingest, its close at scale and its cohort read (``bench/leagues.py``), what 1%
 hidden members add to a write and to the reads of the others (``bench/moderation.py``), reads,
 Redis's time per read against the plain commands (``bench/redis_time.py``), HTTP, memory,
 the rollup of week and season boards at scale, and the results step of a season close at
@@ -37,6 +38,7 @@ from bench import (
     http,
     http_peers,
     ingest,
+    leagues,
     limits,
     memory,
     moderation,
@@ -59,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
             "ingest",
             "writes",
             "limits",
+            "leagues",
             "moderation",
             "reads",
             "redis-time",
@@ -105,6 +108,7 @@ def main(argv: list[str] | None = None) -> int:
                 "ingest",
                 "writes",
                 "limits",
+                "leagues",
                 "moderation",
                 "reads",
                 "redis-time",
@@ -126,6 +130,11 @@ def main(argv: list[str] | None = None) -> int:
             batches = limits.QUICK_BATCHES if opts.quick else limits.FULL_BATCHES
             sections.append(limits.run(server.url, batches, calendar))
             print("\n" + sections[-1].render(), flush=True)
+        if "leagues" in wanted:
+            for section in leagues.run(server.url, leagues.QUICK if opts.quick else leagues.FULL,
+                                       calendar):  # fmt: skip
+                sections.append(section)
+                print("\n" + section.render(), flush=True)
         if "moderation" in wanted:
             server.client().flushall()
             batches = moderation.QUICK_BATCHES if opts.quick else moderation.FULL_BATCHES

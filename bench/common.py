@@ -87,8 +87,21 @@ class Calendar:
         return make_settings(url, namespace, self.today)
 
 
-def make_settings(url: str, namespace: str, today: date) -> Settings:
-    """Settings built in code: one ``kills`` sum board, nothing read from env or ./seasons.toml."""
+def make_settings(
+    url: str, namespace: str, today: date, *, league: dict[str, Any] | None = None,
+    archive: Path | None = None,
+) -> Settings:  # fmt: skip
+    """Settings built in code: one ``kills`` sum board, nothing read from env or ./seasons.toml;
+    with ``league``, the board's ``[boards.kills.league]``, with ``archive`` its archive dir."""
+    board: dict[str, Any] = {
+        "aggregate": "sum",
+        "order": "desc",
+        "week_weights": WEEK_WEIGHTS,
+        "season_weights": SEASON_WEIGHTS,
+    }
+    if league is not None:
+        board["league"] = league
+    extra: dict[str, Any] = {} if archive is None else {"archive": {"dir": str(archive)}}
     week_start = WEEKDAYS[(today.weekday() - 5) % 7]
     with tempfile.TemporaryDirectory(prefix="seasons-bench-") as tmp:
         empty = Path(tmp) / "seasons.toml"
@@ -101,14 +114,8 @@ def make_settings(url: str, namespace: str, today: date) -> Settings:
             week_start=week_start,
             redis={"url": url},
             seasons={"length_days": 28, "anchor": today - timedelta(days=22)},
-            boards={
-                BOARD: {
-                    "aggregate": "sum",
-                    "order": "desc",
-                    "week_weights": WEEK_WEIGHTS,
-                    "season_weights": SEASON_WEIGHTS,
-                }
-            },
+            boards={BOARD: board},
+            **extra,
         )
 
 

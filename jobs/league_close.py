@@ -61,7 +61,7 @@ from seasons.manifest import Manifest, sha256_of
 from seasons.scripts import Scripts
 from seasons.ties import of as tie_rule_of
 
-COHORTS_PER_CALL = 200  # ~6 000 members of cohorts of 30: one read and one write per chunk
+COHORTS_PER_CALL = 25  # ~750 members of cohorts of 30: one read and one write per chunk
 SCAN_COUNT = 500  # HSCAN COUNT of the tier and outcome hashes
 LEAGUE_FOLDER = "league"  # beside a board's season archives, which listings glob
 
