@@ -24,9 +24,10 @@ from seasons.errors import InvalidInput, NoLeague, NotInLeague, UnknownBoard, Un
 from seasons.executor import Call, script
 from seasons.keys import Keys
 from seasons.leagues import COHORT_SPAN, Member, Outcome, Zone, current_tier, moved, standings
-from seasons.models import LeagueCohort, LeagueOverview, LeagueRow, LeagueTier
+from seasons.models import LeagueCohort, LeagueOverview, LeagueTier
 from seasons.read_limits import check_asked_member
 from seasons.reads import Read
+from seasons.replies import number_text, text
 from seasons.ties import of as tie_rule_of
 
 _READ = script("league_read")
@@ -122,7 +123,7 @@ class LeagueReads:
                         "waiting": status == "waiting",
                     },
                 )
-            return _json(self._cohort(board, cfg, league, p, f, member))
+            return self._cohort(board, cfg, league, p, f, member)
 
         return Read(call, render, _COHORT)
 
@@ -150,7 +151,7 @@ class LeagueReads:
                     f"{board!r}",
                     {"board": board, "period": p.id, "cohort": cohort},
                 )
-            return _json(self._cohort(board, cfg, league, p, f, None))
+            return self._cohort(board, cfg, league, p, f, None)
 
         return Read(call, render, _COHORT)
 
@@ -182,7 +183,7 @@ class LeagueReads:
     def _cohort(
         self, board: str, cfg: BoardSettings, league: LeagueSettings, p: win.Period,
         f: dict[str, Any], asker: str | None,
-    ) -> LeagueCohort:  # fmt: skip
+    ) -> bytes:  # fmt: skip
         cid = int(f["cohort"])
         info = json.loads(_text(f["info"]))
         names = [_text(m) for m in f["members"]]
@@ -207,16 +208,16 @@ class LeagueReads:
         open_mode = own_flag is not None and own_flag.get("mode") == "open"
         shown = [r for r in table.rows if r.member not in hidden or r.member == asker]
         promote, demote, promotion_score = table.promote, table.demote, table.promotion_score
-        rows: list[LeagueRow] = []
+        # (member, score, rank, zone, tier_after, reward, hidden) of each row shown.
+        rows: list[Row] = []
         if outcomes:  # final: the close's decision
             place = {m: i for i, m in enumerate(names)}
             finals = [outcomes[r.member] for r in shown if r.member in outcomes]
             finals.sort(key=lambda o: (o.rank is None, o.rank or 0, place[o.member]))
             for o in finals:
-                rows.append(LeagueRow(
-                    member=o.member, score=o.score, rank=o.rank,
-                    zone=None if o.zone is None else o.zone.value, tier_after=o.tier_after,
-                    reward=o.reward, hidden=mine and open_mode and o.member == asker,
+                rows.append((
+                    o.member, o.score, o.rank, o.zone, o.tier_after, o.reward,
+                    mine and open_mode and o.member == asker,
                 ))  # fmt: skip
             ups = [o for o in finals if o.zone is Zone.PROMOTE and o.score is not None]
             promote = len(ups)
@@ -227,20 +228,47 @@ class LeagueReads:
                 promotion_score = pick(o.score for o in ups if o.score is not None)
         else:
             for r in shown:
-                rows.append(LeagueRow(
-                    member=r.member, score=r.score, rank=r.rank,
-                    zone=None if r.zone is None else r.zone.value,
-                    tier_after=moved(league, tier, r.zone),
-                    reward=league.reward_of(r.rank) if r.rank is not None else None,
-                    hidden=mine and open_mode and r.member == asker,
+                rows.append((
+                    r.member, r.score, r.rank, r.zone, moved(league, tier, r.zone),
+                    league.reward_of(r.rank) if r.rank is not None else None,
+                    mine and open_mode and r.member == asker,
                 ))  # fmt: skip
         member_tier = None
         if asker is not None:
             stored = f.get("tier")
             member_tier = current_tier(league, None if stored is None else _text(stored))
-        return LeagueCohort(
-            board=board, period=p.id, window=league.window, cohort=cid, tier=tier,
-            group=info.get("group", ""), member=asker, member_tier=member_tier,
-            resets_at=self._resets_at(p), promote=promote, demote=demote,
-            promotion_score=promotion_score, final=bool(outcomes), rows=rows,
-        )  # fmt: skip
+        # Written here, not through the model (LeagueCohort.model_dump_json writes the same
+        # text): a read renders on the side that scales out, and cheaply (seasons.replies).
+        head = b"".join((
+            b'{"board":', text(board), b',"period":', text(p.id), b',"window":',
+            text(league.window), b',"cohort":%d,"tier":' % cid, text(tier), b',"group":',
+            text(info.get("group", "")), b',"member":', _opt_text(asker), b',"member_tier":',
+            _opt_text(member_tier), b',"resets_at":', text(self._resets_at(p)),
+            b',"promote":%d,"demote":%d,"promotion_score":' % (promote, demote),
+            _opt_number(promotion_score), b',"final":', b"true" if outcomes else b"false",
+            b',"rows":[',
+        ))  # fmt: skip
+        return head + b",".join(map(_row_json, rows)) + b"]}"
+
+
+Row = tuple[str, float | None, int | None, Zone | None, str, str | None, bool]
+
+
+def _opt_text(value: str | None) -> bytes:
+    return b"null" if value is None else text(value)
+
+
+def _opt_number(value: float | None) -> bytes:
+    return b"null" if value is None else number_text(float(value))
+
+
+def _row_json(row: Row) -> bytes:
+    """One row as :class:`seasons.models.LeagueRow` writes it."""
+    member, score, rank, zone, tier_after, reward, hidden = row
+    return b"".join((
+        b'{"member":', text(member), b',"score":', _opt_number(score),
+        b',"rank":', b"null" if rank is None else b"%d" % rank,
+        b',"zone":', b"null" if zone is None else b'"' + zone.value.encode() + b'"',
+        b',"tier_after":', text(tier_after), b',"reward":', _opt_text(reward),
+        b',"hidden":', b"true" if hidden else b"false", b"}",
+    ))  # fmt: skip

@@ -248,6 +248,29 @@ def test_python_http_and_cli_answer_the_same(
     assert table.exit_code == 0 and "bob" in table.output and "promote" in table.output
 
 
+@pytest.mark.parametrize("final", [False, True])
+def test_the_bytes_sent_are_what_the_model_writes(
+    app: Seasons, http: TestClient, final: bool
+) -> None:
+    """The cohort JSON is written by hand on the read path (seasons/league_reads.py): it is
+    byte for byte what the model writes of itself, for any member name and score."""
+    board = "shared_desc"
+    members = [("\u00e9l\u00e8ve \"q\"", 2.5), ("\U0001f600", -0.0), ("b\\s", 1e17),
+               ("tab\tx", 1e-07), ("plain", None), ("w", 3.0)]  # fmt: skip
+    put_cohort(app, board, 1, "silver", members)
+    if final:
+        for i, (m, score) in enumerate(members):
+            value = {"tier_before": "silver", "cohort": 1, "rank": i + 1, "zone": "stay",
+                     "tier_after": "silver", "reward": "ch\u00e9st", "score": score}  # fmt: skip
+            app.client.hset(app.keys.league(board, WEEK, "outcome"), m, json.dumps(value))
+    for path in (f"/v1/leagues/{board}/{WEEK}/cohorts/1",
+                 f"/v1/leagues/{board}/members/w?period={WEEK}"):  # fmt: skip
+        raw = http.get(path).content
+        model = LeagueCohort.model_validate_json(raw)
+        assert model.final is final and len(model.rows) >= 5
+        assert model.model_dump_json().encode() == raw
+
+
 def test_errors_are_4xx_never_5xx(
     app: Seasons, http: TestClient, settings: Settings, clock: ManualClock
 ) -> None:
