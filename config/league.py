@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 from fractions import Fraction
+from functools import cached_property
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -166,6 +167,15 @@ class LeagueSettings(_Movement):
     def rule_of(self, tier: str) -> Movement:
         """The movement of ``tier``: its tier rule's values over the league's, and 5 up and
         5 down where neither says."""
+        found = self._movements.get(tier)
+        return found if found is not None else self._movement(tier)
+
+    @cached_property
+    def _movements(self) -> dict[str, Movement]:
+        # Every read of a cohort asks: resolved once per settings object.
+        return {t: self._movement(t) for t in self.tiers}
+
+    def _movement(self, tier: str) -> Movement:
         rule = next((r for r in self.tier_rules if r.tier == tier), None)
 
         def pick(name: str) -> tuple[int | None, float | None]:

@@ -58,6 +58,8 @@ class LeagueReads:
 
     def __init__(self, settings: Settings, keys: Keys, clock: Clock):
         self.settings, self.keys, self.clock = settings, keys, clock
+        # The script's KEYS of each (board, period) read lately: built once, not per read.
+        self._keys: dict[tuple[str, str], list[str]] = {}
 
     def league(self, board: str) -> tuple[BoardSettings, LeagueSettings]:
         """The board's settings and league; :class:`UnknownBoard`, :class:`NoLeague`."""
@@ -81,16 +83,21 @@ class LeagueReads:
     def _call(
         self, board: str, league: LeagueSettings, p: win.Period, args: dict[str, Any]
     ) -> Call:
-        k, pid = self.keys, p.id
-        live = k.window(board, league.window, pid)
-        reached = k.reached(board, league.window, pid)
-        keys = [
-            k.league(board, pid, "joined"), k.league(board, pid, "cohorts"),
-            k.league(board, pid, "open"), k.league(board, pid, "outcome"),
-            k.league_state(board), k.league_tier(board), live, k.twin_of(live),
-            k.moderation(board), reached, k.twin_of(reached),
-        ]  # fmt: skip
-        body = {"span": COHORT_SPAN, "period": pid, **args}
+        keys = self._keys.get((board, p.id))
+        if keys is None:
+            k, pid = self.keys, p.id
+            live = k.window(board, league.window, pid)
+            reached = k.reached(board, league.window, pid)
+            keys = [
+                k.league(board, pid, "joined"), k.league(board, pid, "cohorts"),
+                k.league(board, pid, "open"), k.league(board, pid, "outcome"),
+                k.league_state(board), k.league_tier(board), live, k.twin_of(live),
+                k.moderation(board), reached, k.twin_of(reached),
+            ]  # fmt: skip
+            if len(self._keys) >= 64:  # a few boards x periods are read at a time
+                self._keys.clear()
+            self._keys[(board, p.id)] = keys
+        body = {"span": COHORT_SPAN, "period": p.id, **args}
         return Call(_READ, keys, [json.dumps(body, ensure_ascii=False, separators=(",", ":"))])
 
     def _resets_at(self, p: win.Period) -> str:
@@ -227,9 +234,10 @@ class LeagueReads:
                 pick = min if cfg.order == "desc" else max
                 promotion_score = pick(o.score for o in ups if o.score is not None)
         else:
+            after = {z: moved(league, tier, z) for z in (None, *Zone)}
             for r in shown:
                 rows.append((
-                    r.member, r.score, r.rank, r.zone, moved(league, tier, r.zone),
+                    r.member, r.score, r.rank, r.zone, after[r.zone],
                     league.reward_of(r.rank) if r.rank is not None else None,
                     mine and open_mode and r.member == asker,
                 ))  # fmt: skip
@@ -265,10 +273,12 @@ def _opt_number(value: float | None) -> bytes:
 def _row_json(row: Row) -> bytes:
     """One row as :class:`seasons.models.LeagueRow` writes it."""
     member, score, rank, zone, tier_after, reward, hidden = row
-    return b"".join((
-        b'{"member":', text(member), b',"score":', _opt_number(score),
-        b',"rank":', b"null" if rank is None else b"%d" % rank,
-        b',"zone":', b"null" if zone is None else b'"' + zone.value.encode() + b'"',
-        b',"tier_after":', text(tier_after), b',"reward":', _opt_text(reward),
-        b',"hidden":', b"true" if hidden else b"false", b"}",
-    ))  # fmt: skip
+    return _ROW % (
+        text(member), _opt_number(score), b"null" if rank is None else b"%d" % rank,
+        _ZONES[zone], text(tier_after), _opt_text(reward), b"true" if hidden else b"false",
+    )  # fmt: skip
+
+
+_ROW = b'{"member":%s,"score":%s,"rank":%s,"zone":%s,"tier_after":%s,"reward":%s,"hidden":%s}'
+_ZONES: dict[Zone | None, bytes] = {None: b"null"}
+_ZONES.update({z: b'"' + z.value.encode() + b'"' for z in Zone})

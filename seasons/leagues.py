@@ -14,6 +14,7 @@ Everything here is pure: it is given what Redis holds and answers what follows f
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -137,18 +138,17 @@ def _in_board_order(members: list[Member], cfg: BoardSettings, rule: TieSpec) ->
     in Redis's order (member bytes, reversed on a ``desc`` board, as ``ZRANGE ... REV``), or
     with ``earliest`` by the time each reached its score, then member bytes ascending."""
     desc = cfg.order == "desc"
-
-    def name(m: Member) -> bytes:
-        return m.member.encode("utf-8", "surrogatepass")
-
     if rule.reach_set:
-        out = sorted(members, key=name)
-        out.sort(key=lambda m: m.reached if m.reached is not None else float("inf"))
-    else:
-        out = sorted(members, key=name, reverse=desc)
-    # Stable: equal scores keep the order above.
-    out.sort(key=lambda m: -_score(m) if desc else _score(m))
-    return out
+        sign = -1.0 if desc else 1.0
+        return sorted(members, key=lambda m: (
+            sign * _score(m), m.reached if m.reached is not None else math.inf, _bytes(m),
+        ))  # fmt: skip
+    # Score, then member bytes, the whole key reversed on a desc board: Redis's order.
+    return sorted(members, key=lambda m: (_score(m), _bytes(m)), reverse=desc)
+
+
+def _bytes(m: Member) -> bytes:
+    return m.member.encode("utf-8", "surrogatepass")
 
 
 def _score(m: Member) -> float:

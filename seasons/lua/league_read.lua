@@ -14,7 +14,7 @@
 --         "cohort": integer (cohort), "span": COHORT_SPAN, "period": P, "reached": bool}
 -- Returns, for member and cohort: {'status', 'ok', 'cohort', id, 'info', its JSON,
 -- 'members', {...} in join order, 'scores', 'reached', 'moderation', 'outcomes' (one value or
--- nil per member), 'tier', the asked member's stored tier or nil, 'closed', 0|1}; or
+-- nil per member), 'tier', the asked member's stored tier or nil}; or
 -- {'status', 'absent'|'waiting'|'unknown'}. For overview: {'status', 'ok', 'cohorts', flat
 -- HGETALL of KEYS[2], 'open', {id, members, ...} of each open cohort, 'closed', 0|1}.
 
@@ -25,9 +25,8 @@ local mode, span, period = a['mode'], a['span'], a['period']
 if type(span) ~= 'number' or span < 1 or type(period) ~= 'string' then
   error('league_read.lua: ARGV[1] needs "span" (a number) and "period" (a text)', 0)
 end
-local closed = redis.call('HEXISTS', KEYS[5], 'closed:' .. period)
-
 if mode == 'overview' then
+  local closed = redis.call('HEXISTS', KEYS[5], 'closed:' .. period)
   local open = redis.call('HVALS', KEYS[3])
   local counts = {}
   for _, id in ipairs(open) do
@@ -72,5 +71,4 @@ if #members > 0 then
   end
 end
 return {'status', 'ok', 'cohort', cohort, 'info', info, 'members', members, 'scores', scores,
-  'reached', reached, 'moderation', moderation, 'outcomes', outcomes, 'tier', tier,
-  'closed', closed}
+  'reached', reached, 'moderation', moderation, 'outcomes', outcomes, 'tier', tier}
