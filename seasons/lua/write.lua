@@ -476,10 +476,21 @@ end
 chunked(new_ids, 1000, function(...) redis.call('ZADD', events, ...) end)
 -- Leagues (lib/league_join.lua): the members' joins, in batch order.
 if batch.league then
-  join_batch(batch.league, n, function(i)
-    if duplicate[i] or held_as[i] or banned_as[i] then return nil end
+  local periods, listed = {}, {}  -- the groups' league periods, each once
+  for _, grp in ipairs(groups) do
+    local P = grp.league
+    if P and not listed[P.period] then
+      listed[P.period] = true
+      periods[#periods + 1] = P
+    end
+  end
+  local function skip(i) return duplicate[i] or held_as[i] or banned_as[i] end
+  join_batch(batch.league, periods, n, function(i)
+    if skip(i) then return nil end
     return groups[all[i][GROUP] + 1].league, all[i][MEMBER], all[i][TS]
-  end, function(i) return meta_at[i] end, function(members) return fields_of(meta, members) end)
+  end, function(i) return meta_at[i] end, function(members) return fields_of(meta, members) end,
+  {rows = all, columns = {group = GROUP, member = MEMBER, ts = TS}, groups = groups,
+   skip = skip})
 end
 -- The held events, recorded for review (lib/held_records.lua); an approval's record decided.
 local held_list = keep_held(batch, held_as, event_id_of, metadata_of)

@@ -133,70 +133,94 @@ end
 
 -- The joins of a write batch, after its events are applied: each member's first accepted
 -- event of a period joins, waits or does not, by the rule of docs/leagues.md#joining, in
--- batch order. `n` events; event(i) answers the i-th one's period P (or nil: none), member
--- and ts when it was accepted (applied: not a duplicate, held or banned), else nil.
+-- batch order. `periods`: the batch's league periods (its groups'), each once; `n` events;
+-- event(i) answers the i-th one's period P (or nil: none), member and ts when it was
+-- accepted (applied: not a duplicate, held or banned), else nil.
 -- meta_at(i): the member's metadata as the batch leaves it at the i-th event, as JSON text,
 -- or {value} (its group_by field's value), or nil when the batch has not touched it by then
 -- (then the stored metadata counts: stored(members) -> member -> JSON or false). Reads the
 -- league state once (HMGET), each period's joined once (ZMSCORE of the batch's members),
--- and only for members that join now their tiers (and metadata) once.
-local function join_batch(L, n, event, meta_at, stored)
-  local periods, order = {}, {}  -- period id -> P, and the periods in order of first event
-  for i = 1, n do
-    local P = event(i)
-    if P and not periods[P.period] then
-      periods[P.period] = P
-      order[#order + 1] = P
-    end
-  end
-  if #order == 0 then return end
+-- and only for members that join now their tiers (and metadata) once. A batch whose
+-- members have all joined (the steady state) costs those two reads and one pass, which
+-- reads the events directly: `fast` = {rows (the batch's events), columns = {group, member,
+-- ts} (their positions in a row), groups (the batch's groups), skip(i) (true: the i-th
+-- event was not accepted)}, what event(i) answers from.
+local function join_batch(L, periods, n, event, meta_at, stored, fast)
+  if #periods == 0 then return end
   local fields = {'first', 'first_start'}
-  for _, P in ipairs(order) do
+  for _, P in ipairs(periods) do
     fields[#fields + 1] = 'close:' .. P.period
     fields[#fields + 1] = 'closed:' .. P.period
     if P.previous then fields[#fields + 1] = 'closed:' .. P.previous end
   end
   local st = values_of('HMGET', L.state, fields)
   local first, first_start = st.first, tonumber(st.first_start)
-  local shut, after_close = {}, {}  -- period id -> closing or closed; previous one closed
-  for _, P in ipairs(order) do
-    shut[P.period] = st['close:' .. P.period] or st['closed:' .. P.period]
-    after_close[P.period] = not P.previous or st['closed:' .. P.previous]
+  local open_to = {}  -- period id -> true when it takes joins (not closing, not too early)
+  local after_close = {}  -- period id -> its previous period is closed (or it has none)
+  local by_id = {}
+  for _, P in ipairs(periods) do
+    local id = P.period
+    by_id[id] = P
+    open_to[id] = not (st['close:' .. id] or st['closed:' .. id])
+      and not (first and P.start < first_start)
+    after_close[id] = not P.previous or st['closed:' .. P.previous]
   end
-  -- Who may join, per period: the members of accepted events before join_until, in a
-  -- period not closing (and not before the league's first); whether they joined already is
-  -- one ZMSCORE per period.
-  local function may_join(P, ts)
-    return ts < P.join_until and not shut[P.period] and not (first and P.start < first_start)
-  end
-  local asked = {}  -- period id -> {list, set} of members
+  -- One pass: the members of accepted events before join_until in a period that takes
+  -- joins, each once per period; whether they have a place already is one ZMSCORE each.
+  local asked = {}  -- period id -> list of members, and list.seen: member -> true
+  local rows, col, skip = fast.rows, fast.columns, fast.skip
+  local g_col, m_col, ts_col = col.group, col.member, col.ts
+  local groups = fast.groups
   for i = 1, n do
-    local P, m, ts = event(i)
-    if P and may_join(P, ts) then
-      local a = asked[P.period]
-      if not a then
-        a = {list = {}, set = {}}
-        asked[P.period] = a
+    local row = rows[i]
+    local P = not skip(i) and groups[row[g_col] + 1].league
+    local m, ts = row[m_col], row[ts_col]
+    if P and open_to[P.period] and ts < P.join_until then
+      local list = asked[P.period]
+      if not list then
+        list = {seen = {}}
+        asked[P.period] = list
       end
-      if not a.set[m] then
-        a.set[m] = true
-        a.list[#a.list + 1] = m
+      if not list.seen[m] then
+        list.seen[m] = true
+        list[#list + 1] = m
       end
     end
   end
-  local joined = {}  -- period id -> member -> true once it has a place (or waits)
-  for id, a in pairs(asked) do
-    joined[id] = {}
-    for m, score in pairs(values_of('ZMSCORE', periods[id].joined, a.list)) do
-      if score then joined[id][m] = true end
+  -- Each asked member's place (or false), as ZMSCORE answers them (one reply per 1 000
+  -- members); the steady state (all placed already) only counts the misses.
+  local replies, missing = {}, 0
+  for id, list in pairs(asked) do
+    local parts = {}
+    for from = 1, #list, 1000 do
+      local part = redis.call('ZMSCORE', by_id[id].joined,
+        unpack(list, from, math.min(from + 999, #list)))
+      for k = 1, #part do
+        if not part[k] then missing = missing + 1 end
+      end
+      parts[#parts + 1] = part
     end
+    replies[id] = parts
+  end
+  if missing == 0 then return end
+  local joined = {}  -- period id -> member -> true once it has a place (or waits)
+  for id, list in pairs(asked) do
+    local has = {}
+    for j, part in ipairs(replies[id]) do
+      for k = 1, #part do
+        if part[k] then has[list[(j - 1) * 1000 + k]] = true end
+      end
+    end
+    joined[id] = has
   end
   -- The decisions, in batch order: {i, P, member, 'now' | 'wait'}; `first` may be set by the
   -- first join of all.
   local plan, now_members, now_set = {}, {}, {}
   for i = 1, n do
     local P, m, ts = event(i)
-    if P and asked[P.period] and may_join(P, ts) and not joined[P.period][m] then
+    local has = P and joined[P.period]
+    -- (the league's first join, earlier in this batch, may have begun it after P)
+    if has and not has[m] and ts < P.join_until and not (first and P.start < first_start) then
       local how
       if not first then
         first, first_start = P.period, P.start
@@ -207,7 +231,7 @@ local function join_batch(L, n, event, meta_at, stored)
       else
         how = 'wait'
       end
-      joined[P.period][m] = true
+      has[m] = true
       plan[#plan + 1] = {i, P, m, how}
       if how == 'now' and not now_set[m] then
         now_set[m] = true
@@ -252,7 +276,7 @@ local function join_batch(L, n, event, meta_at, stored)
       joiner.place(m, league_tier(L, tiers[m]), group)
     end
   end
-  for _, P in ipairs(order) do
+  for _, P in ipairs(periods) do
     if joiners[P.period] then joiners[P.period].flush() end
   end
 end
