@@ -11,12 +11,13 @@ from __future__ import annotations
 from datetime import timedelta
 from fractions import Fraction
 from functools import cached_property
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from seasons.config.durations import NonNegativeDuration
-from seasons.vocabulary import overlap, parse_ranks
+from seasons.config.rewards import RankReward
+from seasons.vocabulary import overlap
 
 LEAGUE_WINDOWS = ("week", "month", "season")
 TIER_RE = r"^[A-Za-z0-9_-]{1,64}$"
@@ -60,37 +61,6 @@ class TierRule(_Movement):
     tier: str
 
 
-class LeagueReward(_Section):
-    """``[[boards.<b>.league.rewards]]``: a reward by rank in the cohort at the close."""
-
-    ranks: str
-    reward: str
-
-    @field_validator("ranks", mode="before")
-    @classmethod
-    def _ranks_text(cls, value: Any) -> Any:
-        return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
-
-    @field_validator("ranks")
-    @classmethod
-    def _ranks(cls, value: str) -> str:
-        lo, hi = parse_ranks(value)
-        return str(lo) if lo == hi else f"{lo}-{hi}"
-
-    @field_validator("reward")
-    @classmethod
-    def _reward(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError('is empty; name the reward, e.g. "chest"')
-        if len(value.encode("utf-8", "surrogatepass")) > 256:
-            raise ValueError("is longer than 256 bytes of UTF-8")
-        return value
-
-    @property
-    def span(self) -> tuple[int, int]:
-        return parse_ranks(self.ranks)
-
-
 class Movement(BaseModel):
     """The movement of one tier, resolved: a count or a percent for each way."""
 
@@ -127,7 +97,7 @@ class LeagueSettings(_Movement):
     # First events later than this before the period's end join no cohort (they still score).
     join_closes: NonNegativeDuration = timedelta(days=1)
     tier_rules: tuple[TierRule, ...] = ()
-    rewards: tuple[LeagueReward, ...] = ()
+    rewards: tuple[RankReward, ...] = ()
 
     @field_validator("tiers")
     @classmethod

@@ -42,6 +42,7 @@ from redis.connection import parse_url
 from seasons.composite import CompositeScore
 from seasons.config.durations import Duration, PositiveDuration
 from seasons.config.league import LeagueSettings
+from seasons.config.rewards import RewardTier
 from seasons.vocabulary import MAX_EXACT, WINDOWS, EventType, Ties, overlap, parse_ranks
 
 # A cap on weights, so that no weighted aggregate of values within ±2^53 can overflow a double
@@ -51,7 +52,6 @@ WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", 
 NAME_RE = r"^[A-Za-z0-9_-]{1,64}$"
 NAMESPACE_RE = r"^[a-z0-9_-]{1,32}$"
 HOOK_NAME_RE = r"^[a-z0-9_-]{1,32}$"
-MAX_REWARD_BYTES = 256  # a reward tier's name
 ENV_PREFIX = "SEASONS_"
 ENV_NESTED_DELIMITER = "__"
 # The longest calendar month; month_weights has one weight per day of the month at most.
@@ -180,55 +180,6 @@ class CompositePart(_Section):
                 f'{{ name = "power", digits = 10 }} (the first may leave out digits); got {value!r}'
             )
         return value
-
-
-class RewardTier(_Section):
-    """One reward tier of a board (seasons.results): ``ranks`` (a rank or an inclusive range,
-    ``"1"``, ``"2-10"``) or ``top_percent`` (0 < p <= 100), and the ``reward`` it grants."""
-
-    ranks: str | None = None
-    top_percent: float | None = None
-    reward: str
-
-    @field_validator("ranks", mode="before")
-    @classmethod
-    def _ranks_text(cls, value: Any) -> Any:
-        # ranks = 1 in TOML is a number; it means the same as "1".
-        return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
-
-    @field_validator("ranks")
-    @classmethod
-    def _ranks(cls, value: str | None) -> str | None:
-        if value is None:
-            return None
-        lo, hi = parse_ranks(value)
-        return str(lo) if lo == hi else f"{lo}-{hi}"
-
-    @field_validator("top_percent")
-    @classmethod
-    def _percent(cls, value: float | None) -> float | None:
-        if value is not None and not (math.isfinite(value) and 0 < value <= 100):
-            raise ValueError(f"{value:g} is not a percent; use a number above 0, at most 100")
-        return value
-
-    @field_validator("reward")
-    @classmethod
-    def _reward(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError('is empty; name the reward the tier grants, e.g. "gold"')
-        if len(value.encode("utf-8", "surrogatepass")) > MAX_REWARD_BYTES:
-            # It goes into every claim and claims-log line (seasons.claimlog: lines < 4 KiB).
-            raise ValueError(f"is longer than {MAX_REWARD_BYTES} bytes of UTF-8")
-        return value
-
-    @model_validator(mode="after")
-    def _one_kind(self) -> RewardTier:
-        if (self.ranks is None) == (self.top_percent is None):
-            raise ValueError(
-                'a tier takes exactly one of ranks (e.g. "2-10") and top_percent (e.g. 10)'
-                + ("; it has both" if self.ranks is not None else "; it has neither")
-            )
-        return self
 
 
 class MemberRate(_Section):
