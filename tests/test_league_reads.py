@@ -271,6 +271,40 @@ def test_the_bytes_sent_are_what_the_model_writes(
         assert model.model_dump_json().encode() == raw
 
 
+def test_the_fast_path_answers_as_the_routes(app: Seasons, http: TestClient) -> None:
+    """The league reads are on the HTTP fast path (seasons.http.fast): each answer, errors
+    included, is the FastAPI route's (a percent-encoded query sends a request to the route)
+    and the Python API's."""
+    board = "dense_desc"
+    put_cohort(app, board, 1, "silver", [("ann", 5), ("bob", 5), ("cy", 2), ("dee", None)])
+
+    def both(path: str, query: str) -> Any:
+        name, _, value = query.partition("=")
+        routed = f"{name}=%{ord(value[0]):02X}{value[1:]}"
+        fast, slow = http.get(f"{path}?{query}"), http.get(f"{path}?{routed}")
+        assert (fast.status_code, fast.content) == (slow.status_code, slow.content), path
+        return fast
+
+    got = both(f"/v1/leagues/{board}/members/ann", f"period={WEEK}")
+    assert got.json() == app.league(board, "ann", period=WEEK).model_dump(mode="json")
+    got = both(f"/v1/leagues/{board}", f"period={WEEK}")
+    assert got.json() == app.league(board, period=WEEK).model_dump(mode="json")
+    by_id = http.get(f"/v1/leagues/{board}/{WEEK}/cohorts/1")
+    assert by_id.json() == app.league(board, cohort=1, period=WEEK).model_dump(mode="json")
+    for path, query, status, code in [
+        (f"/v1/leagues/{board}/members/nobody", f"period={WEEK}", 404, "not_in_league"),
+        ("/v1/leagues/plain/members/ann", f"period={WEEK}", 422, "no_league"),
+        ("/v1/leagues/nope/members/ann", f"period={WEEK}", 404, "unknown_board"),
+        (f"/v1/leagues/{board}/members/ann", "period=someday", 422, "bad_period"),
+        (f"/v1/leagues/{board}", "period=someday", 422, "bad_period"),
+    ]:
+        resp = both(path, query)
+        assert (resp.status_code, resp.json()["error"]) == (status, code), resp.text
+    for cohort in ("7", "0", "x1"):  # unknown; not an id: the route's validation words it
+        resp = http.get(f"/v1/leagues/{board}/{WEEK}/cohorts/{cohort}")
+        assert resp.status_code in (404, 422) and "error" in resp.json(), resp.text
+
+
 def test_errors_are_4xx_never_5xx(
     app: Seasons, http: TestClient, settings: Settings, clock: ManualClock
 ) -> None:

@@ -4,7 +4,8 @@ FastAPI's routing, dependency resolution and validation cost more CPU per reques
 read itself (``docs/benchmarks.md``). This layer sits inside the metrics middleware and
 the guard (so limits, access and request metrics are exactly as for any request) and in
 front of the FastAPI app. For a ``GET`` of a page, around a rank, around a member, a member's
-entry, climb or history, a ``POST`` of a lookup (and ``/healthz``) it finds the route the router
+entry, climb or history, a league's cohort of a member, a cohort by id or a league's overview,
+a ``POST`` of a lookup (and ``/healthz``) it finds the route the router
 would find (the guard's :class:`Rules`, the router's own patterns in its order), reads the
 query (and the lookup's body) itself, prepares the same read as the FastAPI route
 (:mod:`seasons.http.boards`) and sends the script's JSON. A ``POST /v1/scores`` runs the
@@ -32,7 +33,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from seasons.errors import SeasonsError
-from seasons.http import boards, health, scores
+from seasons.http import boards, health, leagues, scores
 from seasons.http.deps import GUARDED, Services
 from seasons.http.errors import not_json, response_of
 from seasons.http.guard import Rules
@@ -41,7 +42,7 @@ from seasons.models import WriteResult
 from seasons.read_limits import DEFAULT_TO_TEXT
 from seasons.reads import Read
 
-_PREFIX = "/v1/boards/"
+_PREFIXES = ("/v1/boards/", "/v1/leagues/")
 _METHODS = ("GET", "POST")
 _PATHS = ("/healthz", "/v1/scores")
 _JSON = (b"content-type", b"application/json")
@@ -163,6 +164,27 @@ def _lookup(services: Services, asked: Asked) -> Answer:
     return services.seasons.reads.lookup(board, window, members, period)
 
 
+def _league_member(services: Services, asked: Asked) -> Answer:
+    member = _member(asked.params)
+    if member is None:
+        return None
+    period = asked.query.get("period", "current")
+    return services.seasons.league_reads.member(asked.params["board"], member, period)
+
+
+def _league_cohort(services: Services, asked: Asked) -> Answer:
+    cohort = _int(asked.params, "cohort", 0)
+    if not cohort:  # not digits, or 0: FastAPI's validation words it
+        return None
+    board, period = asked.params["board"], asked.params["period"]
+    return services.seasons.league_reads.cohort(board, cohort, period)
+
+
+def _league_overview(services: Services, asked: Asked) -> Answer:
+    period = asked.query.get("period", "current")
+    return services.seasons.league_reads.overview(asked.params["board"], period)
+
+
 def _refuse_if_not_json(body: bytes) -> None:
     """A body the route's model refused: not JSON at all is answered here, as the app's
     handlers answer it (400 invalid_json); JSON of another shape goes to FastAPI for its
@@ -216,6 +238,9 @@ FAST: dict[Callable[..., Any], tuple[Handler, frozenset[str]]] = {
     boards.member_entry: (_entry, frozenset({"period"})),
     boards.member_climb: (_climb, frozenset({"to", "period"})),
     boards.member_history: (_history, frozenset({"window", "last"})),
+    leagues.member_cohort: (_league_member, frozenset({"period"})),
+    leagues.cohort: (_league_cohort, frozenset()),
+    leagues.overview: (_league_overview, frozenset({"period"})),
     scores.post_scores: (_scores, frozenset({"return", "window"})),
     health.healthz: (_healthz, frozenset()),
 }
@@ -257,7 +282,7 @@ class FastReads:
         if (
             scope["type"] != "http"
             or scope["method"] not in _METHODS
-            or not (scope["path"].startswith(_PREFIX) or scope["path"] in _PATHS)
+            or not (scope["path"].startswith(_PREFIXES) or scope["path"] in _PATHS)
             or scope.get("root_path")
         ):
             await self.app(scope, receive, send)
