@@ -44,12 +44,18 @@ from seasons.closed import AsClosed
 from seasons.config.settings import BoardSettings, Settings
 from seasons.connection import RedisClient, text
 from seasons.errors import ArchiveError, ArchiveExists, ArchiveRejected, BadPeriod
-from seasons.files import open_regular
 from seasons.keys import Keys
-from seasons.manifest import Manifest, is_amendment, sha256_read
+from seasons.manifest import Manifest, is_amendment
 from seasons.restore_claims import logged
 from seasons.restore_results import Version, results_had, versions
-from seasons.standings import LineReward, Row, lines_rejected, read_checked, rejected
+from seasons.standings import (
+    LineReward,
+    Row,
+    lines_rejected,
+    open_verified,
+    read_checked,
+    rejected,
+)
 
 Action = Literal["restored", "replaced", "unchanged"]
 
@@ -110,24 +116,8 @@ class Checker:
                 f"after {stem!r}: a renamed file would load into the wrong archive key",
             )  # fmt: skip
         self._check_season(file, manifest.season, now)
-        try:
-            data = open_regular(file, inside=inside)
-        except FileNotFoundError:
-            raise rejected(file, "the archive file does not exist") from None
-        except OSError as exc:
-            raise rejected(file, f"is unreadable: {exc.strerror or exc}") from None
-        except ArchiveError as exc:
-            raise rejected(file, exc.details["problem"]) from None
         cfg = self.settings.boards[manifest.board]
-        with data:
-            # One open file is hashed, then read: the lines checked are the bytes hashed.
-            digest = sha256_read(data)
-            if digest != manifest.sha256:
-                raise rejected(
-                    file, f"does not match its manifest (sha256 {digest}, manifest says "
-                    f"{manifest.sha256}): the file was changed after it was written",
-                )  # fmt: skip
-            data.seek(0)
+        with open_verified(file, manifest.sha256, inside=inside) as data:
             # Lines after a forget's gap keep their ranks at the close: as_closed checks those.
             rows, rewards = read_checked(
                 data, file, cfg, manifest.count, check_ranks=not manifest.removed

@@ -40,7 +40,6 @@ from seasons.config.settings import Settings
 from seasons.connection import RedisClient, text
 from seasons.errors import ArchiveError, ArchiveExists, ArchiveRejected, BadPeriod
 from seasons.events import check_member
-from seasons.files import open_regular
 from seasons.jobs.league_close import (
     LEAGUE_FOLDER,
     STATE_CLOSED,
@@ -50,8 +49,15 @@ from seasons.jobs.league_close import (
 from seasons.keys import Keys
 from seasons.league_rewards import log_name
 from seasons.leagues import Outcome, Zone, counts
-from seasons.manifest import Manifest, sha256_read
-from seasons.standings import CHUNK, MAX_LINE, STOP_AFTER, lines_rejected, rejected
+from seasons.manifest import Manifest
+from seasons.standings import (
+    CHUNK,
+    MAX_LINE,
+    STOP_AFTER,
+    lines_rejected,
+    open_verified,
+    rejected,
+)
 
 # "expired": the period's outcome keys would have expired by now (its end + retention): only
 # its counts (closed:<P>) and its claims come back.
@@ -161,23 +167,7 @@ class LeagueRestorer:
                 f"{manifest.season!r}, but the file is board {board!r}'s {stem}",
             )  # fmt: skip
         period = self._period(file, league.window, pid, now)
-        try:
-            data = open_regular(file, inside=inside)
-        except FileNotFoundError:
-            raise rejected(file, "the archive file does not exist") from None
-        except OSError as exc:
-            raise rejected(file, f"is unreadable: {exc.strerror or exc}") from None
-        except ArchiveError as exc:
-            raise rejected(file, exc.details["problem"]) from None
-        with data:
-            # One open file is hashed, then read: the lines checked are the bytes hashed.
-            digest = sha256_read(data)
-            if digest != manifest.sha256:
-                raise rejected(
-                    file, f"does not match its manifest (sha256 {digest}, manifest says "
-                    f"{manifest.sha256}): the file was changed after it was written",
-                )  # fmt: skip
-            data.seek(0)
+        with open_verified(file, manifest.sha256, inside=inside) as data:
             outcomes = _read_outcomes(data, file, manifest.count)
         total = math.fsum(o.score for o in outcomes if o.score is not None)
         if len(outcomes) != manifest.count or total != manifest.score_sum:

@@ -30,7 +30,9 @@ from seasons.config.settings import BoardSettings, Settings
 from seasons.connection import RedisClient
 from seasons.errors import ArchiveError, ArchiveRejected
 from seasons.events import check_member, check_metadata, check_value
+from seasons.files import open_regular
 from seasons.keys import Keys
+from seasons.manifest import sha256_read
 
 CHUNK = 1000  # rows per ZRANGE / HMGET / HSET: well under a millisecond of Redis each
 Row = tuple[int, str, float, dict[str, Any]]  # rank, member, score, metadata
@@ -191,6 +193,29 @@ def rejected(file: Path, problem: str) -> ArchiveRejected:
     return ArchiveRejected(
         f"{file}: {problem}; nothing restored", {"file": str(file), "problem": problem}
     )
+
+
+def open_verified(file: Path, sha256: str, *, inside: Path | None) -> IO[bytes]:
+    """``file`` opened (a regular file, within ``inside`` when given), its bytes hashed and
+    found equal to its manifest's ``sha256``, and rewound: the lines then read are the bytes
+    hashed. A restore's refusal (:func:`rejected`) naming what is wrong otherwise."""
+    try:
+        data = open_regular(file, inside=inside)
+    except FileNotFoundError:
+        raise rejected(file, "the archive file does not exist") from None
+    except OSError as exc:
+        raise rejected(file, f"is unreadable: {exc.strerror or exc}") from None
+    except ArchiveError as exc:
+        raise rejected(file, exc.details["problem"]) from None
+    digest = sha256_read(data)
+    if digest != sha256:
+        data.close()
+        raise rejected(
+            file, f"does not match its manifest (sha256 {digest}, manifest says "
+            f"{sha256}): the file was changed after it was written",
+        )  # fmt: skip
+    data.seek(0)
+    return data
 
 
 def lines_rejected(file: Path, problems: list[tuple[int, str]]) -> ArchiveRejected:
