@@ -33,7 +33,7 @@ from seasons.config import Settings
 from seasons.jobs.league_close import LeagueClose
 from seasons.jobs.state import JobState, Run, no_checkpoint
 from seasons.keys import Keys
-from seasons.leagues import COHORT_SPAN, Member, cohort_outcomes, standings
+from seasons.leagues import COHORT_SPAN, cohort_outcomes, standings
 from seasons.lifecycle import Lifecycle
 from seasons.scripts import names as script_names
 from seasons.scripts import script
@@ -334,7 +334,7 @@ def check_close(s: Seasons, period: win.Period, world: World) -> list[tuple[str,
         got = {m: json.loads(raw) for m, raw in zip(names, s.client.hmget(outcome, names),
                                                    strict=True) if raw}  # fmt: skip
         by_model &= got == model_cohort(cohort, tier, rows)
-        table = standings([Member(m, sc) for m, sc in rows], tier, league, cfg)
+        table = standings([m.encode() for m, _ in rows], [sc for _, sc in rows], tier, league, cfg)
         ours = {o.member: o.fields() for o in cohort_outcomes(cohort, table, league)}
         by_standings &= got == ours
     idle = sorted(world.idle)[:: max(1, len(world.idle) // 200)]

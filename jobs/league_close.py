@@ -48,7 +48,6 @@ from seasons.keys import Keys
 from seasons.league_joins import join_waiting
 from seasons.leagues import (
     COHORT_SPAN,
-    Member,
     Outcome,
     cohort_outcomes,
     counts,
@@ -185,15 +184,15 @@ class LeagueClose:
         )  # fmt: skip
         raw_cohorts, joined = pipe.execute()
         wanted = set(ids)
-        members: dict[int, list[str]] = {i: [] for i in ids}
+        members: dict[int, list[bytes]] = {i: [] for i in ids}
         for raw, place in joined:  # in score order: cohort, then join order
             cohort = int(place) // COHORT_SPAN
-            if cohort in wanted:
-                members[cohort].append(text(raw))
-        names = [m for i in ids for m in members[i]]
+            if cohort in wanted:  # UTF-8, as Redis holds it (a cluster client decodes)
+                members[cohort].append(raw if isinstance(raw, bytes) else raw.encode())
+        names: list[Any] = [m for i in ids for m in members[i]]  # (redis-py types them str)
         scores: list[Any] = []
         reached: list[Any] = []
-        hidden: list[Any] = []
+        flags: list[Any] = []
         if names:
             reach = tie_rule_of(cfg).reach_set
             pipe = self.client.pipeline(transaction=False)
@@ -202,19 +201,19 @@ class LeagueClose:
             if reach:
                 pipe.zmscore(self.keys.reached(board, period.window, period.id), names)
             found = pipe.execute()
-            scores, hidden = found[0], found[1]
+            scores, flags = found[0], found[1]
             reached = found[2] if reach else [None] * len(names)
         at = 0
         out = []
         for cohort, raw in zip(ids, raw_cohorts, strict=True):
             tier = current_tier(league, json.loads(text(raw))["tier"] if raw else None)
-            table = []
-            for name in members[cohort]:
-                table.append(Member(name, scores[at], reached[at], hidden[at] is not None))
-                at += 1
-            out.append(
-                (cohort, cohort_outcomes(cohort, standings(table, tier, league, cfg), league))
-            )
+            end = at + len(members[cohort])
+            table = standings(
+                members[cohort], scores[at:end], tier, league, cfg, reached=reached[at:end],
+                hidden={i for i, flag in enumerate(flags[at:end]) if flag is not None},
+            )  # fmt: skip
+            out.append((cohort, cohort_outcomes(cohort, table, league)))
+            at = end
         return out
 
     # --- 3. idle members ------------------------------------------------------------------

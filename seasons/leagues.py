@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 from seasons.config.league import MAX_COHORT, LeagueSettings
 from seasons.config.settings import BoardSettings
@@ -37,20 +37,7 @@ class Zone(StrEnum):
     DEMOTE = "demote"
 
 
-@dataclass(frozen=True, slots=True)
-class Member:
-    """A member of a cohort as Redis holds it: its score on the period's board (None: none,
-    e.g. erased), the time it reached it (``ties = "earliest"``), and whether it is hidden
-    or banned (then it has no rank and holds no slot)."""
-
-    member: str
-    score: float | None
-    reached: float | None = None
-    hidden: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class Row:
+class Row(NamedTuple):
     """One member of a cohort's standings: rank and zone None when it has none."""
 
     member: str
@@ -61,20 +48,36 @@ class Row:
 
 @dataclass(frozen=True, slots=True)
 class Standings:
-    """A cohort's standings: its rows (ranked members in the board's order, then the
-    unranked in join order), how many move up and down, and the score that reaches the
-    promotion zone (the score of the last member in it; None when the zone is empty or not
-    full: then any ranked member is in it)."""
+    """A cohort's standings, in columns (a read ranks a cohort each time): ``order`` holds
+    the positions (in join order) of its ranked members in the board's order, then of the
+    unranked in join order, and ``ranks`` and ``zones`` their rank and zone; how many move
+    up and down, and the score that reaches the promotion zone (the score of the last
+    member in it; None when the zone is empty or not full: then any ranked member is in
+    it). :attr:`rows` is the same as objects."""
 
     tier: str
-    rows: tuple[Row, ...]
+    members: Sequence[bytes]
+    scores: Sequence[float | None]
+    hidden: Collection[int]
+    order: list[int]
+    ranks: list[int | None]
+    zones: list[Zone | None]
     promote: int
     demote: int
     promotion_score: float | None
 
     @property
     def ranked(self) -> int:
-        return sum(1 for r in self.rows if r.rank is not None)
+        return sum(1 for r in self.ranks if r is not None)
+
+    @property
+    def rows(self) -> list[Row]:
+        """The standings as rows, in order; a hidden member's score is None."""
+        return [
+            Row(self.members[i].decode("utf-8", "surrogateescape"),
+                None if i in self.hidden else self.scores[i], rank, zone)
+            for i, rank, zone in zip(self.order, self.ranks, self.zones, strict=True)
+        ]  # fmt: skip
 
 
 def quota(league: LeagueSettings, tier: str, ranked: int) -> tuple[int, int]:
@@ -103,57 +106,70 @@ def zone_of(better: int, ranked: int, up: int, down: int) -> Zone:
 
 
 def standings(
-    members: Sequence[Member], tier: str, league: LeagueSettings, cfg: BoardSettings
-) -> Standings:
-    """The standings of one cohort of ``tier``: ``members`` in join order, as read from
-    Redis. Ranks follow the board's order and tie rule (:mod:`seasons.ties`): where the rule
-    ranks equal scores apart (``member``, ``earliest``) positions decide the zones, as the
-    ranks show; where they share a rank (``shared``, ``dense``) the tie group is one, and
-    gets the better zone when it lies across a boundary."""
+    members: Sequence[bytes], scores: Sequence[float | None], tier: str,
+    league: LeagueSettings, cfg: BoardSettings, *,
+    reached: Sequence[float | None] | None = None, hidden: Collection[int] = (),
+) -> Standings:  # fmt: skip
+    """The standings of one cohort of ``tier`` as read from Redis: ``members`` (UTF-8) in
+    join order, their ``scores`` on the period's board (None: none, e.g. erased), the times
+    they reached them (``ties = "earliest"``) and the positions of the ``hidden`` ones
+    (hidden or banned: no rank, no slot). Ranks follow the board's order and tie rule
+    (:mod:`seasons.ties`): where the rule ranks equal scores apart (``member``,
+    ``earliest``) positions decide the zones, as the ranks show; where they share a rank
+    (``shared``, ``dense``) the tie group is one, and gets the better zone when it lies
+    across a boundary."""
     rule = tie_rule_of(cfg)
-    ranked = _in_board_order(
-        [m for m in members if m.score is not None and not m.hidden], cfg, rule
-    )
-    up, down = quota(league, tier, len(ranked))
-    rows: list[Row] = []
+    order = _in_board_order(members, scores, reached, hidden, cfg, rule)
+    n = len(order)
+    up, down = quota(league, tier, n)
+    ranks: list[int | None] = []
+    zones: list[Zone | None] = []
     rank = 0
     better = 0  # ranked members strictly ahead of the current tie group
-    prev: Member | None = None
-    for position, m in enumerate(ranked, start=1):
-        same = prev is not None and m.score == prev.score
-        rank = rule.rank(rank, position, same)
-        if not (same and rule.shares):
+    before: float | None = None  # the score of the member ranked before
+    rank_of, shares = rule.rank, rule.shares
+    for position, i in enumerate(order, start=1):
+        score = scores[i]
+        same = score == before
+        rank = rank_of(rank, position, same)
+        if not (same and shares):
             better = position - 1
-        rows.append(Row(m.member, m.score, rank, zone_of(better, len(ranked), up, down)))
-        prev = m
-    promotion_score = ranked[up - 1].score if 0 < up <= len(ranked) else None
-    for m in members:
-        if m.score is None or m.hidden:
-            rows.append(Row(m.member, None if m.hidden else m.score, None, None))
-    return Standings(tier, tuple(rows), up, down, promotion_score)
+        ranks.append(rank)
+        zones.append(zone_of(better, n, up, down))
+        before = score
+    promotion_score = scores[order[up - 1]] if 0 < up <= n else None
+    unranked = [i for i, score in enumerate(scores) if score is None or i in hidden]
+    return Standings(
+        tier, members, scores, hidden, order + unranked, ranks + [None] * len(unranked),
+        zones + [None] * len(unranked), up, down, promotion_score,
+    )  # fmt: skip
 
 
-def _in_board_order(members: list[Member], cfg: BoardSettings, rule: TieSpec) -> list[Member]:
-    """``members`` in the board's order (docs/contract.md#ties): by score, then equal scores
-    in Redis's order (member bytes, reversed on a ``desc`` board, as ``ZRANGE ... REV``), or
-    with ``earliest`` by the time each reached its score, then member bytes ascending."""
+def _in_board_order(
+    members: Sequence[bytes], scores: Sequence[float | None],
+    reached: Sequence[float | None] | None, hidden: Collection[int], cfg: BoardSettings,
+    rule: TieSpec,
+) -> list[int]:  # fmt: skip
+    """The positions of the members with a score and not hidden, in the board's order
+    (docs/contract.md#ties): by score, then equal scores in Redis's order (member bytes,
+    reversed on a ``desc`` board, as ``ZRANGE ... REV``), or with ``earliest`` by the time
+    each reached its score, then member bytes ascending. Members are unique, so no
+    comparison reaches the position."""
     desc = cfg.order == "desc"
     if rule.reach_set:
         sign = -1.0 if desc else 1.0
-        return sorted(members, key=lambda m: (
-            sign * _score(m), m.reached if m.reached is not None else math.inf, _bytes(m),
-        ))  # fmt: skip
+        times = reached or [None] * len(members)
+        timed = [
+            (sign * s, math.inf if (t := times[i]) is None else t, members[i], i)
+            for i, s in enumerate(scores)
+            if s is not None and i not in hidden
+        ]  # fmt: skip
+        timed.sort()
+        return [k[-1] for k in timed]
     # Score, then member bytes, the whole key reversed on a desc board: Redis's order.
-    return sorted(members, key=lambda m: (_score(m), _bytes(m)), reverse=desc)
-
-
-def _bytes(m: Member) -> bytes:
-    return m.member.encode("utf-8", "surrogatepass")
-
-
-def _score(m: Member) -> float:
-    assert m.score is not None  # only ranked members are ordered
-    return m.score
+    keyed = [(s, members[i], i) for i, s in enumerate(scores) if s is not None and i not in hidden]
+    keyed.sort(reverse=desc)
+    return [k[-1] for k in keyed]
 
 
 def moved(league: LeagueSettings, tier: str, zone: Zone | None) -> str:

@@ -53,6 +53,10 @@ class Guesses:
         self.scores: dict[tuple[str, str], bytes] = {}
         self.positions: dict[tuple[str, str], int] = {}
         self.missing: dict[tuple[str, Any], bool] = {}
+        # League cohorts (keyed by the period's `joined` key): each member's cohort, and each
+        # cohort's members in join order.
+        self.cohort_of: dict[tuple[str, str], int] = {}
+        self.cohorts: dict[tuple[str, int], tuple[bytes, ...]] = {}
         self._members = 0  # in self.pages, about (a page replaced still counts)
 
     def remember(self, table: dict[Any, Any], key: Any, value: Any) -> None:
@@ -75,6 +79,21 @@ class Guesses:
             self.pages.clear()
             self._members = len(members)
         self.pages[key] = members
+
+    def forget_cohort(self, joined: str, cohort: int) -> None:
+        """``cohort`` is one only its script answers (see :class:`CohortPlan`): no plan."""
+        self.cohorts.pop((joined, cohort), None)
+
+    def remember_cohort(self, joined: str, cohort: int, members: Sequence[bytes]) -> None:
+        """What a league read found of ``cohort``: its members, each one's cohort."""
+        names = tuple(members)
+        if self.cohorts.get((joined, cohort)) == names:
+            return
+        self.remember(self.cohorts, (joined, cohort), names)
+        if len(self.cohort_of) + len(names) > REMEMBERED:
+            self.cohort_of.clear()
+        for m in names:
+            self.cohort_of[(joined, m.decode("utf-8", "surrogateescape"))] = cohort
 
 
 class _Board:
@@ -434,3 +453,77 @@ class HistoryPlan:
         elif self._check:
             self._guesses.found(self._where)
         return ["places", places]
+
+
+class CohortPlan:
+    """A league cohort of the current period (``seasons/lua/league_read.lua``'s reply, mode
+    member or cohort): the members of the cohort the last read found and their scores on
+    the period's board, with the cohort's range of ``joined`` read again and checked (a
+    member of it is in no other cohort of the period); for a member, its tier too. A read
+    with no guess is not planned: the script answers it, and the read learns from its reply
+    (:meth:`Guesses.remember_cohort`). The script also answers a member no longer in its
+    cohort, an empty cohort, a cohort with a member missing from the board (hidden or
+    banned: its score is on the twin key; or erased) and a period whose close has begun
+    (its outcomes exist)."""
+
+    __slots__ = ("_guesses", "_keys", "_span", "_cohort", "_member", "_members")
+
+    def __init__(
+        self, guesses: Guesses, keys: Sequence[str], span: int, cohort: int, member: str | None
+    ):  # fmt: skip
+        # keys: those of league_read.lua: joined, cohorts, open, outcome, state, tiers, live,
+        # twin, moderation, reached, twin's reached
+        self._guesses, self._keys, self._span = guesses, keys, span
+        self._cohort, self._member = cohort, member
+        self._members = guesses.cohorts.get((keys[0], cohort), ())
+
+    @classmethod
+    def of(
+        cls, guesses: Guesses, keys: Sequence[str], span: int, member: str | None,
+        cohort: int | None,
+    ) -> CohortPlan | None:  # fmt: skip
+        """The plan of a read of ``member``'s cohort or of cohort ``cohort``; None without
+        a guess of its members."""
+        if member is not None:
+            cohort = guesses.cohort_of.get((keys[0], member))
+        if cohort is None or not guesses.cohorts.get((keys[0], cohort)):
+            return None
+        return cls(guesses, keys, span, cohort, member)
+
+    def commands(self) -> list[Command]:
+        k, c = self._keys, self._cohort
+        out: list[Command] = [("EXISTS", k[3])]
+        if self._member is not None:
+            out.append(("HGET", k[5], self._member))
+        out += [
+            ("HGET", k[1], c), ("ZRANGEBYSCORE", k[0], c * self._span, (c + 1) * self._span - 1),
+            ("ZMSCORE", k[6], *self._members),
+        ]  # fmt: skip
+        return out
+
+    def settle(self, replies: list[Any]) -> Reply | Missed:
+        closing, *replies = replies
+        tier = None
+        if self._member is not None:
+            tier, *replies = replies
+        info, found, scores = replies
+        if info is None:
+            return ["status", "unknown"]
+        if tuple(found) != self._members and found and not closing:
+            self._guesses.remember_cohort(self._keys[0], self._cohort, found)
+            self._members = tuple(found)
+            return MISSED
+        if (
+            closing  # the close's outcomes
+            or tuple(found) != self._members  # emptied
+            or None in scores  # a member hidden, banned (its score is on the twin key), erased
+            or (self._member is not None and self._member.encode() not in found)  # erased
+        ):
+            self._guesses.forget_cohort(self._keys[0], self._cohort)
+            return SCRIPTED
+        nil = [None] * len(found)
+        return [
+            "status", "ok", "cohort", self._cohort, "info", info, "members", found,
+            "scores", scores, "reached", [], "moderation", nil, "outcomes", nil, "tier", tier,
+            "closing", 0,
+        ]  # fmt: skip

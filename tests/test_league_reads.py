@@ -33,7 +33,8 @@ from seasons.errors import (
     UnknownCohort,
 )
 from seasons.http.app import create_app
-from seasons.leagues import COHORT_SPAN
+from seasons.league_reads import LeagueReads
+from seasons.leagues import COHORT_SPAN, Outcome, Zone
 from seasons.models import LeagueCohort, LeagueOverview
 
 NOW = datetime(2035, 6, 13, 12, tzinfo=UTC)  # a Wednesday; week 2035-06-11 (week_start monday)
@@ -415,3 +416,150 @@ def test_each_league_read_is_one_round_trip(app: Seasons, r: redis.Redis) -> Non
     for name, read in reads.items():
         read()  # the script is loaded (EVALSHA may meet NOSCRIPT once)
         assert _commands_sent(r, read) == ["EVALSHA"], name
+
+
+# --- reads planned from the last read (seasons.plans.CohortPlan) ---------------------------------
+
+
+def _script_body(app: Seasons, board: str, member: str | None, cohort: int | None) -> bytes:
+    """The read's JSON as its script answers it: a new LeagueReads, which guesses nothing."""
+    fresh = LeagueReads(app.settings, app.keys, app.clock)
+    read = (fresh.member(board, member, WEEK) if member is not None
+            else fresh.cohort(board, cohort or 0, WEEK))  # fmt: skip
+    assert read.plan is None
+    return read.body(app.executor.run(read.call, None))
+
+
+def _app_body(app: Seasons, board: str, member: str | None, cohort: int | None) -> bytes:
+    reads = app.league_reads
+    read = (reads.member(board, member, WEEK) if member is not None
+            else reads.cohort(board, cohort or 0, WEEK))  # fmt: skip
+    return read.body(app.executor.run(read.call, read.plan))
+
+
+@pytest.mark.parametrize("seed", range(2))
+@pytest.mark.parametrize("board", [b for b in BOARDS if b != "plain" and "earliest" not in b])
+def test_reads_planned_from_the_last_read_answer_as_the_script(
+    app: Seasons, board: str, seed: int
+) -> None:
+    """Random steps change the cohorts under reads that are planned from the last read and
+    answered from the rows rendered last while the scores stay the same: scores move (ties),
+    members join, are hidden and shown again, erased, and a cohort's outcome is written.
+    After each step every read answers byte for byte what the script answers, and its
+    ranks and zones are the model's."""
+    ties, order = board.split("_")
+    rng = random.Random(f"{board}-{seed}")
+    k, c = app.keys, app.client
+    live, joined = k.window(board, "week", WEEK), k.league(board, WEEK, "joined")
+    cohorts: dict[int, list[str]] = {1: [], 2: []}
+    hidden: set[str] = set()
+    serial = 0
+
+    def join(cohort: int) -> None:
+        nonlocal serial
+        serial += 1
+        m = f"p{serial}-é"
+        c.zadd(joined, {m: cohort * COHORT_SPAN + serial})  # in join order
+        c.zadd(live, {m: rng.choice([1, 2, 2, 3])})
+        cohorts[cohort].append(m)
+
+    for cohort, tier in ((1, "silver"), (2, "bronze")):
+        put_cohort(app, board, cohort, tier, [], open_=True)
+        for _ in range(6):
+            join(cohort)
+    for step in range(24):
+        everyone = [m for ms in cohorts.values() for m in ms]
+        action = rng.choice(["score", "score", "score", "join", "hide", "show", "erase"])
+        if step == 18:
+            action = "outcome"
+        m = rng.choice(everyone)
+        if action == "score" and m not in hidden:
+            c.zadd(live, {m: rng.choice([1, 2, 2, 3, 4])})
+        elif action == "join":
+            join(rng.choice([1, 2]))
+        elif action == "hide" and m not in hidden:
+            score = c.zscore(live, m)
+            c.zrem(live, m)
+            c.zadd(k.twin_of(live), {m: score or 0})
+            c.hset(k.moderation(board), m, json.dumps({"state": "hidden", "mode": "open"}))
+            hidden.add(m)
+        elif action == "show" and hidden:
+            m = sorted(hidden)[0]
+            c.zadd(live, {m: c.zscore(k.twin_of(live), m) or 0})
+            c.zrem(k.twin_of(live), m)
+            c.hdel(k.moderation(board), m)
+            hidden.discard(m)
+        elif action == "erase" and m not in hidden and len(everyone) > 4:
+            c.zrem(joined, m)
+            c.zrem(live, m)
+            for ms in cohorts.values():
+                if m in ms:
+                    ms.remove(m)
+        elif action == "outcome":  # the close wrote cohort 2's outcome
+            for place, m in enumerate(cohorts[2]):
+                o = Outcome(m, "bronze", "bronze", 2, place + 1, 1.0, Zone.STAY, None)
+                c.hset(k.league(board, WEEK, "outcome"), m, o.to_json())
+        for _ in range(2):  # the second read of each is planned (a first learns)
+            for cohort, ms in cohorts.items():
+                assert _app_body(app, board, None, cohort) == _script_body(
+                    app, board, None, cohort
+                ), (step, action, cohort)
+                for m in ms[:: 1 + len(ms) // 4]:
+                    assert _app_body(app, board, m, None) == _script_body(app, board, m, None)
+        got = app.league(board, cohort=1, period=WEEK)
+        assert isinstance(got, LeagueCohort)
+        scores = dict(zip(cohorts[1], c.zmscore(live, cohorts[1]) if cohorts[1] else [],
+                          strict=True))  # fmt: skip
+        members = [(m, scores[m]) for m in cohorts[1]]
+        want = model(members, ties, order, "silver", {}, hidden)
+        ranked = [(r.member, r.rank, r.zone) for r in got.rows if r.rank is not None]
+        assert sorted(ranked, key=str) == sorted(want, key=str), step
+        assert [r for _, r, _ in ranked] == sorted(r for _, r, _ in want), step
+
+
+def test_a_cohort_read_again_is_one_transaction(
+    app: Seasons, r: redis.Redis, http: TestClient
+) -> None:
+    board = "member_desc"
+    put_cohort(app, board, 1, "gold", [("a", 1), ("b", 2), ("c", 2)], open_=True)
+    k = app.keys
+    read = lambda: app.league(board, "a", period=WEEK)  # noqa: E731
+    tx = ["MULTI", "EXISTS", "HGET", "HGET", "ZRANGEBYSCORE", "ZMSCORE", "EXEC"]
+    read()  # the script is loaded (EVALSHA may meet NOSCRIPT once)
+    app.league_reads._guesses.forget_cohort(k.league(board, WEEK, "joined"), 1)
+    assert _commands_sent(r, read) == ["EVALSHA"]  # no guess yet: the script
+    assert _commands_sent(r, read) == tx  # the cohort read last: one transaction
+    by_id = ["MULTI", "EXISTS", "HGET", "ZRANGEBYSCORE", "ZMSCORE", "EXEC"]  # no tier to read
+    assert _commands_sent(r, lambda: app.league(board, cohort=1, period=WEEK)) == by_id
+    # A member joins the cohort: the guess is wrong once (learned), then right again.
+    app.client.zadd(k.league(board, WEEK, "joined"), {"d": COHORT_SPAN + 3})
+    app.client.zadd(k.window(board, "week", WEEK), {"d": 9})
+    got = None
+
+    def read_d() -> None:
+        nonlocal got
+        got = app.league(board, "a", period=WEEK)
+
+    assert _commands_sent(r, read_d) == tx + tx
+    assert isinstance(got, LeagueCohort) and [x.member for x in got.rows] == ["d", "c", "b", "a"]
+    assert _commands_sent(r, read) == tx
+    # The HTTP server plans its reads alike, and answers the same.
+    assert http.get(f"/v1/leagues/{board}/members/a?period={WEEK}").json() == json.loads(
+        _script_body(app, board, "a", None)
+    )
+    # A hidden member in the cohort: its score is on the twin key, the script answers.
+    app.client.hset(k.moderation(board), "zz", "{}")  # a member elsewhere changes nothing
+    assert _commands_sent(r, read) == tx
+    app.client.zrem(k.window(board, "week", WEEK), "c")
+    app.client.zadd(k.twin_of(k.window(board, "week", WEEK)), {"c": 2})
+    app.client.hset(k.moderation(board), "c", json.dumps({"state": "hidden", "mode": "shadow"}))
+    assert _commands_sent(r, read) == tx + ["EVALSHA"]
+    assert _commands_sent(r, read) == ["EVALSHA"]  # learned: no plan while it is hidden
+    # The close has begun (outcomes exist): reads of the period go to the script.
+    app.client.hdel(k.moderation(board), "c")
+    app.client.zadd(k.window(board, "week", WEEK), {"c": 2})
+    read()
+    assert _commands_sent(r, read) == tx
+    app.client.hset(k.league(board, WEEK, "outcome"), "someone", "{}")
+    assert _commands_sent(r, read) == tx + ["EVALSHA"]
+    assert _commands_sent(r, read) == ["EVALSHA"]

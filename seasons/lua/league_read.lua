@@ -14,7 +14,8 @@
 --         "cohort": integer (cohort), "span": COHORT_SPAN, "period": P, "reached": bool}
 -- Returns, for member and cohort: {'status', 'ok', 'cohort', id, 'info', its JSON,
 -- 'members', {...} in join order, 'scores', 'reached', 'moderation', 'outcomes' (one value or
--- nil per member), 'tier', the asked member's stored tier or nil}; or
+-- nil per member), 'tier', the asked member's stored tier or nil, 'closing', 1 once the
+-- period's close has written an outcome (any cohort's), else 0}; or
 -- {'status', 'absent'|'waiting'|'unknown'}. For overview: {'status', 'ok', 'cohorts', flat
 -- HGETALL of KEYS[2], 'open', {id, members, ...} of each open cohort, 'closed', 0|1}.
 
@@ -71,4 +72,5 @@ if #members > 0 then
   end
 end
 return {'status', 'ok', 'cohort', cohort, 'info', info, 'members', members, 'scores', scores,
-  'reached', reached, 'moderation', moderation, 'outcomes', outcomes, 'tier', tier}
+  'reached', reached, 'moderation', moderation, 'outcomes', outcomes, 'tier', tier,
+  'closing', redis.call('EXISTS', KEYS[4])}
