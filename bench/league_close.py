@@ -35,6 +35,7 @@ from seasons.jobs.state import JobState, Run, no_checkpoint
 from seasons.keys import Keys
 from seasons.leagues import COHORT_SPAN, cohort_outcomes, standings
 from seasons.lifecycle import Lifecycle
+from seasons.models import LeagueOverview
 from seasons.scripts import names as script_names
 from seasons.scripts import script
 
@@ -47,6 +48,7 @@ LEAGUE: dict[str, Any] = {
 SIZE = LEAGUE["cohort_size"]
 LONGEST_TARGET_MS = 10.0  # the close's longest single command, at most
 SLOWER_THAN_US = 500  # SLOWLOG threshold during the close
+OVERVIEW_READS = 50
 IDLE_SHARE = 20  # one idle member (a tier, no cohort) per this many members
 NO_SCORE_EVERY = 499  # one member in this many has no score left (erased): no rank
 SAMPLE = 40  # cohorts of the close checked one by one (and the last)
@@ -94,18 +96,20 @@ def make_world(members: int, seed: int = 5) -> World:
 
 def populate(s: Seasons, period: win.Period, world: World) -> None:
     """Period ``period`` of the league as the joins leave it, written with pipelines: the
-    week board, ``joined``, ``cohorts``, the tier hash (each member its cohort's tier; a
-    bronze member every other time none: new), the idle members' tiers, and the league
-    state's ``first``/``first_start``."""
+    week board, ``joined``, ``cohorts``, ``counts``, the tier hash (each member its cohort's
+    tier; a bronze member every other time none: new), the idle members' tiers, and the
+    league state's ``first``/``first_start``."""
     keys = Keys(s.settings.namespace)
     board = keys.window(BOARD, period.window, period.id)
-    part = {p: keys.league(BOARD, period.id, p) for p in ("joined", "cohorts")}
+    part = {p: keys.league(BOARD, period.id, p) for p in ("joined", "cohorts", "counts")}
     tiers = keys.league_tier(BOARD)
     pipe = s.client.pipeline(transaction=False)
     start = int(day_start(period.first, s.settings.zone).timestamp())
     pipe.hset(keys.league_state(BOARD), mapping={"first": period.id, "first_start": start})
     for cohort, (tier, rows) in world.cohorts.items():
         pipe.hset(part["cohorts"], str(cohort), json.dumps({"group": "", "tier": tier}))
+        pipe.hincrby(part["counts"], f"cohorts:{tier}", 1)
+        pipe.hincrby(part["counts"], f"members:{tier}", len(rows))
         pipe.zadd(part["joined"], {m: cohort * COHORT_SPAN + place
                                    for place, (m, _) in enumerate(rows)})  # fmt: skip
         scores = {m: sc for m, sc in rows if sc is not None}
@@ -272,6 +276,7 @@ def run_close(url: str, members: int, calendar: Calendar | None = None) -> Secti
             period = week_of(s, calendar)
             world = make_world(members)
             populate(s, period, world)
+            overview = measure_overview(s, period, world)
             clock: Callable[[], datetime] = calendar.clock()
             close = LeagueClose(s.client, s.scripts, cfg, s.keys,
                                 Lifecycle(s.client, s.keys, cfg), clock)  # fmt: skip
@@ -292,8 +297,12 @@ def run_close(url: str, members: int, calendar: Calendar | None = None) -> Secti
                 for name, value in kept.items():
                     admin.config_set(name, value)
             checks = check_close(s, period, world)
+    overview_ok, overview_us = overview
+    section.check("the overview's members and cohorts per tier are the world's", overview_ok)
     for label, ok in checks:
         section.check(label, ok)
+    section.row("overview read: Redis time", overview_us / 1000,
+                "Seasons.league(board, period=P), before the close")  # fmt: skip
     for step, cost in run.costs.items():
         section.row(f"{step}: wall", cost.wall * 1000)
         section.row(f"{step}: Redis time", cost.usec / 1000)
@@ -315,6 +324,22 @@ def run_close(url: str, members: int, calendar: Calendar | None = None) -> Secti
         "the commands the close's scripts call are counted in the script's time only)"
     )
     return section
+
+
+def measure_overview(s: Seasons, period: win.Period, world: World) -> tuple[bool, float]:
+    """Whether the league overview of ``period`` counts the world's members and cohorts per
+    tier, and its Redis time per read (µs, INFO commandstats over OVERVIEW_READS reads)."""
+    want: dict[str, tuple[int, int]] = {}
+    for tier, rows in world.cohorts.values():
+        members, cohorts = want.get(tier, (0, 0))
+        want[tier] = (members + len(rows), cohorts + 1)
+    s.client.config_resetstat()
+    for _ in range(OVERVIEW_READS):
+        got = s.league(BOARD, period=period.id)
+    usec = int(s.client.info("commandstats").get("cmdstat_evalsha", {}).get("usec", 0))
+    assert isinstance(got, LeagueOverview)
+    counted = {t.tier: (t.members, t.cohorts) for t in got.tiers if t.members or t.cohorts}
+    return counted == want, usec / OVERVIEW_READS
 
 
 def check_close(s: Seasons, period: win.Period, world: World) -> list[tuple[str, bool]]:

@@ -196,6 +196,7 @@ class Keys:
     #            whose join waits for P-1's close (seasons.leagues.COHORT_SPAN)
     #   cohorts  hash cohort id (1, 2, ...) -> JSON {"tier", "group"}; a new id is HLEN + 1
     #   open     hash JSON [tier, group] -> the id of that pair's cohort being filled
+    #   counts   hash members:<tier> / cohorts:<tier> -> the joins and cohorts of the tier
     #   outcome  hash member -> JSON of its outcome (seasons.leagues.Outcome), written once
     #   done     set of the cohort ids whose outcome is written (the close's checkpoints)
     #   claims   hash member -> JSON {"claimed_at", "reward", "rank", "claim_id"} of its

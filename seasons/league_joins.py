@@ -73,6 +73,7 @@ def period_league(
         "joined": keys.league(board, period.id, "joined"),
         "cohorts": keys.league(board, period.id, "cohorts"),
         "open": keys.league(board, period.id, "open"),
+        "counts": keys.league(board, period.id, "counts"),
     }
 
 
@@ -92,7 +93,7 @@ def league_keys(part: dict[str, Any] | None) -> list[str]:
     """The keys a batch's (or a group's) ``league`` names, for KEYS."""
     if part is None:
         return []
-    names = ("state", "tier") if "tier" in part else ("joined", "cohorts", "open")
+    names = ("state", "tier") if "tier" in part else ("joined", "cohorts", "open", "counts")
     return [part[n] for n in names]
 
 

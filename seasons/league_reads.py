@@ -104,6 +104,7 @@ class LeagueReads:
                 k.league(board, pid, "open"), k.league(board, pid, "outcome"),
                 k.league_state(board), k.league_tier(board), live, k.twin_of(live),
                 k.moderation(board), reached, k.twin_of(reached),
+                k.league(board, pid, "counts"),
             ]  # fmt: skip
             if len(self._keys) >= 64:  # a few boards x periods are read at a time
                 self._keys.clear()
@@ -190,18 +191,20 @@ class LeagueReads:
 
         def render(reply: Any) -> bytes:
             f = _fields(reply)
-            flat, open_ = f["cohorts"], f["open"]
-            filling = {int(_text(open_[i])): int(open_[i + 1]) for i in range(0, len(open_), 2)}
-            members: dict[str, int] = {t: 0 for t in league.tiers}
-            cohorts: dict[str, int] = {t: 0 for t in league.tiers}
-            for i in range(0, len(flat), 2):
-                cid, tier = int(_text(flat[i])), json.loads(_text(flat[i + 1]))["tier"]
-                cohorts[tier] = cohorts.get(tier, 0) + 1
-                members[tier] = members.get(tier, 0) + filling.get(cid, league.cohort_size)
-            tiers = [LeagueTier(tier=t, members=members[t], cohorts=cohorts[t]) for t in cohorts]
+            flat = f["counts"]
+            counts = {_text(flat[i]): int(flat[i + 1]) for i in range(0, len(flat), 2)}
+            # The configured tiers, then any tier joined and no longer configured.
+            tiers = list(league.tiers) + sorted(
+                {field.partition(":")[2] for field in counts} - set(league.tiers)
+            )
+            out = [
+                LeagueTier(tier=t, members=counts.get(f"members:{t}", 0),
+                           cohorts=counts.get(f"cohorts:{t}", 0))
+                for t in tiers
+            ]  # fmt: skip
             return _json(LeagueOverview(
                 board=board, period=p.id, window=league.window, resets_at=self._resets_at(p),
-                final=bool(f["closed"]), tiers=tiers,
+                final=bool(f["closed"]), tiers=out,
             ))  # fmt: skip
 
         return Read(call, render, _OVERVIEW)

@@ -27,7 +27,7 @@ from seasons.models import HeldRef, Standing, WriteResult
 DEDUPE_WINDOW = timedelta(hours=48)
 # The shape of write.lua's argument (its header), which the script checks: a batch of
 # another version, or with other columns of events, is refused before anything is done.
-PROTOCOL = 8
+PROTOCOL = 9
 EVENT_FIELDS = ("group", "index", "member", "value", "event_id", "metadata", "ts")
 # How long held records outlive retention (a day: the keys' EXPIREAT), and rate counters
 # their interval (a minute: a batch whose `now` is a little behind still finds its counter).

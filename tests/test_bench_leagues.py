@@ -30,6 +30,7 @@ def test_close_figure_checks_every_outcome_count_and_a_sample(redis_url: str) ->
     assert section.correct, section.render()
     steps = {label.split(":")[0] for label, _, _ in section.rows}
     assert steps == {
+        "overview read",
         "open",
         "cohorts",
         "idle",
@@ -42,6 +43,7 @@ def test_close_figure_checks_every_outcome_count_and_a_sample(redis_url: str) ->
     }
     assert dict((label, ok) for label, ok in section.checks)  # the checks ran
     assert any("3,000 members + 150 idle" in label for label, _ in section.checks)
+    assert dict(section.checks)["the overview's members and cohorts per tier are the world's"]
 
     # The same world again, one sampled outcome changed: the model check sees it.
     settings = league_close.settings(redis_url, league_close.NS_CLOSE, calendar, True)

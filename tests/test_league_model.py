@@ -26,7 +26,7 @@ from seasons.config import Settings
 from seasons.jobs.registry import closes_of
 from seasons.keys import Keys
 from seasons.leagues import COHORT_SPAN
-from seasons.models import LeagueCohort
+from seasons.models import LeagueCohort, LeagueOverview
 from tests.league_reference import LeagueModel, Rules
 
 ZONE = ZoneInfo("Europe/Berlin")
@@ -202,6 +202,8 @@ def test_weeks_of_writes_and_closes_equal_the_model(
                 got = {row.member: (row.rank, row.zone) for row in live.rows if row.rank}
                 assert got == want, (week, cohort.tier)
 
+            assert overview_of(s, week) == model_overview(model, week), week
+
             clock.set(end + timedelta(hours=1, minutes=5))  # past late_grace: the week closes
             closes.catch_up(clock())
             nxt = mondays[k + 1].isoformat()
@@ -221,6 +223,7 @@ def test_weeks_of_writes_and_closes_equal_the_model(
             # The next week's cohorts: the waiting members joined, in arrival order.
             want_next = {cid: c.members for cid, c in enumerate(model.period(nxt).cohorts, start=1)}
             assert cohorts_in_redis(r, keys, nxt) == want_next, nxt
+            assert overview_of(s, nxt) == model_overview(model, nxt), nxt
             # The final read of a cohort is the close's decision.
             for cid, cohort in enumerate(model.period(week).cohorts[:2], start=1):
                 final = s.league(BOARD, cohort=cid, period=week)
@@ -232,3 +235,18 @@ def test_weeks_of_writes_and_closes_equal_the_model(
     # The run reached the top and the lowest tiers, and had idle members and several cohorts.
     assert TIERS[-1] in model.tier.values() or run.league.get("promote") == 0
     assert any(o.cohort is None for outs in model.outcomes.values() for o in outs.values())
+
+
+def overview_of(s: Seasons, week: str) -> dict[str, tuple[int, int]]:
+    """The league overview of ``week``: tier -> (members, cohorts), tiers with any."""
+    got = s.league(BOARD, period=week)
+    assert isinstance(got, LeagueOverview)
+    return {t.tier: (t.members, t.cohorts) for t in got.tiers if t.members or t.cohorts}
+
+
+def model_overview(model: LeagueModel, week: str) -> dict[str, tuple[int, int]]:
+    out: dict[str, tuple[int, int]] = {}
+    for cohort in model.period(week).cohorts:
+        members, cohorts = out.get(cohort.tier, (0, 0))
+        out[cohort.tier] = (members + len(cohort.members), cohorts + 1)
+    return out

@@ -93,6 +93,8 @@ def put_cohort(
 ) -> None:  # fmt: skip
     k, c = s.keys, s.client
     c.hset(k.league(board, period, "cohorts"), str(cohort), json.dumps({"tier": tier, "group": ""}))
+    c.hincrby(k.league(board, period, "counts"), f"cohorts:{tier}", 1)
+    c.hincrby(k.league(board, period, "counts"), f"members:{tier}", len(members))
     if open_:
         c.hset(k.league(board, period, "open"), json.dumps([tier, ""]), str(cohort))
     live = k.window(board, "week", period)
@@ -211,16 +213,33 @@ def test_final_rows_are_the_close_outcomes(app: Seasons) -> None:
     assert got.resets_at == "2035-06-18T00:00:00Z"  # the week ends on Monday 00:00 UTC
 
 
-def test_overview_counts_full_and_open_cohorts(app: Seasons) -> None:
-    board = "member_desc"
-    put_cohort(app, board, 1, "bronze", [(f"a{i}", 1) for i in range(30)])
-    put_cohort(app, board, 2, "bronze", [(f"b{i}", 1) for i in range(7)], open_=True)
-    put_cohort(app, board, 3, "gold", [(f"c{i}", 1) for i in range(2)], open_=True)
+def test_overview_counts_the_joins_of_each_tier(app: Seasons) -> None:
+    """Members join cohorts of the tiers the tier hash gives them (a tier no longer configured
+    joins the lowest), through the write script; the overview counts them per tier, from
+    the counts the joins kept, not from the cohorts."""
+    board = "member_desc"  # cohort_size 30
+    rng = random.Random(9)
+    tier_of = {f"m{i:03d}": rng.choice([*TIERS, "retired"]) for i in range(140)}
+    app.client.hset(app.keys.league_tier(board), mapping=tier_of)
+    members = list(tier_of)
+    rng.shuffle(members)
+    for i in range(0, len(members), 45):
+        app.submit_many([{"board": board, "member": m, "value": rng.randint(1, 9)}
+                         for m in members[i : i + 45]])  # fmt: skip
+    joined = {t: sum(1 for x in tier_of.values() if (x if x in TIERS else TIERS[0]) == t)
+              for t in TIERS}  # fmt: skip
     got = app.league(board, period=WEEK)
     assert isinstance(got, LeagueOverview) and not got.final
     assert [(t.tier, t.members, t.cohorts) for t in got.tiers] == [
-        ("bronze", 37, 2), ("silver", 0, 0), ("gold", 2, 1),
-    ]  # fmt: skip
+        (t, joined[t], -(-joined[t] // 30)) for t in TIERS
+    ]
+    # Events of members who joined already join nothing more.
+    app.submit_many([{"board": board, "member": m, "value": 1} for m in members[:50]])
+    again = app.league(board, period=WEEK)
+    assert isinstance(again, LeagueOverview) and again.tiers == got.tiers
+    # Counted as they joined: the overview reads no cohort (their hashes gone, it is the same).
+    app.client.delete(*(app.keys.league(board, WEEK, p) for p in ("cohorts", "open", "joined")))
+    assert app.league(board, period=WEEK) == again
 
 
 def test_python_http_and_cli_answer_the_same(

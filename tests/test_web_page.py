@@ -85,7 +85,7 @@ Cohort = tuple[int, str, list[str]]  # id, tier, members in join order
 
 def put_league(app: Seasons, board: str) -> dict[str, list[Cohort]]:
     """Cohorts of the current and the previous week of ``board``'s league, written into Redis
-    in the layout of seasons/keys.py (Keys.league: joined, cohorts, open) over whatever a join
+    in the layout of seasons/keys.py (Keys.league: joined, cohorts, open, counts) over what a join
     left there, from the members of each week's board (and one member with no score): the
     previous week's of bronze, silver and the top tier (the last being filled), the current
     week's of bronze and two of silver (the last being filled); the second cohort of each
@@ -95,7 +95,8 @@ def put_league(app: Seasons, board: str) -> dict[str, list[Cohort]]:
     for period, plan in (("current", [("bronze", 10), ("silver", 9), ("silver", 4)]),
                          ("previous", [("bronze", 10), ("silver", 9), ("gold", 8)])):  # fmt: skip
         pid = resolve_period("week", period, app.clock(), app.settings).id
-        c.delete(*(k.league(board, pid, part) for part in ("joined", "cohorts", "open", "outcome")))
+        parts = ("joined", "cohorts", "open", "counts", "outcome")
+        c.delete(*(k.league(board, pid, part) for part in parts))
         names = [e.member for e in app.top(board, "week", period=pid, limit=1000).entries]
         names.sort()
         assert len(names) >= sum(size for _, size in plan), names
@@ -109,6 +110,8 @@ def put_league(app: Seasons, board: str) -> dict[str, list[Cohort]]:
                    json.dumps({"tier": tier, "group": ""}))  # fmt: skip
             c.zadd(k.league(board, pid, "joined"),
                    {m: cid * COHORT_SPAN + place for place, m in enumerate(members)})  # fmt: skip
+            c.hincrby(k.league(board, pid, "counts"), f"members:{tier}", len(members))
+            c.hincrby(k.league(board, pid, "counts"), f"cohorts:{tier}", 1)
         last_id, last_tier, last = cohorts[-1]
         if len(last) < LEAGUE["cohort_size"]:
             c.hset(k.league(board, pid, "open"), json.dumps([last_tier, ""]), str(last_id))

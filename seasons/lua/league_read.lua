@@ -10,14 +10,15 @@
 -- KEYS[7] the period's board (the league window's key)   KEYS[8] its twin (hidden members)
 -- KEYS[9] the board's moderation hash   KEYS[10] the reach set of KEYS[7]
 -- KEYS[11] the reach set of KEYS[8] (both read only when ARGV asks for reach times)
+-- KEYS[12] counts (hash members:<tier> / cohorts:<tier> -> joins / cohorts of the tier)
 -- ARGV[1] one JSON object: {"mode": "member"|"cohort"|"overview", "member": text (member),
 --         "cohort": integer (cohort), "span": COHORT_SPAN, "period": P, "reached": bool}
 -- Returns, for member and cohort: {'status', 'ok', 'cohort', id, 'info', its JSON,
 -- 'members', {...} in join order, 'scores', 'reached', 'moderation', 'outcomes' (one value or
 -- nil per member), 'tier', the asked member's stored tier or nil, 'closing', 1 once the
 -- period's close has written an outcome (any cohort's), else 0}; or
--- {'status', 'absent'|'waiting'|'unknown'}. For overview: {'status', 'ok', 'cohorts', flat
--- HGETALL of KEYS[2], 'open', {id, members, ...} of each open cohort, 'closed', 0|1}.
+-- {'status', 'absent'|'waiting'|'unknown'}. For overview: {'status', 'ok', 'counts', flat
+-- HGETALL of KEYS[12], 'closed', 0|1}: O(tiers), whatever the number of cohorts.
 
 if #ARGV ~= 1 then error('league_read.lua: ARGV: must be 1 argument, got ' .. #ARGV, 0) end
 local ok, a = pcall(cjson.decode, ARGV[1])
@@ -27,16 +28,8 @@ if type(span) ~= 'number' or span < 1 or type(period) ~= 'string' then
   error('league_read.lua: ARGV[1] needs "span" (a number) and "period" (a text)', 0)
 end
 if mode == 'overview' then
-  local closed = redis.call('HEXISTS', KEYS[5], 'closed:' .. period)
-  local open = redis.call('HVALS', KEYS[3])
-  local counts = {}
-  for _, id in ipairs(open) do
-    local c = tonumber(id)
-    counts[#counts + 1] = id
-    counts[#counts + 1] = redis.call('ZCOUNT', KEYS[1], c * span, (c + 1) * span - 1)
-  end
-  return {'status', 'ok', 'cohorts', redis.call('HGETALL', KEYS[2]), 'open', counts,
-    'closed', closed}
+  return {'status', 'ok', 'counts', redis.call('HGETALL', KEYS[12]),
+    'closed', redis.call('HEXISTS', KEYS[5], 'closed:' .. period)}
 end
 
 local cohort, tier = nil, false

@@ -7,12 +7,13 @@
 -- P is closed does nothing, so a run cut short is simply run again.
 --
 -- KEYS: the league's state hash, its tier hash, the board's metadata hash, and P+1's
---       joined, cohorts and open keys (seasons.keys: Keys.league_state, league_tier, meta,
---       league); one slot: the board's hash tag.
+--       joined, cohorts, open and counts keys (seasons.keys: Keys.league_state, league_tier,
+--       meta, league); one slot: the board's hash tag.
 -- ARGV[1]: JSON {span, size, tiers, group_by, state, tier, meta, period, next, closed,
 --       limit}: the league as write.lua's batch `league` gives it (span, size, tiers,
 --       group_by, state, tier), the metadata hash, P's id, P+1 as a group's `league` in
---       write.lua ({period, previous, start, join_until, expire_at, joined, cohorts, open}),
+--       write.lua ({period, previous, start, join_until, expire_at, joined, cohorts, open,
+--       counts}),
 --       the value `closed:<P>` is set to (the JSON counts of P's outcome), and how many to
 --       join in this call (>= 1).
 -- Returns how many members of P+1 still wait after the call (0: P is closed).

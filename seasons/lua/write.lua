@@ -115,11 +115,12 @@
 --                     on the twin of that board
 --                     league (with the batch's `league`): null (a day in no season), or the
 --                     period of the league's window holding the day: {period, previous,
---                     start, join_until, expire_at, joined, cohorts, open}: its id, the id
---                     of the period before it (or null), its start and the instant from
---                     which first events join no cohort (epoch seconds), the EXPIREAT of its
---                     keys, its joined sorted set, cohorts hash and open hash (seasons.keys:
---                     Keys.league); the groups of one period name the same; null in a twin
+--                     start, join_until, expire_at, joined, cohorts, open, counts}: its id,
+--                     the id of the period before it (or null), its start and the instant
+--                     from which first events join no cohort (epoch seconds), the EXPIREAT
+--                     of its keys, its joined sorted set, cohorts, open and counts hashes
+--                     (seasons.keys: Keys.league); the groups of one period name the same;
+--                     null in a twin
 --                     twin (with `twins`): the group the events of a hidden member are
 --                     applied to, the same fields naming the twin keys (seasons.keys:
 --                     Keys.hidden): its day twin, reach twin, rollup twins (their reach twins,

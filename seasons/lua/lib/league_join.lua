@@ -5,7 +5,7 @@
 --
 -- A league `L` (the batch's `league`): {span, size, tiers, group_by, state, tier}; a
 -- period `P` (a group's `league`): {period, previous, start, join_until, expire_at, joined,
--- cohorts, open}. Their keys are those of seasons.keys (Keys.league_state, league_tier,
+-- cohorts, open, counts}. Their keys are those of seasons.keys (Keys.league_state, league_tier,
 -- league). The calls read and write only those keys, which the caller declares in KEYS.
 
 --! include json
@@ -15,6 +15,7 @@
 local LEAGUE_FIELDS = set({'span', 'size', 'tiers', 'group_by', 'state', 'tier'})
 local LEAGUE_PERIOD_FIELDS = set({
   'period', 'previous', 'start', 'join_until', 'expire_at', 'joined', 'cohorts', 'open',
+  'counts',
 })
 
 -- The league `v` (at `path`) checked, with `lowest` (its first tier) and `is_tier` (a set).
@@ -54,6 +55,7 @@ local function parse_league_period(v, path)
     joined = check_key(v.joined, path .. '.joined'),
     cohorts = check_key(v.cohorts, path .. '.cohorts'),
     open = check_key(v.open, path .. '.open'),
+    counts = check_key(v.counts, path .. '.counts'),
   }
 end
 
@@ -75,12 +77,15 @@ end
 -- the open cohort of (tier, group) while it holds fewer than `size`, else a new cohort (id
 -- HLEN + 1); wait(member): the member's join waits, as the n-th (score -n). Each open
 -- cohort's fill and the cohort count are read once per call and kept here; the places are
--- added with one ZADD by flush(), which also gives the keys written their EXPIREAT.
+-- added with one ZADD by flush(), which also counts the joins and new cohorts of each tier
+-- in P.counts (fields members:<tier>, cohorts:<tier>: the league overview's numbers) and
+-- gives the keys written their EXPIREAT.
 local function league_joiner(L, P)
   local opened = {}  -- JSON [tier, group] -> {cohort id, fill}, or false: none open
   local count  -- cohorts of the period, once read
   local adds, waits = {}, nil
   local new_cohorts = false
+  local counted = {}  -- field of P.counts -> joins or cohorts to add
   local self = {}
 
   function self.place(member, tier, group)
@@ -101,7 +106,9 @@ local function league_joiner(L, P)
         '{"group":' .. json_string(group) .. ',"tier":' .. json_string(tier) .. '}')
       redis.call('HSET', P.open, pair, count)
       new_cohorts = true
+      counted['cohorts:' .. tier] = (counted['cohorts:' .. tier] or 0) + 1
     end
+    counted['members:' .. tier] = (counted['members:' .. tier] or 0) + 1
     opened[pair] = c
     local score = c[1] * L.span + c[2]
     c[2] = c[2] + 1
@@ -125,7 +132,11 @@ local function league_joiner(L, P)
       redis.call('EXPIREAT', P.cohorts, P.expire_at)
       redis.call('EXPIREAT', P.open, P.expire_at)
     end
-    adds, waits, new_cohorts = {}, nil, false
+    if next(counted) then
+      for field, n in pairs(counted) do redis.call('HINCRBY', P.counts, field, n) end
+      redis.call('EXPIREAT', P.counts, P.expire_at)
+    end
+    adds, waits, new_cohorts, counted = {}, nil, false, {}
   end
 
   return self

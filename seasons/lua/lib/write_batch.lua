@@ -10,7 +10,7 @@
 --! include check
 --! include league_join
 
-local PROTOCOL = 8
+local PROTOCOL = 9
 local EVENT_FIELDS = {'group', 'index', 'member', 'value', 'event_id', 'metadata', 'ts'}
 local GROUP, INDEX, MEMBER, VALUE, EVENT_ID, METADATA, TS = 1, 2, 3, 4, 5, 6, 7
 
@@ -113,7 +113,8 @@ local function parse_group(g, at, board, twins, twins_of)
       group.league = parse_league_period(group.league, at .. '.league')
       local seen = board.periods[group.league.period]
       if seen and (seen.joined ~= group.league.joined or seen.cohorts ~= group.league.cohorts
-          or seen.open ~= group.league.open or seen.start ~= group.league.start
+          or seen.open ~= group.league.open or seen.counts ~= group.league.counts
+          or seen.start ~= group.league.start
           or seen.join_until ~= group.league.join_until) then
         refuse(at .. '.league', 'differs from the league of another group of period '
           .. json_string(group.league.period))
