@@ -16,7 +16,7 @@ Three figures, each measured side by side in one run and believed only after its
    (a 30-member cohort) against ``Seasons.top(board, "week", limit=30)`` at a random offset,
    paired; reads/s (target: at least as fast) and Redis's time per read. A third side reads
    the cohort as if one of its scores had changed since its last read (no rows to reuse),
-   for information.
+   for information. The same over HTTP: :mod:`bench.league_http`.
 
     .venv/bin/python -m bench.leagues [--quick] [--members N]
 """
@@ -165,11 +165,8 @@ def run_reads(url: str, sizes: LeagueSizes, calendar: Calendar | None = None) ->
         "reads/s",
     )
     with Seasons(settings(url, NS_READS, calendar, True), clock=calendar.clock()) as s:
-        names = pool(sizes.members)
-        rnd = random.Random(3)
-        for i in range(0, sizes.members, 1000):
-            s.submit_many([{"board": BOARD, "member": m, "value": rnd.randint(1, 500)}
-                           for m in names[i : i + 1000]])  # fmt: skip
+        names = seed_reads(s, sizes)
+        rnd = random.Random(4)
         asked = [rnd.choice(names) for _ in range(sizes.reads)]
         offsets = [rnd.randrange(0, sizes.members - SIZE + 1) for _ in range(sizes.reads)]
         reads = s.league_reads
@@ -203,6 +200,17 @@ def run_reads(url: str, sizes: LeagueSizes, calendar: Calendar | None = None) ->
     return section
 
 
+def seed_reads(s: Seasons, sizes: LeagueSizes) -> list[str]:
+    """The board the read figures read: every member of the pool scores once (0..500: ties)
+    and so joins a cohort of 30 of the current week. Returns the pool."""
+    names = pool(sizes.members)
+    rnd = random.Random(3)
+    for i in range(0, sizes.members, 1000):
+        s.submit_many([{"board": BOARD, "member": m, "value": rnd.randint(1, 500)}
+                       for m in names[i : i + 1000]])  # fmt: skip
+    return names
+
+
 def check_reads(s: Seasons, period: win.Period, asked: list[str], offsets: list[int]
                 ) -> list[tuple[str, bool]]:  # fmt: skip
     """Each cohort read holds its member's cohort (from ``joined``) with the board's scores,
@@ -234,8 +242,11 @@ def check_reads(s: Seasons, period: win.Period, asked: list[str], offsets: list[
 
 
 def run(url: str, sizes: LeagueSizes, calendar: Calendar | None = None) -> list[Section]:
-    """The three figures, each on an emptied server (``python -m bench --only leagues``)."""
+    """The three figures, the read's also over HTTP, each on an emptied server (``python -m
+    bench --only leagues``)."""
     import redis
+
+    from bench.league_http import run_http
 
     calendar = calendar or Calendar.for_today()
     out = []
@@ -243,6 +254,7 @@ def run(url: str, sizes: LeagueSizes, calendar: Calendar | None = None) -> list[
         lambda: run_ingest(url, sizes, calendar),
         lambda: run_close(url, sizes.close_members, calendar),
         lambda: run_reads(url, sizes, calendar),
+        lambda: run_http(url, sizes, calendar, quick=sizes is not FULL),
     ):
         redis.Redis.from_url(url).flushall()
         out.append(figure())

@@ -1,17 +1,20 @@
-"""bench/leagues.py and bench/league_close.py in a tiny mode on the test server: their checks
-pass and would fail on a wrong outcome; never timing."""
+"""bench/leagues.py, bench/league_close.py and bench/league_http.py in a tiny mode on the test
+server: their checks pass and would fail on a wrong outcome; never timing."""
 
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # bench/ is not an installed package
     sys.path.insert(0, str(ROOT))
 
-from bench import league_close, leagues  # noqa: E402
+from bench import league_close, league_http, leagues  # noqa: E402
 from bench.common import Calendar  # noqa: E402
 from seasons import Seasons  # noqa: E402
 from seasons.keys import Keys  # noqa: E402
@@ -91,3 +94,12 @@ def test_reads_figure_reads_whole_cohorts_and_pages(redis_url: str) -> None:
     section = leagues.run_reads(redis_url, leagues.TINY, Calendar.for_today())
     assert section.correct, section.render()
     assert all(value > 0 for _, value, _ in section.rows), section.render()
+
+
+@pytest.mark.skipif(shutil.which("wrk") is None, reason="needs wrk (apt-get install wrk)")
+def test_http_figure_checks_answers_against_the_python_api(redis_url: str) -> None:
+    section = league_http.run_http(redis_url, leagues.TINY, Calendar.for_today(), quick=True)
+    assert section.correct, section.render()
+    assert dict(section.checks)["10 answers of each kind equal the Python API's"]
+    rates = {label: value for label, value, _ in section.rows}
+    assert rates["cohort read"] > 0 and rates["page read"] > 0
