@@ -41,8 +41,8 @@ from seasons.ties import of as tie_rule_of
 _READ = script("league_read")
 _COHORT, _OVERVIEW = TypeAdapter(LeagueCohort), TypeAdapter(LeagueOverview)
 MAX_COHORT_ID = 10**9
-# Cohorts whose last rows are kept (a few KB each): the cohorts read lately.
-LAST_COHORTS = 4096
+# Cohorts whose last rows are kept (about 7 KB each for 30 members): the cohorts read lately.
+LAST_COHORTS = 1024
 
 
 def _text(value: Any) -> str:

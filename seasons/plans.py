@@ -472,7 +472,7 @@ class CohortPlan:
         self, guesses: Guesses, keys: Sequence[str], span: int, cohort: int, member: str | None
     ):  # fmt: skip
         # keys: those of league_read.lua: joined, cohorts, open, outcome, state, tiers, live,
-        # twin, moderation, reached, twin's reached
+        # twin, moderation, reached, twin's reached, counts
         self._guesses, self._keys, self._span = guesses, keys, span
         self._cohort, self._member = cohort, member
         self._members = guesses.cohorts.get((keys[0], cohort), ())
@@ -507,14 +507,16 @@ class CohortPlan:
         if self._member is not None:
             tier, *replies = replies
         info, found, scores = replies
-        if info is None:
+        if info is None and self._member is None:
+            self._guesses.forget_cohort(self._keys[0], self._cohort)
             return ["status", "unknown"]
-        if tuple(found) != self._members and found and not closing:
+        if info is not None and tuple(found) != self._members and found and not closing:
             self._guesses.remember_cohort(self._keys[0], self._cohort, found)
             self._members = tuple(found)
             return MISSED
         if (
-            closing  # the close's outcomes
+            info is None  # the member's cohort is gone: the script says where the member is
+            or closing  # the close's outcomes
             or tuple(found) != self._members  # emptied
             or None in scores  # a member hidden, banned (its score is on the twin key), erased
             or (self._member is not None and self._member.encode() not in found)  # erased
