@@ -58,6 +58,7 @@ class Guesses:
         self.cohort_of: dict[tuple[str, str], int] = {}
         self.cohorts: dict[tuple[str, int], tuple[bytes, ...]] = {}
         self._members = 0  # in self.pages, about (a page replaced still counts)
+        self._cohort_members = 0  # in self.cohorts, about, as _members
 
     def remember(self, table: dict[Any, Any], key: Any, value: Any) -> None:
         if len(table) >= REMEMBERED:
@@ -85,13 +86,17 @@ class Guesses:
         self.cohorts.pop((joined, cohort), None)
 
     def remember_cohort(self, joined: str, cohort: int, members: Sequence[bytes]) -> None:
-        """What a league read found of ``cohort``: its members, each one's cohort."""
+        """What a league read found of ``cohort``: its members, each one's cohort (both
+        tables start again beyond REMEMBERED members)."""
         names = tuple(members)
         if self.cohorts.get((joined, cohort)) == names:
             return
-        self.remember(self.cohorts, (joined, cohort), names)
-        if len(self.cohort_of) + len(names) > REMEMBERED:
+        self._cohort_members += len(names)
+        if self._cohort_members > REMEMBERED or len(self.cohort_of) + len(names) > REMEMBERED:
+            self.cohorts.clear()
             self.cohort_of.clear()
+            self._cohort_members = len(names)
+        self.cohorts[(joined, cohort)] = names
         for m in names:
             self.cohort_of[(joined, m.decode("utf-8", "surrogateescape"))] = cohort
 

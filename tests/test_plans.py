@@ -315,3 +315,19 @@ def test_the_members_remembered_are_bounded(
         app.run(app.reads.around_member("kills", "day", member, "current", size=3))
         guesses = app.reads._guesses
         assert 0 < len(guesses.scores) <= 16 and 0 < len(guesses.positions) <= 16
+
+
+def test_league_cohorts_remembered_stay_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each cohort read remembers its members and each member's cohort: past REMEMBERED
+    members both tables start again, and what they hold is what was read last."""
+    monkeypatch.setattr(plans, "REMEMBERED", 100)
+    guesses = plans.Guesses()
+    for cohort in range(1, 40):
+        members = [f"c{cohort}-m{i}".encode() for i in range(30)]
+        guesses.remember_cohort("joined", cohort, members)
+        assert sum(len(ms) for ms in guesses.cohorts.values()) <= 100
+        assert len(guesses.cohort_of) <= 100
+        assert guesses.cohorts[("joined", cohort)] == tuple(members)
+        assert all(guesses.cohort_of[("joined", m.decode())] == cohort for m in members)
+    guesses.forget_cohort("joined", 39)
+    assert ("joined", 39) not in guesses.cohorts
