@@ -22,7 +22,7 @@ import errno
 import fcntl
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -158,16 +158,23 @@ def _same_file(fd: int, path: Path) -> bool:
     return (mine.st_dev, mine.st_ino) == (st.st_dev, st.st_ino)
 
 
-def parse(raw: bytes) -> LoggedClaim:
-    """One line; raises ValueError with a sentence."""
-    if not raw:
-        raise ValueError(f"is longer than {MAX_LINE} bytes")
+def json_object(raw: bytes, fields: Sequence[str]) -> dict[str, Any]:
+    """One line of a file Seasons writes as JSON lines (a claims log, a league archive): an
+    object of exactly ``fields``; raises ValueError with a sentence."""
     try:
         d = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
         raise ValueError(f"is not JSON ({exc})") from None
-    if not isinstance(d, dict) or set(d) != set(FIELDS):
-        raise ValueError(f"is not an object of exactly the fields {', '.join(FIELDS)}")
+    if not isinstance(d, dict) or set(d) != set(fields):
+        raise ValueError(f"is not an object of exactly the fields {', '.join(fields)}")
+    return d
+
+
+def parse(raw: bytes) -> LoggedClaim:
+    """One line; raises ValueError with a sentence."""
+    if not raw:
+        raise ValueError(f"is longer than {MAX_LINE} bytes")
+    d = json_object(raw, FIELDS)
     texts = [k for k in FIELDS if k != "rank" and not (isinstance(d[k], str) and d[k])]
     if texts:
         raise ValueError(f"{', '.join(texts)} must be non-empty texts")

@@ -361,12 +361,7 @@ def _read_outcomes(data: IO[bytes], file: Path, count: int) -> list[Outcome]:
 
 def _outcome(raw: bytes) -> Outcome:
     """One archive line as an :class:`Outcome`; ValueError with a sentence."""
-    try:
-        d = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise ValueError(f"is not JSON ({exc})") from None
-    if not isinstance(d, dict) or set(d) != set(_LINE_FIELDS):
-        raise ValueError(f"is not an object of exactly the fields {', '.join(_LINE_FIELDS)}")
+    d = claimlog.json_object(raw, _LINE_FIELDS)
     if (why := check_member(d["member"])) is not None:
         raise ValueError(why)
     for name in ("tier_before", "tier_after"):
