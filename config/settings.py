@@ -45,6 +45,16 @@ from seasons.config.league import LeagueSettings
 from seasons.config.rewards import RewardTier
 from seasons.vocabulary import MAX_EXACT, WINDOWS, EventType, Ties, overlap, parse_ranks
 
+# At most this many shards per board (seasons.shards): a read of a sharded board asks
+# every shard, so its cost grows with the count.
+MAX_SHARDS = 256
+# Why dense and earliest ties are refused on sharded boards (docs/sharding.md#ties).
+SHARDED_TIES = (
+    "a dense rank counts distinct scores, which shards cannot sum (two shards may hold "
+    "the same score), and an earliest rank orders equal scores by reach times kept per "
+    'shard; use ties = "member" or "shared"'
+)
+
 # A cap on weights, so that no weighted aggregate of values within ±2^53 can overflow a double
 # (with room to spare: 2^53 x 10^6 x 3660 days is about 3e25); no board needs more.
 MAX_WEIGHT = 1_000_000.0
@@ -248,6 +258,11 @@ class BoardSettings(_Section):
     # Cohorts in tiers, promoted and relegated at each period's end (docs/leagues.md). None:
     # no league.
     league: LeagueSettings | None = None
+    # How many hash tags the board's live keys spread over (seasons.shards,
+    # docs/sharding.md): 1 keeps every key in the slot {<board>}; S > 1 puts each member's
+    # live keys in the slot {<board>#i} of its shard, so that the board's writes run on up
+    # to S masters of a Redis Cluster. Changing it is `seasons reshard`.
+    shards: int = Field(default=1, ge=1, le=MAX_SHARDS)
 
     @field_validator("windows")
     @classmethod
@@ -378,6 +393,26 @@ class BoardSettings(_Section):
                         f"composite cannot be combined with weight {i} = {w:g} of {name}: a "
                         "weighted score would not split into its parts; use whole weights"
                     )
+        return self
+
+    @model_validator(mode="after")
+    def _shards_are_possible(self) -> BoardSettings:
+        """What a sharded board cannot keep yet is refused, naming the setting."""
+        if self.shards == 1:
+            return self
+        refused = [
+            (self.ties in ("dense", "earliest"), f'ties = "{self.ties}"', SHARDED_TIES),
+            ("alltime" in self.windows, "the alltime window", "remove 'alltime' from windows"),
+            (self.league is not None, "a league", "remove [boards.<b>.league]"),
+            (self.member_rate is not None, "member_rate", "remove member_rate"),
+            (self.max_period_gain is not None, "max_period_gain", "remove max_period_gain"),
+        ]
+        for found, what, fix in refused:
+            if found:
+                raise ValueError(
+                    f"shards = {self.shards} cannot be combined with {what} yet "
+                    f"(docs/sharding.md#what-a-sharded-board-keeps): {fix}, or set shards = 1"
+                )
         return self
 
     @model_validator(mode="after")

@@ -34,7 +34,7 @@ from datetime import date, datetime, timedelta
 from functools import partial
 from typing import Any
 
-from seasons import calendar
+from seasons import calendar, shards
 from seasons import windows as win
 from seasons.amend import Amender
 from seasons.archives import Archives, snapshot_id
@@ -189,10 +189,10 @@ class Closes:
 
     def _close_day(self, run: Run, day: date, now: datetime) -> None:
         for board, cfg in sorted(self.settings.boards.items()):
+            # Every store's writes check their own state (a sharded board: each shard's).
             mark = partial(
-                self.client.hset, self.keys.state(board), STATE_CLOSED_DAY + day.isoformat(),
-                self.clock().isoformat(),
-            )  # fmt: skip
+                self._mark, board, STATE_CLOSED_DAY + day.isoformat(), self.clock().isoformat()
+            )
             run.step(f"mark:{board}", mark)
             for window in win.rolled_up(cfg):
                 if not window.expires:
@@ -305,7 +305,7 @@ class Closes:
             return  # by an earlier run that died before recording it, or by `seasons restore`
         # Each event is emitted inside the step that makes it true, before the step is
         # recorded: a crash anywhere redoes the step and so the emit, a no-op once appended.
-        run.step(f"closing:{board}", lambda: self._closing(board, span.id, state_key, field))
+        run.step(f"closing:{board}", lambda: self._closing(board, span.id, field))
         period = win.Period("season", span.id, span.start, span.end)
         run.step(f"rollup:{board}", lambda: self._final(board, period, now, force=True))
         run.step(f"archive:{board}", lambda: self._copy(board, span, live, now))
@@ -318,7 +318,7 @@ class Closes:
         # before archived: (a rerun returns early once archived: is recorded, so an emit after
         # it would be lost to a crash in between; emit is idempotent per id).
         run.step(f"rewards:{board}", lambda: self._rewards_ready(board, span.id))
-        run.step(f"archived:{board}", lambda: self._archived(board, span.id, state_key, field))
+        run.step(f"archived:{board}", lambda: self._archived(board, span.id, field))
 
     def _rewards_ready(self, board: str, season: str) -> None:
         summary = self.results.summary(board, season)
@@ -331,15 +331,25 @@ class Closes:
         }  # fmt: skip
         self.lifecycle.emit(kind, event_id(kind, board=board, season=season), data, self.clock())
 
-    def _closing(self, board: str, season: str, state_key: str, field: str) -> None:
-        self.client.hset(state_key, field, SEASON_CLOSING)
+    def _mark(self, board: str, field: str, value: str) -> None:
+        """``field`` = ``value`` in the state hash of every store of ``board`` (each shard's
+        writes check their own, seasons.shards) and, for a sharded board, of the board itself
+        (what its archive's readers and the rollups check)."""
+        pipe = self.client.pipeline(transaction=False)
+        cfg = self.settings.boards[board]
+        for store in dict.fromkeys([*shards.stores(board, cfg), board]):
+            pipe.hset(self.keys.state(store), field, value)
+        pipe.execute()
+
+    def _closing(self, board: str, season: str, field: str) -> None:
+        self._mark(board, field, SEASON_CLOSING)
         kind = EventType.SEASON_CLOSING
         self.lifecycle.emit(
             kind, event_id(kind, board=board, season=season), {"board": board, "season": season},
             self.clock(),
         )  # fmt: skip
 
-    def _archived(self, board: str, season: str, state_key: str, field: str) -> None:
+    def _archived(self, board: str, season: str, field: str) -> None:
         # The event before the state: a run resumed after the state says archived returns
         # early (see _close_board), so the event must already be in the stream by then.
         manifest = Manifest.load(self.archives.paths(board, season)[1])  # verified: a step ago
@@ -349,7 +359,7 @@ class Closes:
             "score_sum": manifest.score_sum, "sha256": manifest.sha256,
         }  # fmt: skip
         self.lifecycle.emit(kind, event_id(kind, board=board, season=season), data, self.clock())
-        self.client.hset(state_key, field, SEASON_ARCHIVED)
+        self._mark(board, field, SEASON_ARCHIVED)
 
     def _results(
         self, board: str, archive_id: str, now: datetime, run: Run | None = None
@@ -367,7 +377,8 @@ class Closes:
         )
 
     def _copy(self, board: str, span: SeasonSpan, live: str, now: datetime) -> None:
-        size = self.archives.copy(board, live, span.id)
+        source = self.archives.season_source(board, span.id, span.id)
+        size = self.archives.copy(board, source, span.id)
         period = win.Period("season", span.id, span.start, span.end)
         expires = win.expire_at(period, self.settings)
         if size < 0 and expires is not None and now.timestamp() >= expires:
@@ -399,7 +410,7 @@ class Closes:
             sid = snapshot_id(span.id, now)
             out = []
             for board in boards:
-                self.archives.copy(board, self.keys.season(board, span.id), sid)
+                self.archives.copy(board, self.archives.season_source(board, span.id, sid), sid)
                 self._results(board, sid, now)  # provisional: never claimable
                 self.archives.write_files(board, sid, now)
                 out.append(SnapshotResult(board, sid, "snapshot", self.archives.verify(board, sid)))

@@ -35,7 +35,7 @@ import logging
 from collections.abc import Callable
 from datetime import date, datetime, timedelta
 
-from seasons import calendar, ties
+from seasons import calendar, shards, ties
 from seasons import windows as win
 from seasons.config.settings import BoardSettings, Settings
 from seasons.connection import RedisClient, text
@@ -142,9 +142,10 @@ class Rollup:
             day += timedelta(days=1)
         return out
 
-    def plan(self, board: str, period: win.Period, now: datetime) -> Plan:
+    def plan(self, board: str, period: win.Period, now: datetime, store: str | None = None) -> Plan:
         """The day keys and weights of ``period``'s board, up to the last day that may hold
         events. Raises :class:`DaysExpired` if one of those days is past retention.
+        ``store``: the shard of a sharded board whose keys are recomputed (seasons.shards).
 
         The alltime period: its base, then the days after the last one folded into it (all
         weighing 1); read under :func:`fold_lock`, which the caller holds."""
@@ -167,14 +168,15 @@ class Rollup:
         # ties = "earliest" (never with a base: the settings refuse alltime): the reach set
         # is recomputed from the days' reach sets with the board.
         earliest = ties.of(cfg).reach_set
+        at = board if store is None else store
         return Plan(
-            target=self.keys.window(board, period.window, period.id),
-            days=[self.keys.day(board, d) for d in days],
+            target=self.keys.window(at, period.window, period.id),
+            days=[self.keys.day(at, d) for d in days],
             weights=weights,
             expireat=win.expire_at(period, self.settings) or 0,
-            scratch=self.keys.tmp(board, "union"),
-            reached=self.keys.reached(board, period.window, period.id) if earliest else None,
-            reached_days=[self.keys.reached(board, "day", d.isoformat()) for d in days]
+            scratch=self.keys.tmp(at, "union"),
+            reached=self.keys.reached(at, period.window, period.id) if earliest else None,
+            reached_days=[self.keys.reached(at, "day", d.isoformat()) for d in days]
             if earliest
             else (),
             distinct=self._distinct(board, period),
@@ -251,6 +253,17 @@ class Rollup:
             state = self.client.hget(self.keys.state(board), STATE_SEASON + period.id)
             if state is not None:
                 return None
+        if shards.is_sharded(cfg):  # every store alike (never endless: no alltime)
+            outcomes = [
+                self._recompute(board, period, now, progress, routine, store)
+                for store in shards.stores(board, cfg)
+            ]
+            return Outcome(
+                self.keys.window(board, period.window, period.id),
+                "sliced" if any(o.mode == "sliced" for o in outcomes) else outcomes[0].mode,
+                sum(o.size for o in outcomes),
+                sum(o.changed for o in outcomes),
+            )
         if not period.endless:
             return self._recompute(board, period, now, progress, routine)
         ttl = self.settings.worker.lock_ttl
@@ -272,9 +285,10 @@ class Rollup:
         now: datetime,
         progress: Callable[[int], None] | None,
         routine: bool,
+        store: str | None = None,
     ) -> Outcome:
         cfg = self.settings.boards[board]
-        plan = self.plan(board, period, now)
+        plan = self.plan(board, period, now, store)
         mark = _fingerprint(cfg, plan)
         wanted = True
         if routine:

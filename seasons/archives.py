@@ -38,7 +38,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO, Any, cast
 
-from seasons import closed, ties
+from seasons import closed, shards, ties
 from seasons.catalog import archive_dir
 from seasons.clock import utc_text
 from seasons.config.settings import Settings
@@ -50,6 +50,7 @@ from seasons.manifest import Manifest, sha256_of
 from seasons.reads import Reads
 from seasons.results import Results, batched
 from seasons.scripts import Scripts
+from seasons.shard_archive import gather
 from seasons.standings import CHUNK, Row, Standings, line, read_rows
 
 TMP_TTL = timedelta(hours=1)
@@ -121,6 +122,14 @@ class Archives:
         return folder / f"{archive_id}{DATA_SUFFIX}", folder / f"{archive_id}{MANIFEST_SUFFIX}"
 
     # --- archiving ------------------------------------------------------------------------
+
+    def season_source(self, board: str, season_id: str, archive_id: str) -> str:
+        """The key season ``season_id``'s archive ``archive_id`` is copied from: the live
+        season key, or on a sharded board its stores gathered into one key of the board's
+        slot (:func:`seasons.shard_archive.gather`)."""
+        if not shards.is_sharded(self.settings.boards[board]):
+            return self.keys.season(board, season_id)
+        return gather(self.client, self.settings, self.keys, board, "season", season_id, archive_id)
 
     def copy(self, board: str, source: str, archive_id: str) -> int:
         """Copy a live board into ``archive:<archive_id>`` (no TTL); returns its size.

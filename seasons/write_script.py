@@ -64,7 +64,12 @@ class RollupTarget(NamedTuple):
 
 
 def rollup_targets(
-    board: str, day: date, settings: Settings, keys: Keys, horizon: date | None
+    board: str,
+    day: date,
+    settings: Settings,
+    keys: Keys,
+    horizon: date | None,
+    store: str | None = None,
 ) -> list[RollupTarget]:
     """The boards that events of ``day`` write through to: the period holding ``day`` of each
     rolled-up window the board keeps (``seasons.windows.SPECS``), if there is one (a day
@@ -74,9 +79,11 @@ def rollup_targets(
 
     The days of the alltime window are those whose keys may still exist (from the day of
     ``horizon - retention`` on), and ``day``: the board is its base plus the days after the
-    last one folded into it."""
+    last one folded into it. ``store``: the shard whose keys are named (seasons.shards);
+    None: the board's own."""
     cfg = settings.boards[board]
     rule = ties.of(cfg)
+    at = board if store is None else store
     targets = []
     for window in win.rolled_up(cfg):
         period = window.period_of_day(day, settings)
@@ -94,18 +101,15 @@ def rollup_targets(
         targets.append(
             RollupTarget(
                 window.name,
-                keys.window(board, window.name, period.id),
+                keys.window(at, window.name, period.id),
                 window.weight(cfg, day, settings),
                 win.expire_at(period, settings),
-                [
-                    (keys.day(board, d), window.weight(cfg, d, settings), d.isoformat())
-                    for d in span
-                ],
-                {"key": keys.base(board, window.name), "through": STATE_FOLDED + window.name}
+                [(keys.day(at, d), window.weight(cfg, d, settings), d.isoformat()) for d in span],
+                {"key": keys.base(at, window.name), "through": STATE_FOLDED + window.name}
                 if period.endless
                 else None,
-                keys.reached(board, window.name, period.id) if rule.reach_set else None,
-                keys.distinct(board, window.name, period.id) if rule.distinct_set else None,
+                keys.reached(at, window.name, period.id) if rule.reach_set else None,
+                keys.distinct(at, window.name, period.id) if rule.distinct_set else None,
             )
         )
     return targets
@@ -130,6 +134,7 @@ def script_args(
     standing: str | None = None,
     approve: str | None = None,
     twins: bool = False,
+    store: str | None = None,
 ) -> tuple[list[str], list[str]]:
     """KEYS and ARGV of ``write.lua`` for the events of one board: every key the batch
     names, and the batch as one JSON argument (its fields are described in the script's
@@ -137,21 +142,24 @@ def script_args(
     standing after the batch (:func:`resolve_standing_window` picks it). ``approve``: the
     id of the held event this call applies (``events`` is that one event). ``twins``: each
     group also names its twin keys (:func:`twin_group`), where the events of a hidden member
-    go; the script asks for them (:data:`TWINS`) when it meets one without."""
+    go; the script asks for them (:data:`TWINS`) when it meets one without. ``store``: the
+    shard of a sharded board whose keys the call names (every event's member is in it,
+    seasons.shards); None: the board's own keys."""
     cfg: BoardSettings = settings.boards[board]
+    at = board if store is None else store
     board_keys = {
-        "state": keys.state(board),
-        "events": keys.events(board),
-        "meta": keys.meta(board),
-        "batches": keys.batches(board),
-        "batch_results": keys.batch_results(board),
-        "scratch": keys.tmp(board, "union"),  # a set board's rebuild builds its union there
-        "moderation": keys.moderation(board),
+        "state": keys.state(at),
+        "events": keys.events(at),
+        "meta": keys.meta(at),
+        "batches": keys.batches(at),
+        "batch_results": keys.batch_results(at),
+        "scratch": keys.tmp(at, "union"),  # a set board's rebuild builds its union there
+        "moderation": keys.moderation(at),
     }
     declared = dict.fromkeys(board_keys.values())  # an ordered set
     league = batch_league(board, settings, keys)
     declared.update(dict.fromkeys(league_keys(league)))
-    held, limits = held_args(board, cfg, settings, keys, now, approve is not None)
+    held, limits = held_args(at, cfg, settings, keys, now, approve is not None)
     if held is not None:
         declared.update(dict.fromkeys((held["record"], held["order"], held["done"])))
     if limits is not None and limits["rate"] is not None:
@@ -170,11 +178,11 @@ def script_args(
             if cfg.max_entries > 0 or cfg.aggregate == "set"
             else None
         )
-        rollups = rollup_targets(board, day, settings, keys, horizon)
-        day_key = keys.day(board, day)
+        rollups = rollup_targets(board, day, settings, keys, horizon, at)
+        day_key = keys.day(at, day)
         day_id, rule = day.isoformat(), ties.of(cfg)
-        day_reached = keys.reached(board, "day", day_id) if rule.reach_set else None
-        day_distinct = keys.distinct(board, "day", day_id) if rule.distinct_set else None
+        day_reached = keys.reached(at, "day", day_id) if rule.reach_set else None
+        day_distinct = keys.distinct(at, "day", day_id) if rule.distinct_set else None
         declared[day_key] = None
         for extra in (day_reached, day_distinct):
             if extra is not None:

@@ -18,6 +18,7 @@ from typing import Any
 
 from redis.client import Pipeline
 
+from seasons import shards
 from seasons import windows as win
 from seasons.clock import Clock, system_clock
 from seasons.config.settings import BoardSettings, Settings
@@ -111,6 +112,15 @@ class Batch:
         out: dict[str, list[ValidEvent]] = defaultdict(list)
         for ev in self.events:
             out[ev.board].append(ev)
+        return out
+
+    def by_store(self, settings: Settings) -> dict[tuple[str, str], list[ValidEvent]]:
+        """The events of each (board, store) in batch order: a sharded board's events go to
+        the store of their member (seasons.shards), an unsharded board's to the board."""
+        out: dict[tuple[str, str], list[ValidEvent]] = defaultdict(list)
+        boards = settings.boards
+        for ev in self.events:
+            out[ev.board, shards.member_store(ev.board, boards[ev.board], ev.member)].append(ev)
         return out
 
 
@@ -234,7 +244,7 @@ class Writes:
         read by the same script call after the batch (on a resend: read then)."""
         if not batch.events:
             return WriteResult(applied=0, duplicates=0, batch_id=batch.batch_id)
-        if len(batch.by_board()) > 1:
+        if len(batch.by_store(self.settings)) > 1:
             self._run(batch, check_only=True)
         results = self._run(batch, check_only=False)
         held = sorted((h for r in results for h in r.held_events or ()), key=lambda h: h.index)
@@ -252,36 +262,37 @@ class Writes:
 
     def _run(self, batch: Batch, *, check_only: bool) -> list[WriteResult]:
         settings = self.settings
-        by_board = batch.by_board()
+        by_store = batch.by_store(settings)
         standing = None if check_only else batch.standing
-        windows = {b: None if standing is None else standing[b] for b in by_board}
+        windows = {b: None if standing is None else standing[b] for b, _ in by_store}
 
-        def call(b: str, twins: bool) -> tuple[list[str], list[str]]:
+        def call(at: tuple[str, str], twins: bool) -> tuple[list[str], list[str]]:
+            b, store = at
             return script_args(
-                b, by_board[b], settings, self.keys, batch.now, batch_id=batch.batch_id,
+                b, by_store[at], settings, self.keys, batch.now, batch_id=batch.batch_id,
                 digest=batch.digest, backfill=batch.backfill, check_only=check_only,
-                standing=windows[b], twins=twins,
+                standing=windows[b], twins=twins, store=store,
             )  # fmt: skip
 
-        boards = list(by_board)
+        targets = list(by_store)
         replicas = 0 if check_only else settings.redis.wait_replicas
         twins = self.twin_boards
-        replies, acked = self.send([call(b, b in twins) for b in boards], replicas=replicas)
-        # A board whose script met a hidden member without its twin keys wrote nothing: sent
+        replies, acked = self.send([call(t, t[1] in twins) for t in targets], replicas=replicas)
+        # A store whose script met a hidden member without its twin keys wrote nothing: sent
         # again naming them (docs/fair-play.md). With them it cannot answer so again; the
         # tries are bounded all the same.
         for _ in range(TWIN_TRIES - 1):
             again = [n for n, reply in enumerate(replies) if _text(reply[0]) == TWINS]
             if not again:
                 break
-            twins.update(boards[n] for n in again)
-            got, more = self.send([call(boards[n], True) for n in again], replicas=replicas)
+            twins.update(targets[n][1] for n in again)
+            got, more = self.send([call(targets[n], True) for n in again], replicas=replicas)
             for n, reply in zip(again, got, strict=True):
                 replies[n] = reply
             acked += more
         problems: list[dict[str, Any]] = []
         results = []
-        for (b, evs), reply in zip(by_board.items(), replies, strict=True):
+        for ((b, _), evs), reply in zip(by_store.items(), replies, strict=True):
             window = windows[b]
             asked = None if window is None else (window, evs, settings)
             try:

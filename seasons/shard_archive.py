@@ -1,0 +1,69 @@
+"""A sharded board's period gathered into one sorted set of the board's own slot.
+
+A season's archive is the board's as a whole (docs/sharding.md#closes-and-archives): one
+key ``archive:<season>`` under ``{<board>}``, equal to the archive an unsharded twin fed the
+same events would have, so that the archive files, results, rewards, claims, restores and
+erasures work on it unchanged. The close (and a snapshot) builds it here: every store's
+period key is read in chunks and added to a scratch key of the board's slot, which
+:meth:`seasons.archives.Archives.copy` then copies into the archive as it copies an
+unsharded live board. The members' metadata is copied into the board's own metadata hash,
+which the archive's reads and files use.
+
+The stores are not written meanwhile: a closing season refuses writes on every store first
+(its state, seasons.jobs.closes), and a snapshot's copy of a running season is, like an
+unsharded snapshot, the standings of the moment each chunk was read. A rerun builds the
+scratch key again from the start, so a crash anywhere leaves nothing half done behind.
+"""
+
+from __future__ import annotations
+
+from typing import cast
+
+from seasons import shards
+from seasons.config.settings import Settings
+from seasons.connection import RedisClient
+from seasons.keys import Keys
+
+CHUNK = 10_000  # entries read per ZRANGE (and added per ZADD)
+SCRATCH_TTL = 3_600  # seconds: the scratch key outlives any copy that follows it
+
+
+def gather(
+    client: RedisClient, settings: Settings, keys: Keys, board: str, window: str,
+    period_id: str, name: str,
+) -> str:  # fmt: skip
+    """Every store's ``window`` key of ``period_id`` added into the scratch key
+    ``tmp:gather:<name>`` of ``board``'s slot (trimmed to ``max_entries``, the board's global
+    top, as an unsharded board is), each member's metadata into the board's metadata hash;
+    returns the scratch key, absent when no store holds the period."""
+    cfg = settings.boards[board]
+    into, meta = keys.tmp(board, f"gather:{name}"), keys.meta(board)
+    client.delete(into)
+    for store in shards.stores(board, cfg):
+        source, source_meta = keys.window(store, window, period_id), keys.meta(store)
+        start = 0
+        while True:
+            rows = cast(
+                list[tuple[str, float]],
+                client.zrange(source, start, start + CHUNK - 1, withscores=True),
+            )
+            if not rows:
+                break
+            members = [m for m, _ in rows]
+            stored = cast(list[str | None], client.hmget(source_meta, members))
+            pipe = client.pipeline(transaction=False)
+            pipe.zadd(into, {m: s for m, s in rows})
+            pipe.expire(into, SCRATCH_TTL)
+            found = {m: v for m, v in zip(members, stored, strict=True) if v is not None}
+            if found:
+                pipe.hset(meta, mapping=found)
+            pipe.execute()
+            if len(rows) < CHUNK:
+                break
+            start += CHUNK
+    if cfg.max_entries > 0:
+        if cfg.order == "desc":
+            client.zremrangebyrank(into, 0, -(cfg.max_entries + 1))
+        else:
+            client.zremrangebyrank(into, cfg.max_entries, -1)
+    return into
