@@ -48,7 +48,8 @@ from seasons.vocabulary import MAX_EXACT, WINDOWS, EventType, Ties, overlap, par
 # At most this many shards per board (seasons.shards): a read of a sharded board asks
 # every shard, so its cost grows with the count.
 MAX_SHARDS = 256
-# Why dense and earliest ties are refused on sharded boards (docs/sharding.md#ties).
+# Why dense and earliest ties are refused on sharded boards
+# (docs/sharding.md#what-a-sharded-board-keeps).
 SHARDED_TIES = (
     "a dense rank counts distinct scores, which shards cannot sum (two shards may hold "
     "the same score), and an earliest rank orders equal scores by reach times kept per "

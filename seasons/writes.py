@@ -164,6 +164,13 @@ class Writes:
         windows = None
         if standing:
             boards = self.settings.boards
+            sharded = sorted({ev.board for ev in valid if shards.is_sharded(boards[ev.board])})
+            if sharded:
+                raise InvalidInput(
+                    f"standing is not answered for a sharded board yet ({', '.join(sharded)}: "
+                    "docs/sharding.md): write without it and read the member's entry",
+                    {"field": "standing", "boards": sharded},
+                )
             windows = {
                 b: resolve_standing_window(b, boards[b], standing_window)
                 for b in dict.fromkeys(ev.board for ev in valid)

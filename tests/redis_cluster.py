@@ -326,7 +326,7 @@ class LocalCluster:
 
     def _wait_replicas_synced(self, timeout: float = READY_TIMEOUT) -> None:
         """Until every running replica is online at its master, and every master has one
-        (WAIT then has someone to wait for)."""
+        (WAIT then has someone to wait for); at once for a cluster made without replicas."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             counts = []
@@ -343,7 +343,8 @@ class LocalCluster:
                 finally:
                     c.close()
             replicas = sum(1 for n in self.nodes if n.running) - self.masters
-            if len(counts) == self.masters and sum(counts) == replicas and min(counts) > 0:
+            every = min(counts, default=0) > 0 or self.replicas == 0
+            if len(counts) == self.masters and sum(counts) == replicas and every:
                 return
             time.sleep(0.05)
         raise RuntimeError("cluster replicas did not come online in time")

@@ -425,11 +425,11 @@ def test_a_fold_waits_for_a_repair_in_progress(crash: Crash, r) -> None:
         seen = []
         plan = rollup.plan
 
-        def plan_and_look(board: str, period: Any, now: datetime) -> Any:
+        def plan_and_look(board: str, period: Any, now: datetime, store: Any = None) -> Any:
             name = fold_lock(board, period.window)
             with locked(app.client, app.keys, name, timedelta(seconds=5)) as other:
                 seen.append(other is None)
-            return plan(board, period, now)
+            return plan(board, period, now, store)
 
         rollup.plan = plan_and_look  # type: ignore[method-assign]
         rollup.rebuild(crash.at, window="alltime")

@@ -41,8 +41,8 @@ MEMBERS = [
     "Ünïcødé-åäö",
     "名前",
     "🎮player",
-    "x" * 200,
-    "y" * 199 + "é",
+    "x" * 128,  # the longest member id
+    "y" * 126 + "é",
     "a b",
     "zz",
 ]
@@ -71,7 +71,7 @@ class Twins:
         self.workers = [Worker(self.sharded), Worker(self.twin)]
         self.model = Model(self.twin.settings)
         self.rng = random.Random(seed)
-        self.n = 0
+        self.n = self.applied = 0
 
     def close(self) -> None:
         self.sharded.close()
@@ -104,6 +104,7 @@ class Twins:
         assert outcomes[0] == outcomes[1]
         if outcomes[0][0] != "rejected":
             self.model.submit(events, self.clock(), backfill=backfill)
+            self.applied += int(outcomes[0][0])
 
     def tick(self) -> None:
         for w in self.workers:
@@ -185,6 +186,7 @@ def test_a_sharded_season_reads_and_archives_as_its_unsharded_twin(
         t.clock.set(local(first + timedelta(days=8), 6, ZONE))
         t.tick()
         check_reads(t)
+        assert t.applied > 8 * 3 * 40 * 0.9  # the batches were written, not refused
         # The members' keys are on their shards' slots only.
         client = t.sharded.client
         for board in BOARDS:
@@ -234,3 +236,74 @@ def test_settings_refuse_what_a_sharded_board_cannot_keep(settings_factory: Any)
             settings_factory(boards={"b": {"shards": 3, **extra}})
     with pytest.raises(Exception, match="shards"):
         settings_factory(boards={"b": {"shards": 0}})
+
+
+def test_a_write_asking_standings_of_a_sharded_board_is_refused_whole(
+    settings_factory: Any, r: Any
+) -> None:
+    from seasons.errors import InvalidInput
+
+    app = Seasons(settings_factory(boards={"s": {"shards": 3}, "u": {}}))
+    try:
+        events = [{"board": b, "member": "ann", "value": 5} for b in ("u", "s")]
+        with pytest.raises(InvalidInput, match="sharded"):
+            app.submit_many(events, standing=True)
+        assert r.dbsize() == 0  # nothing written, on any board
+        app.submit_many(events)
+        assert app.rank("s", "ann", "day").rank == app.rank("u", "ann", "day").rank == 1
+    finally:
+        app.close()
+
+
+@pytest.mark.both_backends
+def test_http_answers_a_sharded_board_with_the_twins_bytes(
+    settings_factory: Any, tmp_path: Path, backend: str
+) -> None:
+    """Over HTTP (the fast path and the FastAPI routes, on the server's asyncio executor: own
+    connections on one server, redis-py's asyncio cluster client on a cluster), every read of
+    a sharded board is the unsharded twin's body, byte for byte."""
+    import warnings
+    from urllib.parse import quote
+
+    from seasons.http.app import create_app
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from starlette.testclient import TestClient
+
+    t = Twins(settings_factory, tmp_path, 7, seed=9)
+    try:
+        first = today(ZONE)
+        for i in range(2):
+            t.play_day(first + timedelta(days=i))
+        paths, lookups = [], []
+        for board in BOARDS:
+            for window in ("day", "week", "season"):
+                base = f"/v1/boards/{board}/{window}"
+                paths += [base, f"{base}?limit=3&offset=4", f"{base}/ranks/6/around?size=5"]
+                for member in (MEMBERS[0], MEMBERS[31], MEMBERS[33], "nobody"):
+                    m = quote(member, safe="")
+                    paths += [
+                        f"{base}/members/{m}", f"{base}/members/{m}/around?size=4",
+                        f"{base}/members/{m}/climb?to=1,5",
+                        f"/v1/boards/{board}/members/{m}/history?window={window}&last=3",
+                        f"{base}/members/%{ord(m[0]):02X}{m[1:]}",  # the routed path
+                    ]  # fmt: skip
+                lookups.append(f"{base}/lookup")
+        apps = [create_app(app.settings, clock=t.clock) for app in (t.sharded, t.twin)]
+        with (
+            TestClient(apps[0], client=("127.0.0.1", 4000)) as mine,
+            TestClient(apps[1], client=("127.0.0.1", 4000)) as theirs,
+        ):
+            for path in paths:
+                a, b = mine.get(path), theirs.get(path)
+                assert (a.status_code, a.content) == (b.status_code, b.content), path
+            asked = {"members": ["p01", "p02", "nobody", MEMBERS[32], MEMBERS[33]]}
+            for path in lookups:
+                a, b = mine.post(path, json=asked), theirs.post(path, json=asked)
+                assert (a.status_code, a.content) == (b.status_code, b.content), path
+                assert a.status_code == 200, a.text
+            codes = [mine.get(p).status_code for p in paths]
+            assert codes.count(200) > len(paths) // 5 and 404 in codes
+    finally:
+        t.close()
