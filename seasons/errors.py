@@ -323,6 +323,6 @@ class NotOnShards(InvalidInput):
     def __init__(self, operation: str, board: str, shards: int, why: str = ""):
         super().__init__(
             f"{operation} is not supported yet on board {board!r}: it has shards = {shards}"
-            f" (docs/sharding.md){': ' + why if why else ''}",
+            f"{': ' + why if why else ''}",
             {"board": board, "shards": shards, "operation": operation},
         )
