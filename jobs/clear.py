@@ -18,7 +18,9 @@ deleted in the same transaction as the days rather than recomputed: its days pas
 may be gone, and a write after the transaction starts it afresh from that write alone, as
 it starts its day key.
 
-Refused, changing nothing (:class:`~seasons.errors.Conflict`): a day of a closing or archived
+Refused, changing nothing: any clear of a sharded board (``boards.<b>.shards`` > 1,
+:class:`~seasons.errors.NotOnShards`, a bad-input error: not supported yet); and
+(:class:`~seasons.errors.Conflict`) a day of a closing or archived
 season, and such a season itself (its standings are, or are being, archived); a day already
 folded into a base (a base holds no days, so a day cannot be taken out of it: clear the
 base's window with its days to drop it); a board to recompute with a day past retention
@@ -44,13 +46,13 @@ from dataclasses import asdict, dataclass
 from datetime import date, datetime, timedelta
 from typing import Any, cast
 
-from seasons import calendar, ties
+from seasons import calendar, shards, ties
 from seasons import windows as win
 from seasons.audit import Audit, Note
 from seasons.config.settings import Settings
 from seasons.connection import RedisClient, decoded
 from seasons.erasure import Cleared, Recomputed
-from seasons.errors import Conflict, DayFolded, SeasonClosed, UnknownBoard
+from seasons.errors import Conflict, DayFolded, NotOnShards, SeasonClosed, UnknownBoard
 from seasons.jobs.closes import CLOSE_SEASON
 from seasons.jobs.locks import Lock, locked
 from seasons.jobs.rollup import DaysExpired, Rollup, fold_lock
@@ -182,6 +184,9 @@ class Clear:
         board does not keep) or :class:`BadPeriod` if there is none."""
         if board not in self.settings.boards:
             raise UnknownBoard(board, list(self.settings.boards))
+        cfg = self.settings.boards[board]
+        if shards.is_sharded(cfg):  # its deletion would span every store's slot: not yet
+            raise NotOnShards("clear", board, cfg.shards)
         win.board_window(board, self.settings.boards[board], window)
         return win.resolve_period(window, period, now, self.settings)
 

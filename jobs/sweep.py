@@ -12,6 +12,11 @@ reward ``claims`` (``Keys.league_state``, ``Keys.league_tier``, ``Keys.league``)
 period's other keys expire as the league window's board of that period does. The sweep
 deletes no key: a member on the alltime board or its base keeps its metadata.
 
+A sharded board (``boards.<b>.shards`` > 1, seasons.shards): each store ``<b>#i`` is swept
+as a board is (its keys' TTLs by their kind, its metadata against its own keys), and the
+board's own keys (archives, results, claims, the archives' metadata) as a board's; erasure
+removes the member from its store and from the board's own keys.
+
 A twin (``hidden:<kind>:<id>``, ``Keys.twin_of``: a hidden or banned member's entries) is
 its public key's kind for all of this: the same TTL (none for a base's or an archive's), and
 a member on a twin keeps its metadata as on the public key; erasure removes the member from
@@ -36,7 +41,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from seasons import calendar, claimlog, ties
+from seasons import calendar, claimlog, shards, ties
 from seasons import windows as win
 from seasons.amend import Amender
 from seasons.archives import Archives
@@ -141,7 +146,7 @@ class Sweeper:
         period, _, part = parsed.ident.rpartition(":")
         if not period or part == "claims":
             return None
-        board = self.settings.boards.get(parsed.board or "")
+        board = self.settings.boards.get(shards.board_of(parsed.board or ""))
         if board is None or board.league is None:
             raise ValueError(f"a league key of a board without a league: {parsed.board!r}")
         window = board.league.window
@@ -179,12 +184,25 @@ class Sweeper:
 
     def prune_metadata(self, board: str, now: datetime) -> int:
         """Remove metadata of members on no live or archived key of ``board`` (twins
-        included: a hidden member keeps its metadata)."""
+        included: a hidden member keeps its metadata). A sharded board (seasons.shards):
+        each store's metadata against that store's keys, and the board's own (the archives'
+        members') against the board's own keys (archives, results' scratch keys)."""
+        cfg = self.settings.boards[board]
+        if not shards.is_sharded(cfg):
+            return self._prune(board, now, opened=True)
+        removed = sum(self._prune(store, now, opened=True) for store in shards.stores(board, cfg))
+        # No write creates a live key under the board's own tag: nothing is open there.
+        return removed + self._prune(board, now, opened=False)
+
+    def _prune(self, name: str, now: datetime, *, opened: bool) -> int:
+        """:meth:`prune_metadata` of one board or store ``name``: its metadata hash against
+        its own sorted sets (and, with ``opened``, every live key a write may create now)."""
+        board = name
         zsets = self.board_zsets(board)
-        opened = self.open_keys(board, now)  # may be created by a write any moment
+        opened_keys = self.open_keys(board, now) if opened else []  # a write may create them
         # The open twins last: meta_prune.lua stops at a member's first key, so only the
         # members it removes pay for them.
-        for key in [*opened, *(self.keys.twin_of(k) for k in opened)]:
+        for key in [*opened_keys, *(self.keys.twin_of(k) for k in opened_keys)]:
             if key not in zsets:
                 zsets.append(key)
         removed = 0
@@ -203,6 +221,8 @@ class Sweeper:
         return removed
 
     def board_zsets(self, board: str) -> list[str]:
+        """The sorted sets (and twins) of ``board``'s hash tag: a board's, or a store's
+        (``kills#3``, seasons.shards): a sharded board's live keys are its stores'."""
         out = []
         for batch in self._scan(self.keys.board_pattern(board), kind="zset"):
             for key in batch:
@@ -227,13 +247,15 @@ class Sweeper:
         return sorted(out)
 
     def open_keys(self, board: str, now: datetime) -> list[str]:
-        """The keys of every window of ``board`` that a write may create right now."""
+        """The keys of every window of ``board`` (a board or one of its stores) that a write
+        may create right now."""
+        cfg = self.settings.boards[shards.board_of(board)]
         zone = self.settings.zone
         day = calendar.local_day(now - self.settings.late_grace, zone)
         last = calendar.local_day(now + calendar.FUTURE_TOLERANCE, zone)
         out: list[str] = []
         while day <= last:
-            for window in win.board_windows(self.settings.boards[board]):
+            for window in win.board_windows(cfg):
                 p = window.period_of_day(day, self.settings)
                 if p is not None:
                     out.append(self.keys.window(board, window.name, p.id))
@@ -255,29 +277,17 @@ class Sweeper:
         report: dict[str, Any] = {"member": member, "boards": {}}
         lifecycle = Lifecycle(self.client, self.keys, self.settings)
         for board in sorted(self.settings.boards):
-            zsets = self.board_zsets(board)
-            # Its reach times go with it; the report names the boards it was on.
-            reached = self.reach_sets(board)
-            distinct = self._distinct_sets(board, zsets)
-            # KEYS: meta, the boards (twins included), their reach sets, the distinct sets
-            # paired with boards (forget.lua takes a score out of one when no member has it
-            # any more), the moderation hash (a hidden or banned member's state goes too).
-            keys = [self.keys.meta(board), *zsets, *reached, *dict.fromkeys(distinct.values())]
-            at = {key: i for i, key in enumerate(keys, start=1)}
-            pairing = [at[distinct[k]] if k in distinct else 0 for k in (*zsets, *reached)]
-            pairing += [-1] * (len(keys) - 1 - len(pairing))
-            # The league's: its tier, its place in each period's cohorts and its outcomes
-            # (a forgotten member's place in its cohort is simply gone).
-            league = self.league_keys(board)
-            keys += [key for key, _ in league]
-            pairing += [0 if kind == "zset" else -2 for _, kind in league]
-            keys.append(self.keys.moderation(board))
-            pairing.append(-2)
-            reply = self.scripts.forget(keys=keys, args=[member, *pairing])
-            on = [zsets[int(i) - 2] for i in reply[1:] if int(i) - 2 < len(zsets)]
-            moderation = len(keys) in {int(i) for i in reply[1:]}
-            first_league = len(keys) - len(league)  # 1-based position of the first
-            in_league = any(first_league <= int(i) < len(keys) for i in reply[1:])
+            cfg = self.settings.boards[board]
+            # A sharded board: the member's live keys are in its store, what is the board's
+            # as a whole (archives, results, claims, their metadata) under the board's tag.
+            on: list[str] = []
+            metadata = moderation = in_league = False
+            for name in dict.fromkeys([shards.member_store(board, cfg, member), board]):
+                found, had_meta, had_moderation, had_league = self._forget_keys(name, member)
+                on += found
+                metadata = metadata or had_meta
+                moderation = moderation or had_moderation
+                in_league = in_league or had_league
             rewritten = []
             amender = Amender(self.client, self.archives, self.keys, lifecycle)
             for key in on:
@@ -311,20 +321,50 @@ class Sweeper:
             # A crashed moderation call's pending follow-ups name it too (seasons.moderation).
             if forget_pending(self.client, self.keys, board, member):
                 moderation = True
-            if on or int(reply[0]) or held or moderation or in_league:
+            if on or metadata or held or moderation or in_league:
                 report["boards"][board] = {
-                    "keys": on, "metadata": bool(int(reply[0])), "files_rewritten": rewritten,
+                    "keys": on, "metadata": metadata, "files_rewritten": rewritten,
                     "held": held, "moderation": moderation, "league": in_league,
                 }  # fmt: skip
         # The lifecycle events that name it (a moderation's): their data and ids hold its id.
         report["lifecycle"] = lifecycle.forget(member)
         return report
 
+    def _forget_keys(self, name: str, member: str) -> tuple[list[str], bool, bool, bool]:
+        """``member`` out of every sorted set, reach set and hash of the board or store
+        ``name`` (one forget.lua call, in its slot); returns the sorted sets it was on, and
+        whether it had metadata, a moderation record and league keys there."""
+        zsets = self.board_zsets(name)
+        # Its reach times go with it; the report names the boards it was on.
+        reached = self.reach_sets(name)
+        distinct = self._distinct_sets(name, zsets)
+        # KEYS: meta, the boards (twins included), their reach sets, the distinct sets
+        # paired with boards (forget.lua takes a score out of one when no member has it
+        # any more), the moderation hash (a hidden or banned member's state goes too).
+        keys = [self.keys.meta(name), *zsets, *reached, *dict.fromkeys(distinct.values())]
+        at = {key: i for i, key in enumerate(keys, start=1)}
+        pairing = [at[distinct[k]] if k in distinct else 0 for k in (*zsets, *reached)]
+        pairing += [-1] * (len(keys) - 1 - len(pairing))
+        # The league's: its tier, its place in each period's cohorts and its outcomes
+        # (a forgotten member's place in its cohort is simply gone).
+        league = self.league_keys(name)
+        keys += [key for key, _ in league]
+        pairing += [0 if kind == "zset" else -2 for _, kind in league]
+        keys.append(self.keys.moderation(name))
+        pairing.append(-2)
+        reply = self.scripts.forget(keys=keys, args=[member, *pairing])
+        positions = {int(i) for i in reply[1:]}
+        on = [zsets[i - 2] for i in sorted(positions) if i - 2 < len(zsets)]
+        first_league = len(keys) - len(league)  # 1-based position of the first
+        in_league = any(first_league <= i < len(keys) for i in positions)
+        return on, bool(int(reply[0])), len(keys) in positions, in_league
+
     def league_keys(self, board: str) -> list[tuple[str, str]]:
         """The league keys of ``board`` that name members, with their kind ("zset" or
         "hash"): the tier hash, and each period's ``joined`` set and ``outcome`` and
         ``claims`` hashes still in Redis (found as the board's other keys are: SCAN)."""
-        if self.settings.boards[board].league is None:
+        cfg = self.settings.boards.get(board)  # a store (seasons.shards) keeps no league
+        if cfg is None or cfg.league is None:
             return []
         out = [(self.keys.league_tier(board), "hash")]
         for part, kind in (("joined", "zset"), ("outcome", "hash"), ("claims", "hash")):
@@ -335,7 +375,7 @@ class Sweeper:
     def _distinct_sets(self, board: str, zsets: list[str]) -> dict[str, str]:
         """ties = "dense": the distinct set of each board of ``zsets`` that keeps one (the
         windows' and archives' keys); empty for a board with other ties."""
-        if not ties.of(self.settings.boards[board]).distinct_set:
+        if not ties.of(self.settings.boards[shards.board_of(board)]).distinct_set:
             return {}
         out = {}
         for key in zsets:

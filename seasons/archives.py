@@ -154,7 +154,9 @@ class Archives:
             if rule.distinct_set:
                 args = ["distinct"]
         size = int(self.scripts.archive_copy(keys=keys, args=args))
-        if not shards.is_sharded(self.settings.boards[board]):  # no hidden members (yet)
+        # A sharded board's source is a gathered scratch key (seasons.shard_archive), which
+        # has no twin: such a board has no hidden members (moderation is refused on it).
+        if not shards.is_sharded(self.settings.boards[board]):
             self._copy_twin(keys, rule.reach_set)
         return size
 

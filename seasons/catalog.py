@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from seasons import calendar
+from seasons import calendar, shards
 from seasons import windows as win
 from seasons.config.settings import BoardSettings, SeasonSpan, Settings
 from seasons.connection import RedisClient
@@ -266,12 +266,18 @@ def seasons(client: RedisClient, settings: Settings, keys: Keys, now: datetime) 
     pipe = client.pipeline(transaction=False)
     for board in names:
         pipe.hmget(keys.state(board), [STATE_SEASON + s.id for s in spans])
+    # A sharded board's season lives in its stores (seasons.shards): held if any holds it.
+    stores = {board: shards.stores(board, settings.boards[board]) for board in names}
     for board in names:
         for span in spans:
-            pipe.exists(keys.season(board, span.id))
+            for store in stores[board]:  # one EXISTS each: the stores are in other slots
+                pipe.exists(keys.season(store, span.id))
     replies = pipe.execute() if names else []
     states, held = replies[: len(names)], iter(replies[len(names) :])
-    exists = {(board, span.id): bool(next(held)) for board in names for span in spans}
+    exists = {
+        (board, span.id): any([bool(next(held)) for _ in stores[board]])
+        for board in names for span in spans
+    }  # fmt: skip
     archives = {board: _archives(settings, board) for board in names}
     current = calendar.season_of_day(today, settings)
     out = []

@@ -21,14 +21,14 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any, Literal, NamedTuple, cast
 
-from seasons import calendar, ties
+from seasons import calendar, shards, ties
 from seasons import windows as win
 from seasons.amend import Amender
 from seasons.audit import Audit, Note
 from seasons.clock import utc_text
 from seasons.config.settings import Settings
 from seasons.connection import RedisClient, scan_keys, text
-from seasons.errors import InvalidInput, UnknownBoard, UnknownMode, UnknownState
+from seasons.errors import InvalidInput, NotOnShards, UnknownBoard, UnknownMode, UnknownState
 from seasons.events import member_problem
 from seasons.jobs.state import Checkpoint, no_checkpoint
 from seasons.keys import HIDDEN, LIVE_TWIN_KINDS, Keys
@@ -112,6 +112,16 @@ def check_request(
     if not isinstance(reason, str) or not reason.strip():
         raise InvalidInput("reason is required: say why, for the audit trail",
                            {"field": "reason"})  # fmt: skip
+    # A sharded board's reads cannot yet show a hidden member its own entries (its self-view),
+    # nor its writes route a hidden member to twins across stores: refused before anything
+    # is read or written, on every board of the call (boards left out mean every board).
+    for name in names:
+        cfg = settings.boards[name]
+        if shards.is_sharded(cfg):
+            raise NotOnShards(
+                "moderation", name, cfg.shards,
+                "name the unsharded boards in boards" if boards is None else "",
+            )  # fmt: skip
     return member, cast(State, state), mode, names, reason
 
 

@@ -23,7 +23,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from seasons import restore_claims, restore_results, ties
+from seasons import restore_claims, restore_results, shards, ties
 from seasons.amend import Amender
 from seasons.archives import DATA_SUFFIX, TMP_TTL, Archives
 from seasons.audit import Audit, Note
@@ -204,6 +204,14 @@ class Restorer:
         if "@" not in season:
             pipe.hset(self.keys.state(board), STATE_SEASON + season, SEASON_ARCHIVED)
         pipe.execute()
+        cfg = self.settings.boards[board]
+        if "@" not in season and shards.is_sharded(cfg):
+            # Each store's writes check their own state (seasons.shards, jobs/closes.py
+            # _mark): the archived season refuses them there too. Other slots, so after.
+            pipe = self.client.pipeline(transaction=False)
+            for store in shards.stores(board, cfg):
+                pipe.hset(self.keys.state(store), STATE_SEASON + season, SEASON_ARCHIVED)
+            pipe.execute()
         if dense:
             # The distinct set of the file's scores, built from the archive just written (or
             # left unchanged: the file's scores all the same), one member per distinct score

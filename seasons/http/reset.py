@@ -6,6 +6,7 @@ not be one click away from deleting every board.
 
 from __future__ import annotations
 
+from seasons import shards
 from seasons.api import Seasons
 from seasons.archives import DATA_SUFFIX, MANIFEST_SUFFIX
 from seasons.catalog import archive_dir
@@ -29,7 +30,12 @@ def reset_namespace(s: Seasons) -> tuple[int, int]:
             f"namespaces starting with {DEMO_PREFIX!r}, like config/demo.toml's)",
             {"namespace": ns},
         )
-    patterns = [s.keys.board_pattern(board) for board in sorted(s.settings.boards)]
+    # A sharded board's live keys are its stores' (seasons.shards), each its own pattern.
+    patterns = [
+        s.keys.board_pattern(name)
+        for board, cfg in sorted(s.settings.boards.items())
+        for name in dict.fromkeys([board, *shards.stores(board, cfg)])
+    ]
     patterns.append(s.keys.job_state("*"))
     deleted = 0
     for pattern in patterns:
