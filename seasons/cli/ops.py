@@ -1,4 +1,4 @@
-"""Operator commands: ``worker``, ``rollup``, ``snapshot``, ``rebuild``, ``restore``,
+"""Operator commands: ``worker``, ``rollup``, ``snapshot``, ``rebuild``, ``reshard``, ``restore``,
 ``acknowledge-loss``, ``export``, ``status``, ``forget``, ``clear`` (docs/operations.md,
 docs/cli.md).
 
@@ -45,6 +45,7 @@ from seasons.jobs.report import jobs_report
 from seasons.jobs.rollup import ALL, REBUILDS
 from seasons.jobs.state import fault_from_env, no_checkpoint
 from seasons.jobs.worker import run_worker
+from seasons.reshard import reshard as move_shards
 from seasons.restore import RestoreAll, Restorer
 from seasons.writes import new_batch_id
 
@@ -147,6 +148,44 @@ def rebuild(state: CliState, board: str | None, window: str, period: str, as_jso
         )
     lines = [f"{o.target}: {plural(o.size, 'entry')} ({o.mode})" for o in outcomes]
     _emit(as_json, {"rebuilt": [asdict(o) for o in outcomes]}, "\n".join(lines) or "nothing")
+
+
+@cli.command()
+@click.option("--board", "-b", required=True, help="The board whose keys move.")
+@click.option(
+    "--from",
+    "old",
+    type=int,
+    required=True,
+    help="The shard count its keys have now (the settings name the new one).",
+)
+@click.option(
+    "--force", is_flag=True, help="Move a running season's entries too (stop every writer first)."
+)
+@json_option
+@pass_state
+def reshard(state: CliState, board: str, old: int, force: bool, as_json: bool) -> None:
+    """Move a board's live keys to the shard count its settings name (boards.<b>.shards),
+    at a season boundary, with every writer stopped (docs/sharding.md)."""
+    app = state.app
+    with _bar("resharding") as bar:
+        moved = [0]
+
+        def advance(n: int) -> None:
+            moved[0] += n
+            if bar:
+                bar(moved[0], None)
+
+        done = move_shards(
+            app.client, state.settings, app.keys, board, old, state.clock(), force=force,
+            progress=advance,
+        )  # fmt: skip
+    _emit(
+        as_json, done.to_dict(),
+        f"{board}: {plural(done.keys_moved, 'key')} moved from {old} to {done.new} shards "
+        f"({plural(done.entries, 'entry')}), {plural(len(done.deleted), 'old key')} deleted "
+        "or emptied",
+    )  # fmt: skip
 
 
 @cli.command()

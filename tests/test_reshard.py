@@ -1,0 +1,186 @@
+"""``seasons reshard`` (docs/sharding.md#changing-the-shard-count): a board's keys moved from
+1 to 3 shards, 3 to 5, 5 to 2 and back to 1; after each move every read answers as before,
+every member's keys are on its store under the new count, nothing is left on the old stores,
+the event ids still refuse a resend, and the archive of the closed season stays. A running
+season is refused without --force, changing nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from seasons import Seasons, shards
+from seasons.cli import cli
+from seasons.cli.common import CliState
+from seasons.clock import ManualClock
+from seasons.config import load_settings
+
+NS = "rs"
+# Season S1 is 2099-01-05 .. 2099-01-11; S2 begins 2099-01-12.
+ANCHOR = date(2099, 1, 5)
+BOUNDARY = datetime(2099, 1, 12, 6, tzinfo=UTC)
+
+
+def toml(shards_count: int, archive: Path) -> str:
+    return f"""
+namespace = "{NS}"
+timezone = "UTC"
+[archive]
+dir = "{archive}"
+[seasons]
+length_days = 7
+anchor = "{ANCHOR}"
+[boards.kills]
+week_weights = [1, 1, 1, 1, 1, 2, 2]
+shards = {shards_count}
+[boards.laps]
+aggregate = "min"
+order = "asc"
+ties = "shared"
+max_entries = 12
+shards = {shards_count}
+"""
+
+
+class Board:
+    def __init__(self, redis_settings: dict[str, Any], tmp_path: Path):
+        self.path, self.archive = tmp_path / "seasons.toml", tmp_path / "archive"
+        self.env: dict[str, str | None] = {k: None for k in os.environ if k.startswith("SEASONS_")}
+        self.env |= {
+            "SEASONS_REDIS__URL": redis_settings["url"],
+            "SEASONS_REDIS__CLUSTER": "true" if redis_settings["cluster"] else "false",
+            "SEASONS_CONFIG": str(self.path),
+        }
+        self.clock = ManualClock(datetime(2099, 1, 9, 12, tzinfo=UTC))
+
+    def app(self, count: int) -> Seasons:
+        self.path.write_text(toml(count, self.archive))
+        environ = {k: v for k, v in self.env.items() if v is not None}
+        return Seasons(load_settings(environ=environ), clock=self.clock)
+
+    def cli(self, count: int, *args: str) -> Any:
+        self.path.write_text(toml(count, self.archive))
+        return CliRunner().invoke(
+            cli, list(args), env=self.env, obj=CliState(clock=ManualClock(self.clock()))
+        )
+
+
+def reads(app: Seasons) -> list[Any]:
+    out: list[Any] = []
+    for board in ("kills", "laps"):
+        for window, period in (("day", "2099-01-09"), ("day", "2099-01-12"), ("week", "current"),
+                               ("season", "S1"), ("season", "S2")):  # fmt: skip
+            out.append(app.top(board, window, period=period, limit=50))
+            for member in ("p1", "p7", "Ünï", "nobody"):
+                found = app.rank(board, member, window, period=period)
+                out.append(found)
+    return [None if x is None else x.model_dump(mode="json") for x in out]
+
+
+def placed(app: Seasons, count: int) -> None:
+    """Every member of every live board key is on its store under ``count``, and no key
+    of another store holds entries."""
+    client = app.client
+    for board in ("kills", "laps"):
+        stores = [board] if count == 1 else [shards.store(board, i) for i in range(count)]
+        for key in client.scan_iter(match=f"{NS}:{{{board}*"):
+            parsed = app.keys.parse(key)
+            assert parsed is not None and parsed.board is not None
+            if parsed.kind in ("day", "week", "season"):
+                assert parsed.board in stores, key
+                for m in client.zrange(key, 0, -1):
+                    assert shards.member_store(board, app.settings.boards[board], m) == parsed.board
+
+
+def test_resharding_moves_every_key_and_changes_no_answer(
+    redis_settings: dict[str, Any], tmp_path: Path, r: Any
+) -> None:
+    b = Board(redis_settings, tmp_path)
+    with b.app(1) as app:
+        events = []
+        for day in range(5):  # 2099-01-05 .. 01-09, S1
+            ts = datetime(2099, 1, 5 + day, 10, tzinfo=UTC)
+            for i in range(40):
+                member = "Ünï" if i == 39 else f"p{(i * 7 + day) % 23}"
+                events += [
+                    {"board": board, "member": member, "value": (i * 13 + day) % 17,
+                     "ts": ts, "event_id": f"{board}-{day}-{i}", "metadata": {"n": i}}
+                    for board in ("kills", "laps")
+                ]  # fmt: skip
+        app.submit_many(events, backfill=True)
+        b.clock.set(BOUNDARY)
+        from seasons.jobs.worker import Worker
+
+        Worker(app).tick(b.clock())  # S1 closed and archived
+        app.submit_many([{"board": "kills", "member": "p1", "value": 3, "event_id": "late"}])
+        before = reads(app)
+        archived = app.top("kills", "season", period="S1", limit=50)
+    # A running season: S2 holds p1's entry. Refused, nothing changed.
+    refused = b.cli(3, "reshard", "--board", "kills", "--from", "1")
+    assert refused.exit_code == 1 and "running" in refused.output
+    with b.app(1) as app:
+        assert reads(app) == before
+    for old, new in ((1, 3), (3, 5), (5, 2), (2, 1)):
+        for board in ("kills", "laps"):
+            done = b.cli(new, "reshard", "--board", board, "--from", str(old), "--force", "--json")
+            assert done.exit_code == 0, done.output
+            assert json.loads(done.stdout)["to"] == new
+        with b.app(new) as app:
+            assert reads(app) == before, (old, new)
+            placed(app, new)
+            assert app.top("kills", "season", period="S1", limit=50) == archived
+            again = app.submit_many([
+                {"board": "kills", "member": "p1", "value": 3, "event_id": "late"}
+            ])  # fmt: skip
+            assert (again.applied, again.duplicates) == (0, 1)  # its id still known
+    # Wrong counts are refused, naming the option.
+    same = b.cli(1, "reshard", "--board", "kills", "--from", "1")
+    assert same.exit_code == 2 and "--from" in same.output
+    unknown = b.cli(1, "reshard", "--board", "nope", "--from", "2")
+    assert unknown.exit_code == 2
+
+
+@pytest.mark.parametrize(("old", "new", "step"), [(1, 3, "_move"), (3, 2, "_evict")])
+def test_a_reshard_killed_midway_is_finished_by_running_it_again(
+    redis_settings: dict[str, Any], tmp_path: Path, r: Any, old: int, new: int, step: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    from seasons import reshard as module
+
+    b = Board(redis_settings, tmp_path)
+    with b.app(1) as app:
+        ts = datetime(2099, 1, 9, 10, tzinfo=UTC)
+        app.submit_many([
+            {"board": "kills", "member": f"m{i}", "value": i % 9, "ts": ts, "metadata": {"i": i}}
+            for i in range(300)
+        ], backfill=True)  # fmt: skip
+        before = reads(app)
+    b.clock.set(BOUNDARY + timedelta(days=7))  # S3, empty: a season boundary
+    if old != 1:
+        assert b.cli(old, "reshard", "--board", "kills", "--from", "1").exit_code == 0
+    calls = {"n": 0}
+    real = getattr(module, step)
+
+    def dying(*args: Any) -> Any:  # the process dies in the middle of the move
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise SystemExit(137)
+        return real(*args)
+
+    monkeypatch.setattr(module, step, dying)
+    assert b.cli(new, "reshard", "--board", "kills", "--from", str(old)).exit_code != 0
+    assert calls["n"] == 2
+    monkeypatch.setattr(module, step, real)
+    done = b.cli(new, "reshard", "--board", "kills", "--from", str(old))
+    assert done.exit_code == 0, done.output
+    b.clock.set(datetime(2099, 1, 9, 12, tzinfo=UTC))
+    with b.app(new) as app:
+        assert reads(app) == before
+        placed(app, new)
