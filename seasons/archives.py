@@ -154,7 +154,8 @@ class Archives:
             if rule.distinct_set:
                 args = ["distinct"]
         size = int(self.scripts.archive_copy(keys=keys, args=args))
-        self._copy_twin(keys, rule.reach_set)
+        if not shards.is_sharded(self.settings.boards[board]):  # no hidden members (yet)
+            self._copy_twin(keys, rule.reach_set)
         return size
 
     def _copy_twin(self, keys: list[str], reach_set: bool) -> int:

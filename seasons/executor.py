@@ -53,8 +53,9 @@ import socket
 import threading
 import weakref
 from collections import deque
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Protocol
 
 import hiredis
@@ -92,6 +93,29 @@ class Call:
 
     def eval(self) -> Command:
         return ("EVAL", self.script.source, len(self.keys), *self.keys, *self.args)
+
+
+# One round of a gathered read (:class:`Steps`): script calls and plain commands sent together.
+Round = Sequence[Call | Command]
+# A gathered read: yields each round, is sent back its replies, returns what the read
+# renders (seasons.reads.Read.render).
+Gathered = Generator[Round, list[Any], Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Steps:
+    """A read that no one call answers: a sharded board's, whose shards are keys of several
+    slots (several masters of a cluster; seasons.shard_reads). Its rounds are sent each in one
+    round trip per server: on Seasons' own connections one MULTI/EXEC (one instant of the
+    server), through a redis-py client a pipeline (one round trip per master of a cluster)."""
+
+    name: str
+    start: Callable[[], Gathered]
+
+
+def _round(batch: Round, fresh: bool) -> list[Command]:
+    """A round's commands: its calls as EVALSHA, or as EVAL once Redis answered NOSCRIPT."""
+    return [(c.eval() if fresh else c.evalsha()) if isinstance(c, Call) else c for c in batch]
 
 
 # Transactions a plan sends before the script answers: the first from its guess, each next
@@ -165,13 +189,17 @@ class SyncExecutor:
         send: Callable[[Command], Any],
         close: Callable[[], None],
         transact: Callable[[list[Command]], list[Any]] | None = None,
+        gather: Callable[[list[Command]], list[Any]] | None = None,
     ):
         self._send = send
         self._transact = transact
+        self._gather = gather or transact
         self.close = close
 
-    def run(self, call: Call, plan: Plan | None = None) -> Reply:
+    def run(self, call: Call | Steps, plan: Plan | None = None) -> Reply:
         with translated():
+            if isinstance(call, Steps):
+                return self._steps(call)
             if plan is not None and self._transact is not None:
                 for _ in range(PLAN_TRIES):
                     try:
@@ -185,6 +213,19 @@ class SyncExecutor:
             send = self._send
             return resent(lambda: send(call.evalsha()), lambda: send(call.eval()))
 
+    def _steps(self, steps: Steps) -> Reply:
+        gather = self._gather
+        if gather is None:
+            raise TypeError(f"{steps.name}: this executor gathers no rounds")
+        reads = steps.start()
+        try:
+            batch = next(reads)
+            while True:
+                batch = reads.send(resent(partial(gather, _round(batch, False)),
+                                          partial(gather, _round(batch, True))))  # fmt: skip
+        except StopIteration as done:
+            return done.value
+
 
 class AsyncExecutor:
     """Runs read calls on the event loop (see the module's doc)."""
@@ -194,13 +235,17 @@ class AsyncExecutor:
         send: Callable[[Command], Awaitable[Any]],
         close: Callable[[], Awaitable[None]],
         transact: Callable[[list[Command]], Awaitable[list[Any]]] | None = None,
+        gather: Callable[[list[Command]], Awaitable[list[Any]]] | None = None,
     ):
         self._send = send
         self._transact = transact
+        self._gather = gather or transact
         self.close = close
 
-    async def run(self, call: Call, plan: Plan | None = None) -> Reply:
+    async def run(self, call: Call | Steps, plan: Plan | None = None) -> Reply:
         with translated():
+            if isinstance(call, Steps):
+                return await self._steps(call)
             if plan is not None and self._transact is not None:
                 for _ in range(PLAN_TRIES):
                     try:
@@ -217,13 +262,38 @@ class AsyncExecutor:
             except NoScriptError:
                 return await self._send(call.eval())
 
+    async def _steps(self, steps: Steps) -> Reply:
+        gather = self._gather
+        if gather is None:
+            raise TypeError(f"{steps.name}: this executor gathers no rounds")
+        reads = steps.start()
+        try:
+            batch = next(reads)
+            while True:
+                try:
+                    replies = await gather(_round(batch, False))
+                except NoScriptError:
+                    replies = await gather(_round(batch, True))
+                batch = reads.send(replies)
+        except StopIteration as done:
+            return done.value
+
 
 def sync_executor(client: RedisClient) -> SyncExecutor:
     """The executor for ``client``'s server: own connections where :class:`Endpoint` can
     reach it, else the client itself."""
     endpoint = Endpoint.of(client)
     if endpoint is None:
-        return SyncExecutor(lambda command: client.execute_command(*command), lambda: None)
+
+        def pipelined(commands: list[Command]) -> list[Any]:
+            pipe = client.pipeline(transaction=False)
+            for command in commands:
+                pipe.execute_command(*command)
+            return list(pipe.execute())
+
+        return SyncExecutor(
+            lambda command: client.execute_command(*command), lambda: None, gather=pipelined
+        )
     sockets = _ThreadSockets(endpoint)
     retry = retry_policy()
 
@@ -248,7 +318,13 @@ def async_executor(client: RedisClient, cfg: RedisSettings) -> AsyncExecutor:
         async def client_send(command: Command) -> Any:
             return await aclient.execute_command(*command)
 
-        return AsyncExecutor(client_send, aclient.aclose)
+        async def client_gather(commands: list[Command]) -> list[Any]:
+            pipe = aclient.pipeline(transaction=False)
+            for command in commands:
+                pipe.execute_command(*command)
+            return list(await pipe.execute())
+
+        return AsyncExecutor(client_send, aclient.aclose, gather=client_gather)
     pipelined = _Pipelined(endpoint)
     retry = retry_policy(asynchronous=True)
 

@@ -25,12 +25,12 @@ from typing import Any, Generic, TypeVar, cast
 
 from pydantic import TypeAdapter
 
-from seasons import replies, ties
+from seasons import replies, shards, ties
 from seasons import windows as win
 from seasons.clock import Clock, system_clock
 from seasons.config.settings import Settings
 from seasons.errors import LimitExceeded, NotRanked
-from seasons.executor import Call, Plan, Reply, script
+from seasons.executor import Call, Plan, Reply, Steps, script
 from seasons.keys import Keys
 from seasons.models import Climb, Entry, EntryDetail, History, Page
 from seasons.plans import ClimbPlan, EntryPlan, Guesses, HistoryPlan, LookupPlan, PagePlan
@@ -45,6 +45,7 @@ from seasons.read_limits import (
 )
 from seasons.read_targets import Targets, unranked
 from seasons.replies import HIDDEN, Writer, flagged, meta, raw
+from seasons.shard_reads import Board, ShardReads, fixed
 
 
 def _checked(moderation: str, twin: str, live: str) -> str | None:
@@ -79,7 +80,7 @@ class Read(Generic[T]):
     being on the board (``T`` then includes None), and for some reads a
     :class:`~seasons.executor.Plan` that gathers the same reply with plain commands."""
 
-    call: Call
+    call: Call | Steps  # Steps: a sharded board's (seasons.shard_reads), no plan
     render: Render
     model: TypeAdapter[Any]
     absent: NotRanked | None = None
@@ -90,7 +91,7 @@ class Read(Generic[T]):
         body = self.render(reply)
         if body is None:
             if self.absent is None:
-                raise TypeError(f"{self.call.script.name} answered nil to a read of a board")
+                raise TypeError(f"{self.name} answered nil to a read of a board")
             return cast(T, None)
         return cast(T, self.model.validate_json(body))
 
@@ -98,8 +99,12 @@ class Read(Generic[T]):
         """The reply as an HTTP body: the result's JSON, or :class:`NotRanked`."""
         body = self.render(reply)
         if body is None:
-            raise self.absent or TypeError(f"{self.call.script.name} answered nil")
+            raise self.absent or TypeError(f"{self.name} answered nil")
         return body
+
+    @property
+    def name(self) -> str:
+        return self.call.name if isinstance(self.call, Steps) else self.call.script.name
 
 
 class Reads(Targets):
@@ -114,6 +119,33 @@ class Reads(Targets):
         }
         # What the last reads found, for the plans' guesses (seasons.plans).
         self._guesses = Guesses()
+        # The merged reads of each sharded board (seasons.shard_reads).
+        self._sharded = {
+            name: ShardReads(self._writers[name], ties.of(cfg))
+            for name, cfg in settings.boards.items()
+            if shards.is_sharded(cfg)
+        }
+
+    def _periods(
+        self, board: str, spec: win.WindowSpec, last: int
+    ) -> list[tuple[win.Period, str, str]]:
+        """The last ``last`` periods of ``spec`` with their live and archive keys (the live
+        one twice for a window without archives)."""
+        out = []
+        for p in win.recent_periods(spec.name, last, self.clock(), self.settings):
+            live = self.keys.window(board, p.window, p.id)
+            out.append((p, live, self.keys.archive(board, p.id) if spec.archived else live))
+        return out
+
+    def _shard_board(self, board: str, window: str, pid: str, live: str, archive: str) -> Board:
+        """A sharded board's period as its reads merge it: the stores' keys, or the archive
+        (a snapshot's is its only key)."""
+        cfg = self.board(board)
+        cap = self._cap(cfg, window)
+        if live == archive and win.spec(window).archived:  # a snapshot S@<ts>
+            return Board.of_archive(self.keys, board, cfg, archive, cap)
+        kept = archive if archive != live else None
+        return Board(self.keys, board, cfg, win.spec(window).name, pid, kept, cap)
 
     def page(self, board: str, window: str, period: str, *, limit: int, offset: int) -> Read[Page]:
         """A page of the board, best first."""
@@ -158,6 +190,16 @@ class Reads(Targets):
             return writer.page(head + b"%d" % total, rule, start, first, rows, metas, at)
 
         absent = unranked(board, window, a, pid) if mode == "member" else None
+        sharded = self._sharded.get(board)
+        if sharded is not None:
+            b_ = self._shard_board(board, window, pid, live, archive)
+            if mode == "member":
+                steps = sharded.around_member(b_, head, a, b)
+            elif mode == "rank":
+                steps = sharded.page(b_, head, _centred(a - 1, b), b)
+            else:
+                steps = sharded.page(b_, head, fixed(a), b)
+            return Read(steps, _as_is, _PAGE, absent)
         call = Call(_RANGE, keys, [cfg.order, cfg.ties, mode, a, b, self._cap(cfg, window)])
         plan = None
         desc, board_keys = cfg.order == "desc", (self._guesses, live, archive, keys[2])
@@ -180,19 +222,13 @@ class Reads(Targets):
         pid, live, archive = self.target(board, window, period)
         writer, name = self._writers[board], member.encode()
 
-        def render(reply: Any) -> bytes | None:
-            if reply is None:
-                return None
-            values, hidden = flagged(reply, _ENTRY_FIELDS, _P)
-            rank, score, stored, total, worse, better = values
-            score = raw(score)
-            gap = (
-                replies.number_text(abs(float(better) - float(score)))
-                if better is not None
-                else b"null"
-            )
+        def detail(
+            rank: int, score: bytes, stored: Any, total: int, worse: int,
+            better: float | None, hidden: bool,
+        ) -> bytes:  # fmt: skip
+            gap = b"null" if better is None else replies.number_text(abs(better - float(score)))
             return (
-                writer.entry(rank, name, score, meta(stored), hidden is not None)[:-1]
+                writer.entry(rank, name, score, meta(stored), hidden)[:-1]
                 + b',"percentile":'
                 + replies.number_text(100 * worse / total)
                 + b',"gap_up":'
@@ -200,6 +236,26 @@ class Reads(Targets):
                 + b',"total":%d}' % total
             )
 
+        def render(reply: Any) -> bytes | None:
+            if reply is None:
+                return None
+            values, hidden = flagged(reply, _ENTRY_FIELDS, _P)
+            rank, score, stored, total, worse, better = values
+            better = None if better is None else float(better)
+            return detail(rank, raw(score), stored, total, worse, better, hidden is not None)
+
+        absent = unranked(board, window, member, pid)
+        sharded = self._sharded.get(board)
+        if sharded is not None:
+            b = self._shard_board(board, window, pid, live, archive)
+
+            def merged(v: Any) -> bytes | None:
+                if v is None:
+                    return None
+                rank, score, stored, total, worse, better = v
+                return detail(rank, score, stored, total, worse, better, False)
+
+            return Read(sharded.entry(b, member), merged, _ENTRY, absent)
         args = [cfg.order, cfg.ties, "entry", self._cap(cfg, window), member]
         keys = self._points_keys(board, window, pid, live, archive)
         plan, rule = None, ties.of(cfg)
@@ -216,7 +272,7 @@ class Reads(Targets):
                 _checked(keys[1], keys[4], live),
             )
         call = Call(_POINTS, keys, args)
-        return Read(call, render, _ENTRY, unranked(board, window, member, pid), plan)
+        return Read(call, render, _ENTRY, absent, plan)
 
     def climb(
         self, board: str, window: str, member: str, period: str, *, to: Iterable[int]
@@ -237,10 +293,7 @@ class Reads(Targets):
             replies.text(member),
         )
 
-        def render(reply: Any) -> bytes | None:
-            if reply is None:
-                return None
-            (rank, score, targets), hidden = flagged(reply, _CLIMB_FIELDS, _P)
+        def body(rank: int, score: bytes, targets: list[Any], hidden: bool) -> bytes:
             here, out = float(score), []
             for k, at in zip(ranks, targets, strict=True):
                 if at is None:
@@ -249,10 +302,28 @@ class Reads(Targets):
                 gap = replies.number_text(abs(float(at) - here)) if rank > k else b"0"
                 out.append(b'{"rank":%d' % k + writer.score(raw(at)) + b',"gap":' + gap + b"}")
             return (
-                head + b"%d" % rank + writer.score(raw(score)) + b',"targets":['
-                + b",".join(out) + b"]" + (HIDDEN if hidden is not None else b"") + b"}"
+                head + b"%d" % rank + writer.score(score) + b',"targets":['
+                + b",".join(out) + b"]" + (HIDDEN if hidden else b"") + b"}"
             )  # fmt: skip
 
+        def render(reply: Any) -> bytes | None:
+            if reply is None:
+                return None
+            (rank, score, targets), hidden = flagged(reply, _CLIMB_FIELDS, _P)
+            return body(rank, raw(score), targets, hidden is not None)
+
+        absent = unranked(board, window, member, pid)
+        sharded = self._sharded.get(board)
+        if sharded is not None:
+            b = self._shard_board(board, window, pid, live, archive)
+
+            def climbed(v: Any) -> bytes | None:
+                if v is None:
+                    return None
+                rank, score, targets = v
+                return body(rank, score, targets, False)
+
+            return Read(sharded.climb(b, member, ranks), climbed, _CLIMB, absent)
         args = [cfg.order, cfg.ties, "climb", self._cap(cfg, window), member, *ranks]
         keys = self._points_keys(board, window, pid, live, archive)
         call = Call(_POINTS, keys, args)
@@ -262,7 +333,7 @@ class Reads(Targets):
                 self._guesses, live, archive, cfg.order == "desc", member, ranks,
                 _checked(keys[1], keys[4], live),
             )  # fmt: skip
-        return Read(call, render, _CLIMB, unranked(board, window, member, pid), plan)
+        return Read(call, render, _CLIMB, absent, plan)
 
     def lookup(self, board: str, window: str, members: list[str], period: str) -> Read[list[Entry]]:
         """The ranked ones among ``members`` (a friends board), best first."""
@@ -289,6 +360,15 @@ class Reads(Targets):
             return b"[" + b",".join(out) + b"]"
 
         asked = list(dict.fromkeys(members))
+        sharded = self._sharded.get(board)
+        if sharded is not None:
+            b = self._shard_board(board, window, pid, live, archive)
+
+            def entries(found: list[tuple[int, bytes, bytes, Any]]) -> bytes:
+                out = [writer.entry(rank, m, score, meta(s)) for rank, m, score, s in found]
+                return b"[" + b",".join(out) + b"]"
+
+            return Read(sharded.lookup(b, asked), entries, _ENTRIES)
         keys = self._points_keys(board, window, pid, live, archive)
         plan = None
         if "lookup" in ties.of(cfg).planned:
@@ -331,9 +411,43 @@ class Reads(Targets):
                     out.append(pid + b"%d" % rank + writer.score(raw(score)) + mark + b"}")
             return head + b",".join(out) + b"]}"
 
+        sharded = self._sharded.get(board)
+        if sharded is not None:
+            boards = [
+                self._shard_board(board, window, p.id, live, archive)
+                for p, live, archive in self._periods(board, spec, last)
+            ]
+
+            def places(found: list[tuple[int | None, bytes | None]]) -> bytes:
+                out = []
+                for pid, (rank, score) in zip(ids, found, strict=True):
+                    if rank is None or score is None:
+                        out.append(pid + b'null,"score":null}')
+                    else:
+                        out.append(pid + b"%d" % rank + writer.score(score) + b"}")
+                return head + b",".join(out) + b"]}"
+
+            return Read(sharded.history(boards, member), places, _HISTORY)
         plan = None
         if "history" in ties.of(cfg).planned and not spec.archived:
             plan = HistoryPlan(self._guesses, lives, cfg.order == "desc", member, keys[1])
         args = [cfg.order, cfg.ties, "history", self._cap(cfg, window), member]
         call = Call(_POINTS, keys, args)
         return Read(call, render, _HISTORY, plan=plan)
+
+
+def _as_is(body: Any) -> bytes | None:
+    """A merged read's answer, already its JSON (seasons.shard_reads)."""
+    return cast(bytes | None, body)
+
+
+def _centred(centre: int, size: int) -> Callable[[int | None], int]:
+    """The first position of ``size`` entries centred on ``centre`` (0-based), shifted back
+    at the end of a board of ``shown`` members (read_range.lua's rule)."""
+
+    def start(shown: int | None) -> int:
+        if shown is None:
+            return max(0, centre - size // 2)
+        return max(0, min(centre - size // 2, shown - size))
+
+    return start

@@ -17,7 +17,7 @@ scratch key again from the start, so a crash anywhere leaves nothing half done b
 
 from __future__ import annotations
 
-from typing import cast
+from typing import Any, cast
 
 from seasons import shards
 from seasons.config.settings import Settings
@@ -54,7 +54,9 @@ def gather(
             pipe = client.pipeline(transaction=False)
             pipe.zadd(into, {m: s for m, s in rows})
             pipe.expire(into, SCRATCH_TTL)
-            found = {m: v for m, v in zip(members, stored, strict=True) if v is not None}
+            found: dict[Any, Any] = {
+                m: v for m, v in zip(members, stored, strict=True) if v is not None
+            }
             if found:
                 pipe.hset(meta, mapping=found)
             pipe.execute()

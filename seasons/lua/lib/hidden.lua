@@ -21,44 +21,15 @@
 -- missing and not hidden, build none of them.
 
 --! include ranks
+--! include position
 
 local function make_hidden()
-  -- Whether the bytes of `a` come before those of `b` (Lua's `<` on strings follows the
-  -- server's locale, not Redis's byte order).
-  local function bytes_less(a, b)
-    local n = math.min(#a, #b)
-    for i = 1, n do
-      local x, y = string.byte(a, i), string.byte(b, i)
-      if x ~= y then return x < y end
-    end
-    return #a < #b
-  end
-
   -- 'shadow' or 'open' from a member's field of the moderation hash (a hidden or a banned
   -- member: both have a self-view), its stored JSON; shadow unless it says open.
   local function mode(value)
     local ok, state = pcall(cjson.decode, value)
     if ok and type(state) == 'table' and state.mode == 'open' then return 'open' end
     return 'shadow'
-  end
-
-  -- The 0-based position `m` (not on `key`) would take in Redis's order of `key` with
-  -- `score`: after the better scores and, among equal ones, after the members whose bytes
-  -- come first (a desc board lists equal scores in reverse byte order). A binary search of
-  -- the run of `score` by position: O(log n) per probe.
-  local function redis_position(key, desc, m, score)
-    local lo = redis.call('ZCOUNT', key, '-inf', '(' .. score)
-    local a, b = 0, redis.call('ZCOUNT', key, score, score)
-    while a < b do
-      local mid = math.floor((a + b) / 2)
-      if bytes_less(redis.call('ZRANGE', key, lo + mid, lo + mid)[1], m) then
-        a = mid + 1
-      else
-        b = mid
-      end
-    end
-    if desc then return redis.call('ZCARD', key) - lo - a end
-    return lo + a
   end
 
   -- Where `m`, not on `key` (read with `side`, as tie_beside answers it), stands with `score`

@@ -1,0 +1,466 @@
+"""Reads of a sharded board: every shard asked, their answers merged (docs/sharding.md#reads).
+
+A sharded board's period is S sorted sets, one per store (seasons.shards), in as many slots.
+No one call reads them all, so each read here is a :class:`~seasons.executor.Steps`: rounds
+of commands, each round sent at once (one round trip per server), merged in Python, which
+scales out. Every answer is the unsharded board's, byte for byte, for the board's order and
+its ``member`` or ``shared`` ties:
+
+- a member's place is the sum over the shards of where it stands or would stand on each
+  (``seasons/lua/shard_seek.lua``: a binary search of its score's run, O(log n) per shard);
+- a page at positions [o, o + l) is a merge of each shard's entries around o / S (members
+  are spread evenly by their hash), with a margin that is checked: an entry's global
+  position is known exactly when every shard's slice reaches it, and the page is answered
+  only when every one of its positions is. A short page from the top reads o + l entries of
+  each shard, as it costs no more.
+- a season that has its archive is read there: the archive is one key of the board's own
+  slot (seasons.shard_archive), read as a board of one shard.
+
+The rounds of one read are not one instant of the board as a script's reply is: a write
+between two rounds can show in the second. Each round alone is one instant of a server.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from seasons import shards
+from seasons.config.settings import BoardSettings
+from seasons.executor import Call, Command, Gathered, Steps, script
+from seasons.keys import Keys
+from seasons.replies import Writer, meta, raw
+from seasons.ties import TieSpec
+
+_SEEK = script("shard_seek")
+# Tries of a page from guessed slices (each with wider margins) before it reads every
+# shard's entries from the top down to the page's end, which is always exact.
+GUESSES = 2
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """One sorted set a read merges: a store's key of the period, or the archive; and the
+    metadata hash of its members."""
+
+    key: str
+    meta: str
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """An entry read from a shard: Redis's text of its score, its score, member bytes, and
+    the index of its source."""
+
+    score: float
+    member: bytes
+    text: bytes
+    source: int
+
+
+@dataclass(frozen=True, slots=True)
+class Place:
+    """Where a probe (score, member) stands over every shard."""
+
+    position: int  # 0-based, in the board's order
+    better: int  # members of a strictly better score
+    equal: int  # members of its score (itself included, when it is on the board)
+    nearer: float | None  # the nearest strictly better score
+    total: int  # members on every shard
+
+
+class Board:
+    """What a read of one period of a sharded board needs: its sources (the stores' keys, or
+    the archive once it exists), its order, tie rule and cap, and the JSON writer."""
+
+    def __init__(
+        self, keys: Keys, board: str, cfg: BoardSettings, window: str, pid: str,
+        archive: str | None, cap: int,
+    ):  # fmt: skip
+        self.live = [
+            Source(keys.window(store, window, pid), keys.meta(store))
+            for store in shards.stores(board, cfg)
+        ]
+        self.archive = None if archive is None else Source(archive, keys.meta(board))
+        self.desc = cfg.order == "desc"
+        self.shares = cfg.ties == "shared"
+        self.cap = cap
+        self.cfg, self.board = cfg, board
+
+    @classmethod
+    def of_archive(
+        cls, keys: Keys, board: str, cfg: BoardSettings, archive: str, cap: int
+    ) -> Board:
+        """A board read from its archive alone (a snapshot ``S@<ts>``)."""
+        found = cls(keys, board, cfg, "season", "", None, cap)
+        found.live = [Source(archive, keys.meta(board))]
+        return found
+
+    def store_of(self, member: str) -> int:
+        """The index in :attr:`live` of the store holding ``member``."""
+        return shards.shard_of(member, len(self.live))
+
+    def opened(self) -> Gathered:
+        """Steps answering the sources to read: the archive when it exists, else the
+        stores' keys."""
+        if self.archive is None:
+            return self.live
+        (found,) = yield [("EXISTS", self.archive.key)]
+        return [self.archive] if int(found) else self.live
+
+    def public(self, total: int) -> int:
+        """The members a read shows of ``total``: a trimmed board's top ``cap``."""
+        return min(total, self.cap) if self.cap > 0 else total
+
+
+def _score(value: Any) -> bytes:
+    """A score as the text the reads write and send back to Redis: Redis's own, or, where a
+    redis-py client's reply callback made it a float (ZSCORE, ZRANGE ... WITHSCORES through
+    a cluster pipeline), its shortest exact text (the same JSON, the same double)."""
+    return repr(value).encode() if isinstance(value, float) else raw(value)
+
+
+def _rows(reply: Sequence[Any], source: int) -> list[Row]:
+    """The entries of a ZRANGE ... WITHSCORES reply: flat, or (member, score) pairs once a
+    redis-py client's callback has paired them."""
+    paired = bool(reply) and isinstance(reply[0], (list, tuple))
+    pairs = reply if paired else zip(reply[::2], reply[1::2], strict=True)
+    out = []
+    for member, score in pairs:
+        text = _score(score)
+        out.append(Row(float(text), raw(member), text, source))
+    return out
+
+
+def _range(key: str, desc: bool, start: int, stop: int) -> Command:
+    """ZRANGE of positions [start, stop) in the board's order, with scores."""
+    if desc:
+        return ("ZRANGE", key, start, stop - 1, "REV", "WITHSCORES")
+    return ("ZRANGE", key, start, stop - 1, "WITHSCORES")
+
+
+def _ordered(rows: Iterable[Row], desc: bool) -> list[Row]:
+    """``rows`` in the board's order: by score, then member bytes (both reversed on a desc
+    board: Redis's ZRANGE ... REV)."""
+    return sorted(rows, key=lambda r: (r.score, r.member), reverse=desc)
+
+
+def positioned(slices: Sequence[tuple[int, list[Row], int]], desc: bool) -> list[tuple[int, Row]]:
+    """The global position of every entry of ``slices`` whose position they determine, in
+    the board's order. Each slice is (its first position on its shard, its rows in the
+    board's order, the shard's size). An entry's position is the sum over the shards of the
+    entries before it; a shard's count is known when its slice starts at its top or at an
+    entry before this one, and ends at its bottom or at an entry after it."""
+    merged = _ordered((r for _, rows, _ in slices for r in rows), desc)
+    seen = [0] * len(slices)  # rows of each slice before the current entry
+    out = []
+    for row in merged:
+        position, known = 0, True
+        for j, (start, rows, size) in enumerate(slices):
+            if j == row.source:
+                position += start + seen[j]
+                continue
+            if (start > 0 and seen[j] == 0) or (seen[j] == len(rows) and start + len(rows) < size):
+                known = False
+                break
+            position += start + seen[j]
+        if known:
+            out.append((position, row))
+        seen[row.source] += 1
+    return out
+
+
+class ShardReads:
+    """The steps of each read of a sharded board (:class:`seasons.reads.Reads` prepares the
+    rest of the :class:`~seasons.reads.Read` around them)."""
+
+    def __init__(self, writer: Writer, rule: TieSpec):
+        self.writer, self.rule = writer, rule
+
+    # --- pages ------------------------------------------------------------------------------
+
+    def page(
+        self, b: Board, head: bytes, start_of: Callable[[int | None], int], size: int
+    ) -> Steps:
+        """A page of ``size`` entries from position ``start_of(shown)`` (``shown``: the
+        members the board shows; None before it is known) as read_range.lua answers it."""
+
+        def steps() -> Gathered:
+            sources = yield from b.opened()
+            total, start, rows = yield from self._slice(b, sources, start_of, size)
+            return (yield from self._render(b, sources, head, total, start, rows))
+
+        return Steps("a page of a sharded board", steps)
+
+    def _slice(
+        self, b: Board, sources: list[Source], start_of: Callable[[int | None], int], size: int
+    ) -> Gathered:
+        """(members shown, the page's first position, its rows in order)."""
+        n, start, cards = len(sources), start_of(None), None
+        for attempt in range(GUESSES + 2):
+            spans = self._spans(n, start, size, cards, min(attempt, GUESSES))
+            commands: list[Any] = []
+            for s, (lo, hi) in zip(sources, spans, strict=True):
+                commands += [("ZCARD", s.key), _range(s.key, b.desc, lo, hi)]
+            got = yield commands
+            cards = [int(c) for c in got[::2]]
+            shown = b.public(sum(cards))
+            wanted = start_of(shown)
+            slices = [
+                (lo, _rows(reply, i), card)
+                for i, ((lo, _), reply, card) in enumerate(
+                    zip(spans, got[1::2], cards, strict=True)
+                )
+            ]
+            if wanted != start and attempt < GUESSES:  # near the end: the page shifts back
+                start = wanted
+                continue
+            end = min(start + size, shown)
+            if start >= end:
+                return shown, start, []
+            found = {p: row for p, row in positioned(slices, b.desc) if start <= p < end}
+            if len(found) == end - start:
+                return shown, start, [found[p] for p in range(start, end)]
+        raise AssertionError("a page read from the top of every shard is always whole")
+
+    @staticmethod
+    def _spans(
+        n: int, start: int, size: int, cards: list[int] | None, attempt: int
+    ) -> list[tuple[int, int]]:
+        """The slice [lo, hi) of each of ``n`` shards read for positions [start, start +
+        size): from the top when that costs no more than guessed slices, or on the last
+        attempt; else around each shard's share of ``start`` (by the sizes read, when
+        known), with a margin of a few standard deviations of where an even spread puts it,
+        widened at each attempt."""
+        end = start + size
+        margin = (4 * math.sqrt(end / n) + 16) * 4**attempt
+        if n == 1:
+            return [(start, end)]
+        if attempt == GUESSES or n * end <= size + 2 * n * margin:
+            return [(0, end)] * n
+        total = sum(cards) if cards else 0
+        out = []
+        for i in range(n):
+            share = cards[i] / total if cards and total else 1 / n
+            lo = max(0, math.floor(start * share - margin))
+            hi = math.ceil(end * share + margin) + size
+            out.append((lo, hi))
+        return out
+
+    def _render(
+        self, b: Board, sources: list[Source], head: bytes, total: int, start: int,
+        rows: list[Row],
+    ) -> Gathered:  # fmt: skip
+        """The page's JSON, its metadata (and on a shared board its first rank) read."""
+        commands: list[Any] = []
+        asked: dict[int, list[Row]] = {}
+        for row in rows:
+            asked.setdefault(row.source, []).append(row)
+        order = list(asked)
+        for i in order:
+            commands.append(("HMGET", sources[i].meta, *[r.member for r in asked[i]]))
+        if self.rule.shares and rows:
+            commands += [_better(s.key, b.desc, rows[0].text) for s in sources]
+        got = (yield commands) if commands else []
+        metas: dict[bytes, Any] = {}
+        for i, reply in zip(order, got, strict=False):
+            for r, m in zip(asked[i], reply, strict=True):
+                metas[r.member] = meta(m)
+        first = start + 1
+        if self.rule.shares and rows:
+            first = 1 + sum(int(c) for c in got[len(order) :])
+        flat: list[bytes] = []
+        for r in rows:
+            flat += [r.member, r.text]
+        return self.writer.page(
+            head + b"%d" % total, self.rule, start, first, flat, [metas[r.member] for r in rows]
+        )
+
+    # --- members ----------------------------------------------------------------------------
+
+    def around_member(self, b: Board, head: bytes, member: str, size: int) -> Steps:
+        """``size`` entries centred on ``member``; None when it is not on the board."""
+
+        def steps() -> Gathered:
+            sources = yield from b.opened()
+            home = self._home(b, sources, member)
+            (score,) = yield [("ZSCORE", sources[home].key, member)]
+            if score is None:
+                return None
+            score = _score(score)
+            args = [b"desc" if b.desc else b"asc", 2 * size + 1, size, score, member]
+            got = yield [Call(_SEEK, [s.key], args) for s in sources]
+            slices, position, cards = [], 0, []
+            for i, reply in enumerate(got):
+                card, (at, _, _, _, rows) = int(reply[0]), reply[1]
+                lo = max(0, int(at) - size)
+                slices.append((lo, _rows(rows, i), card))
+                position += int(at)
+                cards.append(card)
+            shown = b.public(sum(cards))
+            if position >= shown:
+                return None
+            start = max(0, min(position - size // 2, shown - size))
+            end = min(start + size, shown)
+            found = {p: row for p, row in positioned(slices, b.desc) if start <= p < end}
+            page = [found[p] for p in range(start, end)]
+            return (yield from self._render(b, sources, head, shown, start, page))
+
+        return Steps("around a member of a sharded board", steps)
+
+    def places(self, b: Board, sources: list[Source], probes: list[tuple[bytes, str]]) -> Gathered:
+        """The :class:`Place` of each (score text, member) of ``probes`` over ``sources``."""
+        if not probes:
+            return []
+        args: list[Any] = [b"desc" if b.desc else b"asc", 0, 0]
+        for score, member in probes:
+            args += [score, member]
+        got = yield [Call(_SEEK, [s.key], args) for s in sources]
+        return [self._place(b, got, k) for k in range(len(probes))]
+
+    @staticmethod
+    def _place(b: Board, got: list[Any], k: int) -> Place:
+        """Probe ``k``'s :class:`Place` from shard_seek.lua's reply of every source."""
+        position = better = equal = 0
+        nearer: float | None = None
+        for reply in got:
+            at, more, same, near, _ = reply[1 + k]
+            position, better, equal = position + int(at), better + int(more), equal + int(same)
+            if near is not None:
+                x = float(raw(near))
+                if nearer is None or (x < nearer if b.desc else x > nearer):
+                    nearer = x
+        return Place(position, better, equal, nearer, sum(int(reply[0]) for reply in got))
+
+    def _home(self, b: Board, sources: list[Source], member: str) -> int:
+        """The index in ``sources`` of the one that holds ``member``."""
+        return 0 if len(sources) == 1 else b.store_of(member)
+
+    def rank_of(self, b: Board, place: Place) -> int:
+        return 1 + (place.better if self.rule.shares else place.position)
+
+    def entry(self, b: Board, member: str) -> Steps:
+        """The reply fields of read_points.lua's entry (rank, score, meta, total, worse,
+        better), or None when ``member`` is not on the board."""
+
+        def steps() -> Gathered:
+            sources = yield from b.opened()
+            home = sources[self._home(b, sources, member)]
+            score, stored = yield [("ZSCORE", home.key, member), ("HGET", home.meta, member)]
+            if score is None:
+                return None
+            score = _score(score)
+            (place,) = yield from self.places(b, sources, [(score, member)])
+            shown = b.public(place.total)
+            if place.position >= shown:
+                return None
+            worse = max(0, shown - place.better - place.equal)
+            return (self.rank_of(b, place), score, stored, shown, worse, place.nearer)
+
+        return Steps("an entry of a sharded board", steps)
+
+    def lookup(self, b: Board, members: list[str]) -> Steps:
+        """(rank, member bytes, score text, stored metadata) of each of ``members`` on the
+        board, best first (equal ranks in the order asked)."""
+
+        def steps() -> Gathered:
+            sources = yield from b.opened()
+            homes = [sources[self._home(b, sources, m)] for m in members]
+            commands: list[Any] = []
+            for m, home in zip(members, homes, strict=True):
+                commands += [("ZSCORE", home.key, m), ("HGET", home.meta, m)]
+            got = yield commands
+            probes, stored = [], []
+            for k, m in enumerate(members):
+                if got[2 * k] is not None:
+                    probes.append((_score(got[2 * k]), m))
+                    stored.append(got[2 * k + 1])
+            places = yield from self.places(b, sources, probes)
+            out = []
+            for k, ((score, m), place, s) in enumerate(zip(probes, places, stored, strict=True)):
+                if place.position < b.public(place.total):
+                    out.append((self.rank_of(b, place), k, m.encode(), score, s))
+            out.sort(key=lambda x: (x[0], x[1]))
+            return [(rank, m, score, s) for rank, _, m, score, s in out]
+
+        return Steps("a lookup on a sharded board", steps)
+
+    def climb(self, b: Board, member: str, ranks: list[int]) -> Steps:
+        """(rank, score text, the score at each rank of ``ranks`` or None), or None."""
+
+        def steps() -> Gathered:
+            sources = yield from b.opened()
+            home = sources[self._home(b, sources, member)]
+            (score,) = yield [("ZSCORE", home.key, member)]
+            if score is None:
+                return None
+            score = _score(score)
+            (place,) = yield from self.places(b, sources, [(score, member)])
+            shown = b.public(place.total)
+            if place.position >= shown:
+                return None
+            targets: list[bytes | None] = []
+            for k in ranks:
+                if k > shown:
+                    targets.append(None)
+                    continue
+                _, _, rows = yield from self._slice(b, sources, fixed(k - 1), 1)
+                targets.append(rows[0].text)
+            return (self.rank_of(b, place), score, targets)
+
+        return Steps("a climb on a sharded board", steps)
+
+    def history(self, boards: list[Board], member: str) -> Steps:
+        """(rank, score text) of ``member`` on each of ``boards`` (None, None: not on it), in
+        three rounds whatever the number of periods."""
+
+        def steps() -> Gathered:
+            archives = [b.archive for b in boards if b.archive is not None]
+            found = iter((yield [("EXISTS", a.key) for a in archives]) if archives else [])
+            opened = [
+                [b.archive] if b.archive is not None and int(next(found)) else b.live
+                for b in boards
+            ]
+            homes = [
+                srcs[self._home(b, srcs, member)] for b, srcs in zip(boards, opened, strict=True)
+            ]
+            scores = yield [("ZSCORE", home.key, member) for home in homes]
+            asked = [
+                (b, srcs, _score(score))
+                for b, srcs, score in zip(boards, opened, scores, strict=True)
+                if score is not None
+            ]
+            calls = [
+                Call(_SEEK, [s.key], [b"desc" if b.desc else b"asc", 0, 0, score, member])
+                for b, srcs, score in asked
+                for s in srcs
+            ]
+            got = iter((yield calls) if calls else [])
+            places = iter([self._place(b, [next(got) for _ in srcs], 0) for b, srcs, _ in asked])
+            out: list[tuple[int | None, bytes | None]] = []
+            for b, score in zip(boards, scores, strict=True):
+                if score is None:
+                    out.append((None, None))
+                    continue
+                place = next(places)
+                if place.position >= b.public(place.total):
+                    out.append((None, None))
+                else:
+                    out.append((self.rank_of(b, place), _score(score)))
+            return out
+
+        return Steps("a history on a sharded board", steps)
+
+
+def _better(key: str, desc: bool, score: bytes) -> Command:
+    """ZCOUNT of the members of a strictly better score than ``score``."""
+    if desc:
+        return ("ZCOUNT", key, b"(" + score, "+inf")
+    return ("ZCOUNT", key, "-inf", b"(" + score)
+
+
+def fixed(start: int) -> Callable[[int | None], int]:
+    """A page's first position that does not depend on the board's size."""
+    return lambda _: start

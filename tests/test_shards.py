@@ -1,0 +1,236 @@
+"""Sharded boards (boards.<b>.shards, docs/sharding.md) against unsharded twins.
+
+Two namespaces of one Redis (or one cluster) hold the same boards under the same names, one
+with ``shards = S``, the other unsharded, each with its worker and archive folder on one
+ManualClock. Both take the same random events (ties across shards, non-ASCII and very long
+member ids, metadata, late events and a backfill) over a whole season and a day; at each
+checkpoint every read of every window answers alike on both, and both agree with the plain
+Python model of tests/reference.py. The season archive files (data and manifest) are then
+byte-identical.
+"""
+
+from __future__ import annotations
+
+import random
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from reference import Model
+from worker_support import local, today
+
+from seasons import Seasons, shards
+from seasons.clock import ManualClock
+from seasons.errors import BatchRejected
+from seasons.jobs.worker import Worker
+
+ZONE = "Europe/Berlin"
+BOARDS: dict[str, Any] = {
+    # sum, high first, weighted days
+    "kills": {"week_weights": [1, 1, 1, 1, 1, 2, 2], "season_weights": [1, 2]},
+    # min, low first, shared ranks, trimmed to the best 9 on the rolled-up windows
+    "laps": {"aggregate": "min", "order": "asc", "ties": "shared", "max_entries": 9},
+    # the latest value, high first, with a month window
+    "power": {"aggregate": "set", "windows": ["day", "week", "month", "season"]},
+    # the best value, high first, shared ranks
+    "best": {"aggregate": "max", "ties": "shared"},
+}
+MEMBERS = [
+    *(f"p{i:02d}" for i in range(30)),
+    "Ünïcødé-åäö",
+    "名前",
+    "🎮player",
+    "x" * 200,
+    "y" * 199 + "é",
+    "a b",
+    "zz",
+]
+
+
+class Twins:
+    """A sharded namespace and its unsharded twin on one clock, with the model."""
+
+    def __init__(self, factory: Any, tmp_path: Path, n: int, seed: int):
+        self.clock = ManualClock(local(today(ZONE), 0.5, ZONE))
+        base: dict[str, Any] = {
+            "timezone": ZONE,
+            "seasons": {"length_days": 7, "anchor": today(ZONE).isoformat()},
+        }
+        sharded = {b: {**cfg, "shards": n} for b, cfg in BOARDS.items()}
+        self.sharded = Seasons(
+            factory(namespace="sh", boards=sharded, archive={"dir": str(tmp_path / "sh")},
+                    **base),
+            clock=self.clock,
+        )  # fmt: skip
+        self.twin = Seasons(
+            factory(namespace="tw", boards=BOARDS, archive={"dir": str(tmp_path / "tw")},
+                    **base),
+            clock=self.clock,
+        )  # fmt: skip
+        self.workers = [Worker(self.sharded), Worker(self.twin)]
+        self.model = Model(self.twin.settings)
+        self.rng = random.Random(seed)
+        self.n = 0
+
+    def close(self) -> None:
+        self.sharded.close()
+        self.twin.close()
+
+    def events(self, count: int, ts: Any = None) -> list[dict[str, Any]]:
+        rng, out = self.rng, []
+        for _ in range(count):
+            self.n += 1
+            ev: dict[str, Any] = {
+                "board": rng.choice(sorted(BOARDS)), "member": rng.choice(MEMBERS),
+                # few values: equal scores on several shards
+                "value": rng.choice([1, 2, 3, 5, 8, -1, 2.5]),
+                "event_id": f"e{self.n}", "ts": ts or self.clock(),
+            }  # fmt: skip
+            if rng.random() < 0.3:
+                ev["metadata"] = {"level": rng.randrange(9), "tag": rng.choice(["ä", "b"])}
+            out.append(ev)
+        return out
+
+    def submit(self, events: list[dict[str, Any]], *, backfill: bool = False) -> None:
+        """The same batch to both namespaces and the model: all accept it or none."""
+        outcomes = []
+        for app in (self.sharded, self.twin):
+            try:
+                result = app.submit_many(events, backfill=backfill, batch_id=f"b{self.n}")
+                outcomes.append((result.applied, result.duplicates))
+            except BatchRejected as exc:
+                outcomes.append(("rejected", len(exc.details)))
+        assert outcomes[0] == outcomes[1]
+        if outcomes[0][0] != "rejected":
+            self.model.submit(events, self.clock(), backfill=backfill)
+
+    def tick(self) -> None:
+        for w in self.workers:
+            w.tick(self.clock())
+
+    def play_day(self, day: Any) -> None:
+        for hour in (0.5, 9, 21):
+            self.clock.set(local(day, hour, ZONE))
+            if hour < 1:  # late events of the day before, within the grace
+                self.submit(self.events(6, ts=self.clock() - timedelta(hours=1)))
+            self.submit(self.events(40))
+            self.tick()
+
+
+def same(a: Any, b: Any) -> None:
+    dump = (lambda x: None if x is None else x.model_dump(mode="json")) if a is not None else None
+    assert (dump(a) if dump else None) == (b.model_dump(mode="json") if b is not None else None)
+
+
+def reads(app: Seasons, board: str, window: str, period: str) -> list[Any]:
+    """Every read of one window of one board, as the app answers them."""
+    out: list[Any] = []
+    for offset, limit in ((0, 1), (0, 10), (3, 7), (9, 40), (60, 5)):
+        out.append(app.top(board, window, period=period, offset=offset, limit=limit))
+    for rank, size in ((1, 5), (8, 5), (30, 9), (100, 3)):
+        out.append(app.around_rank(board, window, rank, period=period, size=size))
+    for member in MEMBERS[::3] + ["nobody"]:
+        for call in (app.rank, app.around):
+            try:
+                out.append(call(board, member, window, period=period))  # type: ignore[operator]
+            except Exception as exc:  # not ranked: the same error on both
+                out.append(type(exc).__name__)
+        try:
+            out.append(app.climb(board, member, window, period=period, to=[1, 3, 10, 50]))
+        except Exception as exc:
+            out.append(type(exc).__name__)
+    out.append(app.lookup(board, MEMBERS[::2] + ["nobody"], window, period=period))
+    return [x if isinstance(x, str) else x.model_dump(mode="json") for x in out]
+
+
+def check_reads(t: Twins) -> None:
+    for board, cfg in BOARDS.items():
+        windows = cfg.get("windows", ["day", "week", "season"])
+        for window in windows:
+            for period in ("current", "previous"):
+                try:
+                    want = reads(t.twin, board, window, period)
+                except Exception as exc:  # no previous season yet: the same on both
+                    with pytest.raises(type(exc)):
+                        reads(t.sharded, board, window, period)
+                    continue
+                assert reads(t.sharded, board, window, period) == want, (board, window, period)
+            for member in MEMBERS[:3]:
+                assert t.sharded.history(board, member, window, last=3) == t.twin.history(
+                    board, member, window, last=3
+                )
+        # and both agree with the model on the current season
+        ranked = t.model.ranked(board, "season", t.sharded.top(board, "season").period)
+        page = t.sharded.top(board, "season", limit=200)
+        got = [(e.rank, e.member, e.score) for e in page.entries]
+        assert got == [(r, m, s) for r, m, s in ranked][: len(got)]
+        assert page.total == len(ranked)
+
+
+@pytest.mark.parametrize("n", [2, 3, 7, 16])
+def test_a_sharded_season_reads_and_archives_as_its_unsharded_twin(
+    settings_factory: Any, tmp_path: Path, n: int
+) -> None:
+    t = Twins(settings_factory, tmp_path, n, seed=n)
+    try:
+        first = today(ZONE)
+        for i in range(8):
+            t.play_day(first + timedelta(days=i))
+            if i in (0, 3, 6):
+                check_reads(t)
+            if i == 2:  # a backfill of the first day, closed by now
+                t.clock.set(local(first + timedelta(days=i), 22, ZONE))
+                t.submit(t.events(5, ts=local(first, 12, ZONE)), backfill=True)
+        t.clock.set(local(first + timedelta(days=8), 6, ZONE))
+        t.tick()
+        check_reads(t)
+        # The members' keys are on their shards' slots only.
+        client = t.sharded.client
+        for board in BOARDS:
+            for key in client.scan_iter(match=f"sh:{{{board}#*"):
+                name = key.decode() if isinstance(key, bytes) else key
+                store = name[len("sh:{") : name.index("}")]
+                if ":day:" in name or ":season:" in name:
+                    for m in client.zrange(name, 0, -1):
+                        m = m.decode() if isinstance(m, bytes) else m
+                        assert shards.store(board, shards.shard_of(m, n)) == store
+        # One archive per board, files byte for byte the twin's.
+        season = t.twin.top("kills", "season", period="previous").period
+        for board in BOARDS:
+            for suffix in (".jsonl.gz", ".manifest.json"):
+                mine = tmp_path / "sh" / "sh" / board / f"{season}{suffix}"
+                theirs = tmp_path / "tw" / "tw" / board / f"{season}{suffix}"
+                assert theirs.exists()
+                assert mine.read_bytes() == theirs.read_bytes(), (board, suffix)
+            assert (
+                t.sharded.rewards(board, season).model_dump()
+                == t.twin.rewards(board, season).model_dump()
+            )
+    finally:
+        t.close()
+
+
+@pytest.mark.both_backends
+def test_a_sharded_board_on_a_cluster(settings_factory: Any, tmp_path: Path, backend: str) -> None:
+    t = Twins(settings_factory, tmp_path, 3, seed=5)
+    try:
+        first = today(ZONE)
+        for i in range(2):
+            t.play_day(first + timedelta(days=i))
+        check_reads(t)
+    finally:
+        t.close()
+
+
+def test_settings_refuse_what_a_sharded_board_cannot_keep(settings_factory: Any) -> None:
+    for extra, named in (
+        ({"ties": "dense"}, 'ties = "dense"'),
+        ({"ties": "earliest"}, 'ties = "earliest"'),
+        ({"windows": ["day", "season", "alltime"]}, "alltime"),
+        ({"member_rate": {"events": 5, "per": "1m"}}, "member_rate"),
+    ):
+        with pytest.raises(Exception, match=named):
+            settings_factory(boards={"b": {"shards": 3, **extra}})
+    with pytest.raises(Exception, match="shards"):
+        settings_factory(boards={"b": {"shards": 0}})
