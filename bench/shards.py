@@ -66,11 +66,14 @@ class Sizes:
     slices: int  # ... sent in this many slices per board, alternating between the boards
     masters: tuple[int, ...]
     memory_members: int
+    read_members: int  # reads: members of each board (one event each)
+    requests: int  # reads: requests per kind and board, in ``slices`` alternating slices
 
 
-FULL = Sizes(batches=120, slices=12, masters=(1, 2, 3), memory_members=1_000_000)
-QUICK = Sizes(batches=30, slices=6, masters=(1, 2, 3), memory_members=200_000)
-TINY = Sizes(batches=4, slices=2, masters=(1, 3), memory_members=5_000)
+FULL = Sizes(120, 12, (1, 2, 3), memory_members=1_000_000, read_members=100_000, requests=2_000)
+QUICK = Sizes(30, 6, (1, 2, 3), memory_members=200_000, read_members=20_000, requests=300)
+TINY = Sizes(4, 2, (1, 3), memory_members=5_000, read_members=1_000, requests=20)
+READ_SHARDS = (1, 3, 16)
 
 
 def _tests_on_path() -> None:
@@ -492,11 +495,158 @@ def memory_section(url: str, sizes: Sizes) -> Section:
     return section
 
 
+# --- reads -----------------------------------------------------------------------------------
+
+
+@contextmanager
+def round_trips() -> Iterator[list[int]]:
+    """Counts the round trips sent while ``counter[0]`` is set (``counter[1]``): each batch
+    of commands Seasons' own connections send at once (seasons.executor), and each packed
+    send of redis-py (a command, or a pipeline)."""
+    from redis.connection import AbstractConnection
+
+    from seasons import executor
+
+    counter = [0, 0]
+    sent = AbstractConnection.send_packed_command
+    roundtrip = executor._Socket._roundtrip
+
+    def counted_send(self: Any, command: Any, check_health: bool = True) -> None:
+        counter[1] += counter[0]
+        sent(self, command, check_health)
+
+    def counted_roundtrip(self: Any, commands: Any) -> Any:
+        counter[1] += counter[0]
+        return roundtrip(self, commands)
+
+    AbstractConnection.send_packed_command = counted_send  # type: ignore[method-assign]
+    executor._Socket._roundtrip = counted_roundtrip  # type: ignore[method-assign]
+    try:
+        yield counter
+    finally:
+        AbstractConnection.send_packed_command = sent  # type: ignore[method-assign]
+        executor._Socket._roundtrip = roundtrip  # type: ignore[method-assign]
+
+
+def _cpu(client: Any) -> float:
+    """redis-server's CPU seconds so far (INFO cpu: user + sys, getrusage's µs)."""
+    info = client.info("cpu")
+    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+
+
+def _answer(got: Any) -> Any:
+    """A read's answer without the board's name (each S is its own board)."""
+    if got is None:
+        return None
+    dumped = got.model_dump()
+    dumped.pop("board", None)
+    return dumped
+
+
+def reads_section(url: str, sizes: Sizes) -> Section:
+    import redis
+
+    n = sizes.read_members
+    admin = redis.Redis.from_url(url, socket_timeout=600)
+    admin.flushall()
+    boards = {f"r{s}": s for s in READ_SHARDS}
+    app = Seasons(settings(url, "bench-shard-reads", boards, cluster=False), clock=_clock())
+    rnd = random.Random(7)
+    scores = [rnd.randint(1, 10**6) for _ in range(n)]
+    members = [f"m{i:06d}" for i in range(n)]
+    try:
+        for board in boards:
+            for start in range(0, n, MEMORY_BATCH):
+                app.submit_many(
+                    [{"board": board, "member": members[i], "value": scores[i]}
+                     for i in range(start, min(n, start + MEMORY_BATCH))]
+                )  # fmt: skip
+        kinds: dict[str, Callable[[str, str], Any]] = {
+            "top 10": lambda b, m: app.top(b, "day", limit=10),
+            "rank (entry)": lambda b, m: app.rank(b, m, "day"),
+            "around a member (size 5)": lambda b, m: app.around(b, m, "day", size=5),
+        }
+        section = Section(
+            "Shards: reads",
+            f"one redis-server; boards of {n:,} members (one event each, the same on every "
+            f"board) with S = {', '.join(map(str, READ_SHARDS))}; {sizes.requests:,} requests "
+            f"per kind and board through the Python API, in {sizes.slices} alternating slices; "
+            f"redis-server CPU (INFO cpu) and Redis time in commands (INFO commandstats) per "
+            f"request, round trips (batches of commands sent at once) and commands per request",
+            "µs / request",
+            decimals=1,
+        )
+        same = True
+        for kind, read in kinds.items():
+            asked = [rnd.choice(members) for _ in range(sizes.requests)]
+            for m in asked[:20]:  # every S answers what the unsharded board does
+                first = _answer(read("r1", m))
+                same = same and all(_answer(read(b, m)) == first for b in boards)
+            for b in boards:  # warm up: scripts loaded, guesses made
+                for m in asked[:50]:
+                    read(b, m)
+            got: dict[str, list[float]] = {b: [0.0] * 5 for b in boards}
+            with round_trips() as counter:
+                for k, part in enumerate(_slices(len(asked), sizes.slices)):
+                    order = list(boards)[k % len(boards) :] + list(boards)[: k % len(boards)]
+                    for b in order:
+                        gc.collect()
+                        cmds0 = int(admin.info("stats")["total_commands_processed"])
+                        stats0, cpu0 = command_stats(admin), _cpu(admin)
+                        counter[0], counter[1] = 1, 0
+                        for i in part:
+                            read(b, asked[i])
+                        counter[0] = 0
+                        cpu1, stats1 = _cpu(admin), command_stats(admin)
+                        cmds1 = int(admin.info("stats")["total_commands_processed"])
+                        delta = {c: u - stats0.get(c, 0) for c, u in stats1.items()}
+                        data = sum(
+                            u for c, u in delta.items() if c not in SCRIPTS and c not in (
+                                "info", "exec")
+                        )  # fmt: skip
+                        row = got[b]
+                        row[0] += cpu1 - cpu0
+                        row[1] += data
+                        row[2] += sum(delta.get(c, 0) for c in SCRIPTS)
+                        row[3] += counter[1]
+                        row[4] += cmds1 - cmds0 - 4  # the four INFO between the counts
+            base = got["r1"][0]
+            for b, (cpu, data, scripts, trips, cmds) in got.items():
+                r = sizes.requests
+                note = (
+                    f"commands {data / r:.1f} µs (+ scripts {scripts / r:.1f} µs, whose "
+                    f"commands are in that); {trips / r:.1f} round trips, {cmds / r:.1f} "
+                    f"commands per request"
+                )
+                section.row(f"{kind}: S={boards[b]}", cpu * 1e6 / r, note)
+                if b != "r1":
+                    section.ratio(f"{kind}: S={boards[b]} / S=1, redis-server CPU",
+                                  cpu / base if base else float("nan"))  # fmt: skip
+        section.check(
+            "every S answers top, rank and around as the unsharded board does (20 each)", same
+        )
+    finally:
+        app.close()
+        admin.flushall()
+        admin.close()
+    section.notes.append(
+        "CPU is the process's (it counts reading and answering each round trip, which commandstats "
+        "does not); commandstats leaves out EXEC and INFO and counts a script's commands on their "
+        "own lines"
+    )
+    return section
+
+
 def run(url: str, sizes: Sizes = FULL, *, progress: Callable[[Section], None] | None = None
         ) -> list[Section]:  # fmt: skip
-    """Both sections; the cluster ones start clusters of their own, memory uses ``url``."""
+    """The three sections; capacity starts clusters of its own, memory and reads use ``url``."""
     out = []
-    for make in (lambda: capacity_section(sizes), lambda: memory_section(url, sizes)):
+    makers: list[Callable[[], Section]] = [
+        lambda: capacity_section(sizes),
+        lambda: memory_section(url, sizes),
+        lambda: reads_section(url, sizes),
+    ]
+    for make in makers:
         out.append(make())
         if progress is not None:
             progress(out[-1])
