@@ -10,7 +10,7 @@ scale (``bench/rewards.py``).
 ``--only cluster`` (never part of the default run: it starts a local Redis Cluster of its own)
 measures one board's write rate against boards spread over the cluster's masters.
 ``--only shards`` (never part of the default run either: it starts clusters of 1, 2 and 3
-masters) measures a sharded board's write capacity per master and its memory
+masters) measures a sharded board's write capacity per master, its memory and its reads
 (``bench/shards.py``).
 ``--only soak`` (never part of the default run either; ``--seconds N``, default 180) runs
 writers, readers and the worker over HTTP while a fault injector kills and pauses processes,

@@ -25,7 +25,12 @@ costs in memory.
    the acknowledged count), and each ``six`` store's day key is on the master it was put on.
 
 2. Memory, on one redis-server: ``used_memory`` growth after one event (no id) per member for
-   ``MEMORY_MEMBERS`` members, on an unsharded board and on a ``shards = 16`` board.
+   ``Sizes.memory_members`` members, on an unsharded board and on a ``shards = 16`` board.
+
+3. Reads (seasons.shard_reads), on one redis-server: top 10, a member's rank (entry) and the
+   page around a member on boards of ``Sizes.read_members`` members with S = 1, 3, 16 (the
+   same members and scores); per request, redis-server's CPU (INFO cpu), the time in commands
+   (INFO commandstats), round trips and commands. Checked first: every S answers as S = 1.
 """
 
 from __future__ import annotations
