@@ -9,6 +9,9 @@ the rollup of week and season boards at scale, and the results step of a season 
 scale (``bench/rewards.py``).
 ``--only cluster`` (never part of the default run: it starts a local Redis Cluster of its own)
 measures one board's write rate against boards spread over the cluster's masters.
+``--only shards`` (never part of the default run either: it starts clusters of 1, 2 and 3
+masters) measures a sharded board's write capacity per master, its memory and its reads
+(``bench/shards.py``).
 ``--only soak`` (never part of the default run either; ``--seconds N``, default 180) runs
 writers, readers and the worker over HTTP while a fault injector kills and pauses processes,
 then checks every board and archive against a model of the acknowledged events
@@ -46,6 +49,7 @@ from bench import (
     redis_time,
     rewards,
     rollup,
+    shards,
     soak,
     writes,
 )
@@ -70,6 +74,7 @@ def main(argv: list[str] | None = None) -> int:
             "rollup",
             "rewards",
             "cluster",
+            "shards",
             "soak",
             "http-peers",
         ],  # fmt: skip
@@ -168,6 +173,12 @@ def main(argv: list[str] | None = None) -> int:
         if "cluster" in wanted:
             sections.append(cluster.run(cluster.QUICK if opts.quick else cluster.FULL))
             print("\n" + sections[-1].render(), flush=True)
+        if "shards" in wanted:
+            shards.run(
+                server.url,
+                shards.QUICK if opts.quick else shards.FULL,
+                progress=lambda s: (sections.append(s), print("\n" + s.render(), flush=True)),
+            )
     if opts.only and "soak" in opts.only:
         sections.append(_soak_section(opts))
         print("\n" + sections[-1].render(), flush=True)
