@@ -18,7 +18,7 @@ from typing import Any
 
 from redis.client import Pipeline
 
-from seasons import shards
+from seasons import calendar, shards
 from seasons import windows as win
 from seasons.clock import Clock, system_clock
 from seasons.config.settings import BoardSettings, Settings
@@ -106,6 +106,8 @@ class Batch:
     # board -> the window its standings are answered on (resolve_standing_window); None: the
     # result holds no standings.
     standing: dict[str, str] | None = None
+    # The batch id was made here (new_batch_id): no board can have seen it with other events.
+    fresh_id: bool = False
 
     def by_board(self) -> dict[str, list[ValidEvent]]:
         """The events of each board, in batch order."""
@@ -122,6 +124,20 @@ class Batch:
         for ev in self.events:
             out[ev.board, shards.member_store(ev.board, boards[ev.board], ev.member)].append(ev)
         return out
+
+
+def refusable(batch: Batch, settings: Settings) -> bool:
+    """Whether write.lua could refuse ``batch`` once it is checked: an event's day closed, its
+    season closing or archived, a backfill folded, metadata too large once merged, or its
+    batch id seen with other events. A batch of several boards or shards is checked on all
+    of them before it is applied, so that such a refusal writes nothing anywhere. A batch
+    whose id was made here, whose events are all of the local today or later (a day closes
+    only after its end and late grace, a season only after its last day), carry no metadata
+    and backfill nothing cannot be refused, and goes straight to its one pass."""
+    if batch.backfill or not batch.fresh_id:
+        return True
+    today = calendar.local_day(batch.now, settings.zone)
+    return any(ev.metadata is not None or ev.day < today for ev in batch.events)
 
 
 class Writes:
@@ -157,6 +173,7 @@ class Writes:
         :class:`InvalidInput` for ``standing_window`` without ``standing``. ``batch_id``:
         generated when None. ``standing``: each board's window (:func:`resolve_standing_window`,
         :class:`BadWindow` if a board of the batch keeps no ``standing_window``)."""
+        fresh = batch_id is None
         batch_id = new_batch_id() if batch_id is None else check_batch_id(batch_id)
         items = list(events)
         now = self.clock()
@@ -181,7 +198,8 @@ class Writes:
                 {"field": "standing_window"},
             )
         timed = {i for i, ev in enumerate(items) if _ts(ev) is not None}
-        return Batch(valid, now, batch_id, batch_digest(valid, timed), backfill, windows)
+        digest = batch_digest(valid, timed)
+        return Batch(valid, now, batch_id, digest, backfill, windows, fresh_id=fresh)
 
     def validate(
         self, events: list[Any], now: datetime, *, backfill: bool = False
@@ -235,10 +253,11 @@ class Writes:
         return []
 
     def apply(self, batch: Batch) -> WriteResult:
-        """Apply a checked batch. One board: one atomic script call. Several boards: every
-        board is checked first, then applied (one pipeline each; on a cluster one call per
-        board), so a batch that a closed day or season would refuse on one board writes
-        nothing on any board.
+        """Apply a checked batch. One board (one store): one atomic script call. Several
+        boards or the shards of a sharded board: every one is checked first, then applied
+        (one pipeline each; on a cluster one call per store), so a batch that a closed day or
+        season would refuse on one board writes nothing on any board; a batch that nothing
+        could refuse (:func:`refusable`) skips the check.
 
         A board that applied the batch id in the last 48 hours answers its recorded result in
         both passes and writes nothing, so the result of a resend is the sum of the originals.
@@ -251,7 +270,7 @@ class Writes:
         read by the same script call after the batch (on a resend: read then)."""
         if not batch.events:
             return WriteResult(applied=0, duplicates=0, batch_id=batch.batch_id)
-        if len(batch.by_store(self.settings)) > 1:
+        if len(batch.by_store(self.settings)) > 1 and refusable(batch, self.settings):
             self._run(batch, check_only=True)
         results = self._run(batch, check_only=False)
         held = sorted((h for r in results for h in r.held_events or ()), key=lambda h: h.index)

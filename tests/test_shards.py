@@ -307,3 +307,32 @@ def test_http_answers_a_sharded_board_with_the_twins_bytes(
             assert codes.count(200) > len(paths) // 5 and 404 in codes
     finally:
         t.close()
+
+
+def test_a_batch_nothing_could_refuse_goes_to_each_shard_once(
+    settings_factory: Any, r: Any
+) -> None:
+    """A batch over several shards is checked on every shard before it is applied, unless no
+    shard could refuse it (a fresh batch id, events of today, no metadata)."""
+
+    def calls() -> int:
+        stats = r.info("commandstats")
+        return sum(int(stats.get(f"cmdstat_{c}", {}).get("calls", 0)) for c in ("evalsha", "eval"))
+
+    app = Seasons(settings_factory(boards={"s": {"shards": 5}}))
+    try:
+        events = [{"board": "s", "member": f"m{i}", "value": 1} for i in range(40)]
+        stores = len({shards.shard_of(e["member"], 5) for e in events})
+        app.submit_many(events[:1])  # the script loaded
+        for batch, passes in (
+            ({}, 1),
+            ({"batch_id": "mine"}, 2),  # a caller's id may have been seen with other events
+            ({"metadata": {"a": 1}}, 2),
+        ):
+            sent = [{**e, "metadata": batch["metadata"]} if "metadata" in batch else e
+                    for e in events]  # fmt: skip
+            before = calls()
+            app.submit_many(sent, batch_id=batch.get("batch_id"))
+            assert calls() - before == passes * stores, batch
+    finally:
+        app.close()
