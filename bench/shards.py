@@ -17,10 +17,11 @@ costs in memory.
    (the write scripts' usec and the other commands', a script's own commands counted once,
    bench.common.command_usec) and ``INFO cpu`` (used_cpu_user + used_cpu_sys) deltas. The
    issue's target: busiest(sharded) / flat <= 1.15 / M. A batch that touches several stores
-   first runs a check-only pass (one more script call per store); its share of the sharded
-   board's script time is split out of SLOWLOG (threshold 0 while writing: per store, the
-   calls alternate check, apply), and the same events sent in batches of one store each
-   (no check pass, one call per batch) are timed beside them at M = 1.
+   and could be refused is checked on each first (one more script call per store:
+   seasons.writes.refusable); these batches cannot be (ids made by Seasons, events of today,
+   no metadata), and the script calls per store per batch are counted (INFO commandstats'
+   EVALSHA calls). The same events sent in batches of one store each (one call
+   per batch) are timed beside them at M = 1.
    Checks: every acknowledged event is on its board once (the day keys of every store sum to
    the acknowledged count), and each ``six`` store's day key is on the master it was put on.
 
@@ -178,6 +179,8 @@ class Spent:
     # per slice: the busiest master's command µs (for the slice-by-slice ratios)
     slices: list[float] = field(default_factory=list)
     events: int = 0
+    calls: int = 0  # write script calls (EVALSHA) on every master
+    batches: int = 0
     # port -> command -> µs: what ran inside the scripts (Seasons sends nothing else)
     commands: dict[int, dict[str, float]] = field(
         default_factory=lambda: defaultdict(lambda: defaultdict(float))
@@ -198,47 +201,19 @@ class Spent:
         return port, table[port]
 
 
-def _snapshot(nodes: dict[int, Any]) -> dict[int, tuple[dict[str, int], float]]:
+def _snapshot(nodes: dict[int, Any]) -> dict[int, tuple[dict[str, int], float, int]]:
+    """Per master: command µs, CPU seconds, EVALSHA calls."""
     out = {}
     for port, c in nodes.items():
         stats = command_stats(c)
         cpu = c.info("cpu")
-        out[port] = (stats, float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"]))
+        calls = int(c.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0))
+        out[port] = (stats, float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"]), calls)
     return out
 
 
 def _script_usec(before: dict[str, int], after: dict[str, int]) -> int:
     return sum(after.get(n, 0) - before.get(n, 0) for n in SCRIPTS)
-
-
-def _slowlog_split(nodes: dict[int, Any], stores: set[str], namespace: str) -> tuple[float, float]:
-    """(check-only µs, apply µs) of the write scripts SLOWLOG recorded for ``stores``: a
-    batch touching several stores calls each store twice, check then apply, and one writer
-    sends them in order, so per store the calls alternate."""
-    check = apply = 0.0
-    for c in nodes.values():
-        by_store: dict[str, list[tuple[int, int]]] = defaultdict(list)
-        for entry in c.slowlog_get(-1):
-            command = entry["command"]
-            text = command.decode() if isinstance(command, bytes) else str(command)
-            cmd = text.split(" ", 4)[:4]
-            if len(cmd) < 4 or cmd[0].upper() != "EVALSHA":
-                continue
-            # the first key is the store's state key, <ns>:{<store>}:state
-            key = cmd[3]
-            if not key.startswith(f"{namespace}:{{"):
-                continue
-            name = key[len(namespace) + 2 :].partition("}")[0]
-            if name in stores:
-                by_store[name].append((int(entry["id"]), int(entry["duration"])))
-        for calls in by_store.values():
-            calls.sort()
-            for n, (_, usec) in enumerate(calls):
-                if n % 2 == 0:
-                    check += usec
-                else:
-                    apply += usec
-    return check, apply
 
 
 def stream(batches: int, seed: int) -> list[list[tuple[str, str]]]:
@@ -274,7 +249,7 @@ class Capacity:
     masters: int
     spent: dict[str, Spent]
     placed: dict[str, dict[int, int]]  # board -> port -> shards on it
-    check_share: dict[str, float]  # board -> check pass µs / all its script µs
+    passes: dict[str, float]  # board -> script calls per store a batch touches
     checks: list[tuple[str, bool]]
 
 
@@ -304,10 +279,6 @@ def capacity(masters: int, sizes: Sizes) -> Capacity:
             for board in plans:  # warm-up: connections, slot map, the script on every master
                 warm = [{"board": board, "member": f"w{i}", "value": 1} for i in range(200)]
                 acked[board] += app.submit_many(warm).applied
-            for c in nodes.values():
-                c.config_set("slowlog-log-slower-than", 0)
-                c.config_set("slowlog-max-len", 1_000_000)
-                c.slowlog_reset()
             spent = {b: Spent() for b in plans}
             names = list(plans)
             for k in range(sizes.slices):
@@ -323,10 +294,12 @@ def capacity(masters: int, sizes: Sizes) -> Capacity:
                         )  # fmt: skip
                         acked[board] += got.applied
                         spent[board].events += got.applied
+                        spent[board].batches += 1
                     after = _snapshot(nodes)
                     worst = 0.0
                     for p in ports:
-                        (s0, c0), (s1, c1) = before[p], after[p]
+                        (s0, c0, n0), (s1, c1, n1) = before[p], after[p]
+                        spent[board].calls += n1 - n0
                         used = command_usec(s0, s1)
                         spent[board].usec[p] += used
                         spent[board].scripts[p] += _script_usec(s0, s1)
@@ -337,11 +310,9 @@ def capacity(masters: int, sizes: Sizes) -> Capacity:
                     spent[board].slices.append(worst)
             share = {}
             for board in ("six", "sixteen"):
-                check, apply = _slowlog_split(raw, set(stores_of(board, BOARDS[board])), namespace)
-                share[board] = check / (check + apply) if check + apply else float("nan")
-            for c in nodes.values():
-                c.config_set("slowlog-log-slower-than", 10_000)
-                c.slowlog_reset()
+                stores = stores_of(board, BOARDS[board])
+                got_calls = spent[board]
+                share[board] = got_calls.calls / (got_calls.batches * len(stores))
             checks = []
             for board in plans:
                 held = 0.0
@@ -401,8 +372,8 @@ def capacity_section(sizes: Sizes) -> Section:
                 note += "; shards per master " + "/".join(
                     str(got.placed[board].get(p, 0)) for p in sorted(sp.usec)
                 )
-            if board in got.check_share:
-                note += f"; check-only pass {got.check_share[board]:.0%} of its scripts' time"
+            if board in got.passes:
+                note += f"; {got.passes[board]:.2f} script calls per store a batch touches"
             label = {"flat": "unsharded", "six": "S=6 placed", "sixteen": "S=16 as CRC16 puts",
                      SINGLE: "S=6, one-store batches"}[board]  # fmt: skip
             section.row(f"M={m} {label}", usec / sp.events, note)
@@ -429,8 +400,9 @@ def capacity_section(sizes: Sizes) -> Section:
         for label, ok in got.checks:
             section.check(label, ok)
     section.notes.append(
-        "a sharded batch costs each master its share of the events plus, per store touched, "
-        "two script calls (the check-only pass and the apply pass), each decoding its part"
+        "a sharded batch costs each master its share of the events plus one script call per "
+        "store it touches (two when it could be refused and is checked first: a caller's batch "
+        "id, metadata, a past day; these batches have none)"
     )
     section.notes.append(
         "commandstats counts wall time inside commands, including time the redis-server thread "

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import IO, Any, cast
 
 from seasons import closed, shards, ties
+from seasons import windows as win
 from seasons.catalog import archive_dir
 from seasons.clock import utc_text
 from seasons.config.settings import Settings
@@ -450,6 +451,13 @@ class Archives:
         use_archive = bool(self.client.exists(archive))
         source = archive if use_archive else live
         token = secrets.token_hex(6)
+        gathered = None
+        if not use_archive and shards.is_sharded(self.settings.boards[board]):
+            # Its stores gathered into one key of the board's slot first (their metadata
+            # into the board's), as a close does (seasons.shard_archive).
+            spec = win.spec(window).name
+            source = gathered = gather(self.client, self.settings, self.keys, board, spec, pid,
+                                       f"export:{token}")  # fmt: skip
         tmp = self.keys.tmp(board, f"export:{token}")
         tmp_reached: str | None = None
         pipe = self.client.pipeline(transaction=True)
@@ -488,6 +496,8 @@ class Archives:
                 atomic_write(out, lambda f: emit(lambda text: _write_all(f, text.encode())))
         finally:
             self.client.delete(tmp)
+            if gathered is not None:
+                self.client.delete(gathered)
             if tmp_reached is not None:
                 self.client.delete(tmp_reached)
         return count

@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any, cast
 
 from seasons import shards
+from seasons import windows as win
 from seasons.config.settings import Settings
 from seasons.connection import RedisClient
 from seasons.keys import Keys
@@ -33,9 +34,10 @@ def gather(
     period_id: str, name: str,
 ) -> str:  # fmt: skip
     """Every store's ``window`` key of ``period_id`` added into the scratch key
-    ``tmp:gather:<name>`` of ``board``'s slot (trimmed to ``max_entries``, the board's global
-    top, as an unsharded board is), each member's metadata into the board's metadata hash;
-    returns the scratch key, absent when no store holds the period."""
+    ``tmp:gather:<name>`` of ``board``'s slot (on a rolled-up window trimmed to
+    ``max_entries``, the board's global top, as an unsharded board is), each member's
+    metadata into the board's metadata hash; returns the scratch key, absent when no store
+    holds the period."""
     cfg = settings.boards[board]
     into, meta = keys.tmp(board, f"gather:{name}"), keys.meta(board)
     client.delete(into)
@@ -63,7 +65,7 @@ def gather(
             if len(rows) < CHUNK:
                 break
             start += CHUNK
-    if cfg.max_entries > 0:
+    if cfg.max_entries > 0 and win.spec(window).rolled_up:  # day boards are never trimmed
         if cfg.order == "desc":
             client.zremrangebyrank(into, 0, -(cfg.max_entries + 1))
         else:
