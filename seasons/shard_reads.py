@@ -22,10 +22,11 @@ between two rounds can show in the second. Each round alone is one instant of a 
 
 from __future__ import annotations
 
+import heapq
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from seasons import shards
 from seasons.config.settings import BoardSettings
@@ -49,8 +50,7 @@ class Source:
     meta: str
 
 
-@dataclass(frozen=True, slots=True)
-class Row:
+class Row(NamedTuple):
     """An entry read from a shard: Redis's text of its score, its score, member bytes, and
     the index of its source."""
 
@@ -141,34 +141,43 @@ def _range(key: str, desc: bool, start: int, stop: int) -> Command:
     return ("ZRANGE", key, start, stop - 1, "WITHSCORES")
 
 
-def _ordered(rows: Iterable[Row], desc: bool) -> list[Row]:
-    """``rows`` in the board's order: by score, then member bytes (both reversed on a desc
-    board: Redis's ZRANGE ... REV)."""
-    return sorted(rows, key=lambda r: (r.score, r.member), reverse=desc)
+def _order_key(row: Row) -> tuple[float, bytes]:
+    """The board's order: by score, then member bytes (both reversed on a desc board: Redis's
+    ZRANGE ... REV)."""
+    return row.score, row.member
 
 
-def positioned(slices: Sequence[tuple[int, list[Row], int]], desc: bool) -> list[tuple[int, Row]]:
+def positioned(
+    slices: Sequence[tuple[int, list[Row], int]], desc: bool, end: int | None = None
+) -> list[tuple[int, Row]]:
     """The global position of every entry of ``slices`` whose position they determine, in
     the board's order. Each slice is (its first position on its shard, its rows in the
     board's order, the shard's size). An entry's position is the sum over the shards of the
     entries before it; a shard's count is known when its slice starts at its top or at an
-    entry before this one, and ends at its bottom or at an entry after it."""
-    merged = _ordered((r for _, rows, _ in slices for r in rows), desc)
+    entry before this one, and ends at its bottom or at an entry after it. One merge of the
+    slices, O(rows x log shards), stopped at position ``end`` when given."""
     seen = [0] * len(slices)  # rows of each slice before the current entry
+
+    def blocks(j: int) -> bool:  # whether slice j leaves the current entry's count unknown
+        start, rows, size = slices[j]
+        return (start > 0 and seen[j] == 0) or (seen[j] == len(rows) and start + len(rows) < size)
+
+    blocking = [blocks(j) for j in range(len(slices))]
+    unknown = sum(blocking)
+    position = sum(start for start, _, _ in slices)  # Σ (start + seen) over the slices
     out = []
-    for row in merged:
-        position, known = 0, True
-        for j, (start, rows, size) in enumerate(slices):
-            if j == row.source:
-                position += start + seen[j]
-                continue
-            if (start > 0 and seen[j] == 0) or (seen[j] == len(rows) and start + len(rows) < size):
-                known = False
-                break
-            position += start + seen[j]
-        if known:
+    key = _order_key
+    for row in heapq.merge(*(rows for _, rows, _ in slices), key=key, reverse=desc):
+        if end is not None and position >= end:
+            break
+        i = row.source
+        if unknown - blocking[i] == 0:
             out.append((position, row))
-        seen[row.source] += 1
+        seen[i] += 1
+        position += 1
+        now = blocks(i)
+        unknown += now - blocking[i]
+        blocking[i] = now
     return out
 
 
@@ -220,7 +229,7 @@ class ShardReads:
             end = min(start + size, shown)
             if start >= end:
                 return shown, start, []
-            found = {p: row for p, row in positioned(slices, b.desc) if start <= p < end}
+            found = {p: row for p, row in positioned(slices, b.desc, end) if start <= p}
             if len(found) == end - start:
                 return shown, start, [found[p] for p in range(start, end)]
         raise AssertionError("a page read from the top of every shard is always whole")
@@ -230,24 +239,24 @@ class ShardReads:
         n: int, start: int, size: int, cards: list[int] | None, attempt: int
     ) -> list[tuple[int, int]]:
         """The slice [lo, hi) of each of ``n`` shards read for positions [start, start +
-        size): from the top when that costs no more than guessed slices, or on the last
-        attempt; else around each shard's share of ``start`` (by the sizes read, when
-        known), with a margin of a few standard deviations of where an even spread puts it,
-        widened at each attempt."""
+        size): around each shard's share of the positions (its share of the members when
+        the sizes are known, else an even one: members spread by their hash), with a margin
+        of a few standard deviations of that share, widened at each attempt; from the top
+        when that reads no more, and on the last attempt."""
         end = start + size
-        margin = (4 * math.sqrt(end / n) + 16) * 4**attempt
         if n == 1:
             return [(start, end)]
-        if attempt == GUESSES or n * end <= size + 2 * n * margin:
-            return [(0, end)] * n
+        prefix = [(0, end)] * n
+        if attempt == GUESSES:
+            return prefix
         total = sum(cards) if cards else 0
         out = []
         for i in range(n):
             share = cards[i] / total if cards and total else 1 / n
+            margin = (3 * math.sqrt(end * share) + 2) * 4**attempt
             lo = max(0, math.floor(start * share - margin))
-            hi = math.ceil(end * share + margin) + size
-            out.append((lo, hi))
-        return out
+            out.append((lo, max(lo, math.ceil(end * share + margin))))
+        return prefix if sum(hi - lo for lo, hi in out) >= n * end else out
 
     def _render(
         self, b: Board, sources: list[Source], head: bytes, total: int, start: int,
@@ -304,7 +313,7 @@ class ShardReads:
                 return None
             start = max(0, min(position - size // 2, shown - size))
             end = min(start + size, shown)
-            found = {p: row for p, row in positioned(slices, b.desc) if start <= p < end}
+            found = {p: row for p, row in positioned(slices, b.desc, end) if start <= p}
             page = [found[p] for p in range(start, end)]
             return (yield from self._render(b, sources, head, shown, start, page))
 

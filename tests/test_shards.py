@@ -371,3 +371,36 @@ def test_an_export_of_a_live_sharded_period_is_the_twins(
         assert not list(t.sharded.client.scan_iter(match="sh:*:tmp:*"))  # nothing left behind
     finally:
         t.close()
+
+
+@pytest.mark.parametrize(("n", "ties", "order"), [(7, "member", "desc"), (16, "shared", "asc")])
+def test_deep_pages_of_a_large_sharded_board_are_the_twins(
+    settings_factory: Any, n: int, ties: str, order: str
+) -> None:
+    """Pages far from the top are read from slices around each shard's share of the offset
+    (seasons.shard_reads): at random offsets and sizes, and around random ranks, they are
+    the unsharded board's pages, including past the end."""
+    cfg = {"ties": ties, "order": order}
+    apps = [
+        Seasons(settings_factory(namespace=ns, boards={"b": {**cfg, "shards": k}}))
+        for ns, k in (("sh", n), ("tw", 1))
+    ]
+    try:
+        rng = random.Random(n)
+        events = [
+            {"board": "b", "member": f"m{i}", "value": rng.choice([rng.randrange(400), 7, 0])}
+            for i in range(4_000)
+        ]
+        for app in apps:
+            for k in range(0, len(events), 1_000):
+                app.submit_many(events[k : k + 1_000])
+        for _ in range(60):
+            offset, limit = rng.randrange(4_100), rng.choice([1, 5, 30, 200])
+            a, b = (app.top("b", "day", offset=offset, limit=limit) for app in apps)
+            assert a == b, (offset, limit)
+            rank, size = rng.randrange(1, 4_100), rng.choice([1, 4, 25])
+            a, b = (app.around_rank("b", rank, "day", size=size) for app in apps)
+            assert a == b, (rank, size)
+    finally:
+        for app in apps:
+            app.close()
