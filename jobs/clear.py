@@ -18,9 +18,11 @@ deleted in the same transaction as the days rather than recomputed: its days pas
 may be gone, and a write after the transaction starts it afresh from that write alone, as
 it starts its day key.
 
-Refused, changing nothing: any clear of a sharded board (``boards.<b>.shards`` > 1,
-:class:`~seasons.errors.NotOnShards`, a bad-input error: not supported yet); and
-(:class:`~seasons.errors.Conflict`) a day of a closing or archived
+On a sharded board (``boards.<b>.shards`` > 1) every store's keys of the period are deleted,
+one transaction per store (each marks itself done in the store's state hash), and every
+store's boards recomputed.
+
+Refused, changing nothing (:class:`~seasons.errors.Conflict`): a day of a closing or archived
 season, and such a season itself (its standings are, or are being, archived); a day already
 folded into a base (a base holds no days, so a day cannot be taken out of it: clear the
 base's window with its days to drop it); a board to recompute with a day past retention
@@ -52,7 +54,7 @@ from seasons.audit import Audit, Note
 from seasons.config.settings import Settings
 from seasons.connection import RedisClient, decoded
 from seasons.erasure import Cleared, Recomputed
-from seasons.errors import Conflict, DayFolded, NotOnShards, SeasonClosed, UnknownBoard
+from seasons.errors import Conflict, DayFolded, SeasonClosed, UnknownBoard
 from seasons.jobs.closes import CLOSE_SEASON
 from seasons.jobs.locks import Lock, locked
 from seasons.jobs.rollup import DaysExpired, Rollup, fold_lock
@@ -184,9 +186,6 @@ class Clear:
         board does not keep) or :class:`BadPeriod` if there is none."""
         if board not in self.settings.boards:
             raise UnknownBoard(board, list(self.settings.boards))
-        cfg = self.settings.boards[board]
-        if shards.is_sharded(cfg):  # its deletion would span every store's slot: not yet
-            raise NotOnShards("clear", board, cfg.shards)
         win.board_window(board, self.settings.boards[board], window)
         return win.resolve_period(window, period, now, self.settings)
 
@@ -279,11 +278,14 @@ class Clear:
         self, board: str, days: list[date], emptied: list[win.Period], base: win.Period | None
     ) -> list[str]:
         """The boards a clear deletes, each followed by its twin (hidden and banned members'
-        entries, ``Keys.twin_of``): a period cleared is cleared for them too."""
-        out = [self.keys.day(board, d) for d in days]
-        out += [self.keys.window(board, p.window, p.id) for p in emptied]
-        if base is not None:
-            out.append(self.keys.base(board, base.window))
+        entries, ``Keys.twin_of``): a period cleared is cleared for them too; on a sharded
+        board every store's."""
+        out = []
+        for store in shards.stores(board, self.settings.boards[board]):
+            out += [self.keys.day(store, d) for d in days]
+            out += [self.keys.window(store, p.window, p.id) for p in emptied]
+            if base is not None:
+                out.append(self.keys.base(store, base.window))
         return [k for key in out for k in (key, self.keys.twin_of(key))]
 
     # --- running one ------------------------------------------------------------------------
@@ -318,9 +320,7 @@ class Clear:
             if stored:
                 self._same(ClearPlan.from_json(stored).request(), asked, run_id)
             marker = STATE_CLEARING + run_id
-            deleted = bool(stored) and (
-                run.done("delete") or bool(self.client.hexists(self.keys.state(board), marker))
-            )
+            deleted = bool(stored) and (run.done("delete") or self._marked(board, marker))
             # Before its deletion nothing is changed yet: a run stopped then plans again.
             plan = (
                 ClearPlan.from_json(stored) if stored and deleted
@@ -384,8 +384,7 @@ class Clear:
             found = json.loads(run.fields.get(field) or "null")
             if found is not None:
                 rebuilt.append(Recomputed.model_validate(found))
-        state_key = self.keys.state(board)
-        run.step("unmark", lambda: self.client.hdel(state_key, STATE_CLEARING + run_id))
+        run.step("unmark", lambda: self._unmark(board, STATE_CLEARING + run_id))
         result = Cleared(
             run_id=run_id, board=board, window=plan.target.window, period=plan.target.id,
             with_days=plan.with_days, deleted=list(plan.existing), rebuilt=rebuilt,
@@ -402,7 +401,6 @@ class Clear:
         return result
 
     def _delete(self, plan: ClearPlan, run_id: str) -> None:
-        state_key = self.keys.state(plan.board)
         doomed = self._doomed(
             plan.board, list(plan.days), list(plan.emptied), plan.target if plan.base else None
         )
@@ -415,15 +413,39 @@ class Clear:
             sets += [beside(plan.board, p.window, p.id) for p in plan.emptied]
             # Reach sets have twins; distinct sets describe public scores only.
             doomed += [*sets, *(self.keys.twin_of(k) for k in sets if rule.reach_set)]
-        # One transaction in the board's slot: the days, the boards they leave empty and the
-        # mark that they are gone, at one instant for every reader and writer.
-        pipe = self.client.pipeline(transaction=True)
+        # One transaction in each store's slot (the board's own, unsharded): the days, the
+        # boards they leave empty and the mark that they are gone, at one instant for every
+        # reader and writer of that store. A store already marked by an earlier try of this
+        # run (killed between stores) is not deleted again: events written since then stay.
+        by_store: dict[str, list[str]] = {}
         for key in doomed:
-            pipe.delete(key)
-        if plan.base:  # the board starts again from the days after the clear
-            window = plan.target.window
-            pipe.hdel(state_key, STATE_FOLDED + window, STATE_GAP + window)
-        pipe.hset(state_key, STATE_CLEARING + run_id, self.clock().isoformat())
+            parsed = self.keys.parse(key)
+            by_store.setdefault(parsed.board if parsed and parsed.board else plan.board,
+                                []).append(key)  # fmt: skip
+        marker = STATE_CLEARING + run_id
+        for store in shards.stores(plan.board, self.settings.boards[plan.board]):
+            state_key = self.keys.state(store)
+            if store != plan.board and self.client.hexists(state_key, marker):
+                continue
+            pipe = self.client.pipeline(transaction=True)
+            for key in by_store.get(store, []):
+                pipe.delete(key)
+            if plan.base:  # the board starts again from the days after the clear
+                window = plan.target.window
+                pipe.hdel(state_key, STATE_FOLDED + window, STATE_GAP + window)
+            pipe.hset(state_key, marker, self.clock().isoformat())
+            pipe.execute()
+
+    def _marked(self, board: str, marker: str) -> bool:
+        """Whether every store of ``board`` (the board itself, unsharded) is marked
+        ``marker``: the deletion of that clear is done."""
+        stores = shards.stores(board, self.settings.boards[board])
+        return all(self.client.hexists(self.keys.state(s), marker) for s in stores)
+
+    def _unmark(self, board: str, marker: str) -> None:
+        pipe = self.client.pipeline(transaction=False)
+        for store in shards.stores(board, self.settings.boards[board]):
+            pipe.hdel(self.keys.state(store), marker)
         pipe.execute()
 
     def _answer(self, run: Run, asked: dict[str, Any], run_id: str) -> Cleared:

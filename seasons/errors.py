@@ -315,7 +315,7 @@ class UnknownCohort(NotFound):
 
 class NotOnShards(InvalidInput):
     """An operation that a sharded board (``boards.<b>.shards`` > 1, seasons.shards) does
-    not support yet: moderation (hide, ban, unhide, unban) and clear. ``details`` is
+    not support yet: moderation (hide, ban, unhide, unban). ``details`` is
     ``{"board", "shards", "operation"}``; nothing was read or written."""
 
     code = "not_on_shards"
