@@ -84,6 +84,7 @@ class Seasons:
         self.league_reads = LeagueReads(settings, self.keys, clock)
         self.writes = Writes(self.client, self.scripts, settings, self.keys, clock)
         self.executor = sync_executor(self.client)
+        self.writes.executor = self.executor  # a sharded board's standings are merged reads
         # What the jobs (seasons.jobs.registry) and the rewards run on.
         self.backend = Backend(self.client, self.scripts, settings, self.keys, clock)
         self._rewards = Rewards(self.backend, self.reads, self.run)

@@ -14,11 +14,12 @@ from collections import defaultdict
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from functools import partial
+from typing import Any, cast
 
 from redis.client import Pipeline
 
-from seasons import calendar, shards
+from seasons import calendar, shards, ties
 from seasons import windows as win
 from seasons.clock import Clock, system_clock
 from seasons.config.settings import BoardSettings, Settings
@@ -31,9 +32,12 @@ from seasons.errors import (
     SeasonsError,
 )
 from seasons.events import ValidEvent, check_id, late_for_good, validate_batch
+from seasons.executor import Steps, SyncExecutor, sync_executor
 from seasons.keys import Keys
-from seasons.models import WriteResult
+from seasons.models import Standing, WriteResult
+from seasons.replies import Writer
 from seasons.scripts import Scripts
+from seasons.shard_reads import Board, Place, ShardReads
 from seasons.write_script import TWINS, parse_reply, refused, script_args
 
 # The window a write answers standings on when none is asked: every board keeps it
@@ -154,6 +158,8 @@ class Writes:
         self.settings = settings
         self.keys = keys
         self.clock = clock
+        # Runs the merged reads of a sharded board's standings (made at the first one).
+        self.executor: SyncExecutor | None = None
         # Boards whose script asked for the twin keys (a hidden member wrote): their calls name
         # them from then on, saving the call that would ask again. Naming them when no member
         # is hidden any more costs only a longer argument.
@@ -181,13 +187,6 @@ class Writes:
         windows = None
         if standing:
             boards = self.settings.boards
-            sharded = sorted({ev.board for ev in valid if shards.is_sharded(boards[ev.board])})
-            if sharded:
-                raise InvalidInput(
-                    f"standing is not answered for a sharded board yet ({', '.join(sharded)}: "
-                    "docs/sharding.md): write without it and read the member's entry",
-                    {"field": "standing", "boards": sharded},
-                )
             windows = {
                 b: resolve_standing_window(b, boards[b], standing_window)
                 for b in dict.fromkeys(ev.board for ev in valid)
@@ -283,8 +282,40 @@ class Writes:
             banned=sum(r.banned for r in results),
             standings=None
             if batch.standing is None
-            else sorted((s for r in results for s in r.standings or ()), key=lambda s: s.index),
+            else self._global(
+                sorted((s for r in results for s in r.standings or ()), key=lambda s: s.index)
+            ),
         )
+
+    def _global(self, standings: list[Standing]) -> list[Standing]:
+        """``standings`` with the ranks of a sharded board's events over all its shards: each
+        store's script answers the rank on its own shard, and the score, which is exact.
+        Read after every store applied the batch, as one merged read (seasons.shard_reads):
+        a write of another batch in between can show in it, as in any read after a write."""
+        asked: dict[tuple[str, str, str], list[Standing]] = defaultdict(list)
+        for s in standings:
+            cfg = self.settings.boards[s.board]
+            if shards.is_sharded(cfg) and s.score is not None and s.period is not None:
+                asked[s.board, s.window, s.period].append(s)
+        if not asked:
+            return standings
+        if self.executor is None:
+            self.executor = sync_executor(self.client)
+        for (board, window, period), found in asked.items():
+            cfg = self.settings.boards[board]
+            cap = cfg.max_entries if win.spec(window).rolled_up else 0
+            b = Board(self.keys, board, cfg, window, period, None, cap)
+            merged = ShardReads(Writer(cfg.composite_score()), ties.of(cfg))
+            probes = [(repr(float(s.score or 0)).encode(), s.member) for s in found]
+            places = self.executor.run(
+                Steps("standings of a sharded board", partial(merged.places, b, b.live, probes))
+            )
+            for s, place in zip(found, cast(list[Place], places), strict=True):
+                if place.position < b.public(place.total):
+                    s.rank = merged.rank_of(b, place)
+                else:  # past the board's top max_entries: trimmed away, as unsharded
+                    s.rank, s.score = None, None
+        return standings
 
     def _run(self, batch: Batch, *, check_only: bool) -> list[WriteResult]:
         settings = self.settings

@@ -253,21 +253,25 @@ def test_settings_refuse_what_a_sharded_board_cannot_keep(settings_factory: Any)
         settings_factory(boards={"b": {"shards": 0}})
 
 
-def test_a_write_asking_standings_of_a_sharded_board_is_refused_whole(
-    settings_factory: Any, r: Any
+@pytest.mark.both_backends
+def test_the_standings_a_write_answers_are_the_twins(
+    settings_factory: Any, tmp_path: Path, backend: str
 ) -> None:
-    from seasons.errors import InvalidInput
-
-    app = Seasons(settings_factory(boards={"s": {"shards": 3}, "u": {}}))
+    """The ranks of a write's standings on a sharded board are over every shard (a merged
+    read after the batch), the twin's ranks; past max_entries, as the twin, none."""
+    t = Twins(settings_factory, tmp_path, 7, seed=31)
     try:
-        events = [{"board": b, "member": "ann", "value": 5} for b in ("u", "s")]
-        with pytest.raises(InvalidInput, match="sharded"):
-            app.submit_many(events, standing=True)
-        assert r.dbsize() == 0  # nothing written, on any board
-        app.submit_many(events)
-        assert app.rank("s", "ann", "day").rank == app.rank("u", "ann", "day").rank == 1
+        t.play_day(today(ZONE))
+        for window in ("day", "week", "season"):
+            events = t.events(30)
+            got = []
+            for app in (t.sharded, t.twin):
+                result = app.submit_many(events, standing=True, standing_window=window)
+                got.append([s.model_dump() for s in result.standings or []])
+            assert got[0] == got[1] and len(got[0]) == 30
+            assert any(s["rank"] and s["rank"] > 1 for s in got[0])
     finally:
-        app.close()
+        t.close()
 
 
 @pytest.mark.both_backends
