@@ -10,8 +10,9 @@ scale (``bench/rewards.py``).
 ``--only cluster`` (never part of the default run: it starts a local Redis Cluster of its own)
 measures one board's write rate against boards spread over the cluster's masters.
 ``--only shards`` (never part of the default run either: it starts clusters of 1, 2 and 3
-masters) measures a sharded board's write capacity per master, its memory and its reads
-(``bench/shards.py``).
+masters) measures a sharded board's write capacity per master, its memory, its reads, what
+an exact dense rank over shards would cost (``bench/shards.py``), and its reads over HTTP
+(``bench/shards_http.py``).
 ``--only soak`` (never part of the default run either; ``--seconds N``, default 180) runs
 writers, readers and the worker over HTTP while a fault injector kills and pauses processes,
 then checks every board and archive against a model of the acknowledged events
@@ -50,6 +51,7 @@ from bench import (
     rewards,
     rollup,
     shards,
+    shards_http,
     soak,
     writes,
 )
@@ -179,6 +181,8 @@ def main(argv: list[str] | None = None) -> int:
                 shards.QUICK if opts.quick else shards.FULL,
                 progress=lambda s: (sections.append(s), print("\n" + s.render(), flush=True)),
             )
+            sections.append(shards_http.run(server.url, quick=opts.quick))
+            print("\n" + sections[-1].render(), flush=True)
     if opts.only and "soak" in opts.only:
         sections.append(_soak_section(opts))
         print("\n" + sections[-1].render(), flush=True)

@@ -614,14 +614,81 @@ def reads_section(url: str, sizes: Sizes) -> Section:
     return section
 
 
+def dense_section(url: str, sizes: Sizes) -> Section:
+    """Why ``ties = "dense"`` is refused on a sharded board (docs/sharding.md): what an exact
+    dense rank costs Redis merged over shards, against one ZCOUNT on an unsharded board's
+    distinct set. The shards' keys are built by hand here (the settings refuse the
+    combination): each shard's distinct set holds its own distinct scores, and two shards
+    may hold the same score, so a member's dense rank is the size of the union of every
+    shard's distinct scores better than its own, which only reading them all gives."""
+    import redis
+
+    n, shards_count = sizes.read_members, FALLS
+    admin = redis.Redis.from_url(url, socket_timeout=600)
+    admin.flushall()
+    rnd = random.Random(11)
+    # About ten members per score: a distinct score per ten members.
+    scores = {f"m{i:06d}": float(rnd.randrange(n // 10)) for i in range(n)}
+    flat = "bench-dense:{flat}:distinct"
+    stores = [f"bench-dense:{{d#{i}}}:distinct" for i in range(shards_count)]
+    section = Section(
+        "Shards: an exact dense rank merged over shards",
+        f"one redis-server; {n:,} members, about ten per score ({n // 10:,} distinct "
+        f"scores); an unsharded board's distinct set against {shards_count} shards' (each "
+        "its own distinct scores); Redis time (INFO commandstats) per dense rank of a member "
+        "at the rank shown, and the scores each read takes",
+        "µs / rank",
+        decimals=1,
+    )
+    try:
+        pipe = admin.pipeline(transaction=False)
+        for member, score in scores.items():
+            text = repr(score)
+            pipe.zadd(flat, {text: score})
+            pipe.zadd(stores[shard_of(member, shards_count)], {text: score})
+        pipe.execute()
+        ordered = sorted(set(scores.values()), reverse=True)
+        for target in (10, len(ordered) // 100, len(ordered) // 2):
+            s = ordered[target]
+            lo = f"({s!r}"
+            before = command_stats(admin)
+            for _ in range(20):
+                want = 1 + int(admin.zcount(flat, lo, "+inf"))
+            middle = command_stats(admin)
+            for _ in range(20):
+                union: set[bytes] = set()
+                read = 0
+                for key in stores:
+                    found = admin.zrangebyscore(key, lo, "+inf")
+                    union.update(found)
+                    read += len(found)
+                got = 1 + len(union)
+            after = command_stats(admin)
+            one = command_usec(before, middle) / 20
+            merged = command_usec(middle, after) / 20
+            section.check(f"dense rank {want:,}: the merged union answers it", got == want)
+            section.row(f"dense rank {want:,}: unsharded (one ZCOUNT)", one)
+            section.row(f"dense rank {want:,}: {shards_count} shards merged", merged,
+                        f"{read:,} scores read, {merged / max(one, 1e-9):,.0f}x")  # fmt: skip
+    finally:
+        admin.flushall()
+        admin.close()
+    section.notes.append(
+        "the merged read grows with the rank (every better distinct score of every shard), "
+        "the unsharded one does not: refused at start rather than served at that cost"
+    )
+    return section
+
+
 def run(url: str, sizes: Sizes = FULL, *, progress: Callable[[Section], None] | None = None
         ) -> list[Section]:  # fmt: skip
-    """The three sections; capacity starts clusters of its own, memory and reads use ``url``."""
+    """The four sections; capacity starts clusters of its own, the others use ``url``."""
     out = []
     makers: list[Callable[[], Section]] = [
         lambda: capacity_section(sizes),
         lambda: memory_section(url, sizes),
         lambda: reads_section(url, sizes),
+        lambda: dense_section(url, sizes),
     ]
     for make in makers:
         out.append(make())

@@ -59,10 +59,13 @@ def paths(board: str, members: int, count: int = 2000) -> dict[str, list[str]]:
     }
 
 
-def run(url: str, quick: bool = False, calendar: Calendar | None = None) -> Section:
+def run(url: str, quick: bool = False, calendar: Calendar | None = None, *,
+        tiny: bool = False) -> Section:  # fmt: skip
+    """The section; ``tiny`` (the smoke test): 2 000 members, rounds of one second."""
     calendar = calendar or Calendar.for_today()
-    members = QUICK_MEMBERS if quick else MEMBERS
-    rounds, seconds = (QUICK_ROUNDS, QUICK_SECONDS) if quick else (ROUNDS, SECONDS)
+    members = 2_000 if tiny else QUICK_MEMBERS if quick else MEMBERS
+    rounds, seconds = (QUICK_ROUNDS, QUICK_SECONDS) if quick or tiny else (ROUNDS, SECONDS)
+    seconds = 1 if tiny else seconds
     section = Section(
         "Shards over HTTP: reads of a sharded board against the same board unsharded",
         f"seasons serve (one worker) on one redis-server; day boards of {members:,} members "

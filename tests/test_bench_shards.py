@@ -1,7 +1,8 @@
 """The shards bench section (``python -m bench --only shards``, bench/shards.py) at a tiny size:
 its checks hold (every acknowledged event on its board once, over all its stores; each placed
 store on the master it was put on; every member on the memory boards; sharded reads answer
-what the unsharded board does), never its timings."""
+what the unsharded board does; the merged dense ranks are the unsharded board's), never its
+timings."""
 
 from __future__ import annotations
 
@@ -23,8 +24,8 @@ def test_shards_bench_checks_hold(redis_url: str) -> None:
         find_redis_cli()  # the cluster tests' condition: a Redis install with its tools
     except RuntimeError as exc:
         pytest.skip(str(exc))
-    capacity, memory, reads = shards.run(redis_url, shards.TINY)
-    for section in (capacity, memory, reads):
+    capacity, memory, reads, dense = shards.run(redis_url, shards.TINY)
+    for section in (capacity, memory, reads, dense):
         assert section.checks and section.correct, section.render()
     boards = len(shards.BOARDS)
     # every board at every size, and the one-store batches at M = 1
@@ -32,3 +33,13 @@ def test_shards_bench_checks_hold(redis_url: str) -> None:
     assert len(capacity.checks) == (boards + 1) * len(shards.TINY.masters) + 1
     assert [label for label, *_ in memory.rows] == ["unsharded", f"S={shards.FALLS}"]
     assert len(reads.rows) == 3 * len(shards.READ_SHARDS), reads.render()
+
+
+def test_shards_http_bench_checks_hold(redis_url: str) -> None:
+    from bench import http_peers, shards_http
+
+    if http_peers.ensure_wrk()[0] is None:
+        pytest.skip("wrk is not installed")
+    section = shards_http.run(redis_url, tiny=True)
+    assert section.checks and section.correct, section.render()
+    assert len(section.rows) == len(shards_http.KINDS) * len(shards_http.SHARDS)
