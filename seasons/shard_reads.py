@@ -6,13 +6,15 @@ of commands, each round sent at once (one round trip per server), merged in Pyth
 scales out. Every answer is the unsharded board's, byte for byte, for the board's order and
 its ``member`` or ``shared`` ties:
 
-- a member's place is the sum over the shards of where it stands or would stand on each
-  (``seasons/lua/shard_seek.lua``: a binary search of its score's run, O(log n) per shard);
-- a page at positions [o, o + l) is a merge of each shard's entries around o / S (members
-  are spread evenly by their hash), with a margin that is checked: an entry's global
-  position is known exactly when every shard's slice reaches it, and the page is answered
-  only when every one of its positions is. A short page from the top reads o + l entries of
-  each shard, as it costs no more.
+- a member's place is the sum over the shards of where it stands or would stand on each:
+  counted with plain commands (ZCOUNT of the better scores; its own rank on its shard), or,
+  where another shard holds its score, placed by ``seasons/lua/shard_seek.lua`` (a binary
+  search of its score's run, O(log n));
+- a page at positions [o, o + l) is a merge of each shard's entries around its share of
+  them (members are spread evenly by their hash), with a margin that is checked: an entry's
+  global position is known exactly when every shard's slice reaches it, and the page is
+  answered only when every one of its positions is; else it is read again with wider slices,
+  at last from the top;
 - a season that has its archive is read there: the archive is one key of the board's own
   slot (seasons.shard_archive), read as a board of one shard.
 
@@ -36,6 +38,8 @@ from seasons.replies import Writer, meta, raw
 from seasons.ties import TieSpec
 
 _SEEK = script("shard_seek")
+# A member's place asked for: Redis's text of its score, and the member.
+Probe = tuple[bytes, str]
 # Tries of a page from guessed slices (each with wider margins) before it reads every
 # shard's entries from the top down to the page's end, which is always exact.
 GUESSES = 2
@@ -319,29 +323,70 @@ class ShardReads:
 
         return Steps("around a member of a sharded board", steps)
 
-    def places(self, b: Board, sources: list[Source], probes: list[tuple[bytes, str]]) -> Gathered:
+    def places(self, b: Board, sources: list[Source], probes: list[Probe]) -> Gathered:
         """The :class:`Place` of each (score text, member) of ``probes`` over ``sources``."""
-        if not probes:
-            return []
-        args: list[Any] = [b"desc" if b.desc else b"asc", 0, 0]
-        for score, member in probes:
-            args += [score, member]
-        got = yield [Call(_SEEK, [s.key], args) for s in sources]
-        return [self._place(b, got, k) for k in range(len(probes))]
+        (found,) = yield from self.places_of([(b, sources, probes)])
+        return found
 
-    @staticmethod
-    def _place(b: Board, got: list[Any], k: int) -> Place:
-        """Probe ``k``'s :class:`Place` from shard_seek.lua's reply of every source."""
-        position = better = equal = 0
-        nearer: float | None = None
-        for reply in got:
-            at, more, same, near, _ = reply[1 + k]
-            position, better, equal = position + int(at), better + int(more), equal + int(same)
-            if near is not None:
-                x = float(raw(near))
-                if nearer is None or (x < nearer if b.desc else x > nearer):
-                    nearer = x
-        return Place(position, better, equal, nearer, sum(int(reply[0]) for reply in got))
+    def places_of(
+        self, asked: list[tuple[Board, list[Source], list[tuple[bytes, str]]]]
+    ) -> Gathered:
+        """:meth:`places` of several boards (periods of a history) in the same rounds.
+
+        First plain commands, in one round: on each source its size and, for each probe,
+        ZCOUNT of the better and of the equal scores and the nearest better score, and the
+        member's own rank on the source holding it. A probe's position on another source is
+        the count better when no member there has its score; otherwise (ties across shards,
+        on a board ranking by position) ``shard_seek.lua`` places it there exactly, in a
+        second round."""
+        commands: list[Any] = []
+        for b, sources, probes in asked:
+            commands += [("ZCARD", s.key) for s in sources]
+            for score, member in probes:
+                home = self._home(b, sources, member)
+                for i, s in enumerate(sources):
+                    commands += _counts(s.key, b.desc, score)
+                    if i == home:
+                        commands.append(("ZREVRANK" if b.desc else "ZRANK", s.key, member))
+        got = iter((yield commands) if commands else [])
+        found: list[list[list[Any]]] = []  # per board, probe, source: [position, better, ...]
+        cards: list[int] = []
+        seek: list[tuple[int, int, int]] = []  # (board, probe, source) placed by the script
+        for n, (b, sources, probes) in enumerate(asked):
+            sizes = [int(next(got)) for _ in sources]
+            cards.append(sum(sizes))
+            rows = []
+            for k, (_, member) in enumerate(probes):
+                home = self._home(b, sources, member)
+                row = []
+                for i in range(len(sources)):
+                    more, same, near = int(next(got)), int(next(got)), _nearest(next(got))
+                    position = None
+                    if i == home:
+                        rank = next(got)
+                        position = None if rank is None else int(rank)
+                    elif same == 0:
+                        position = more
+                    if position is None:
+                        if self.rule.shares and b.cap == 0:
+                            position = more  # only a cap reads it; ranks count the better
+                        else:
+                            seek.append((n, k, i))
+                    row.append([position, more, same, near])
+                rows.append(row)
+            found.append(rows)
+        if seek:
+            calls = []
+            for n, k, i in seek:
+                b, sources, probes = asked[n]
+                order = b"desc" if b.desc else b"asc"
+                calls.append(Call(_SEEK, [sources[i].key], [order, 0, 0, *probes[k]]))
+            for (n, k, i), reply in zip(seek, (yield calls), strict=True):
+                found[n][k][i][0] = int(reply[1][0])
+        return [
+            [_place(b, rows, total) for rows in per]
+            for (b, _, _), per, total in zip(asked, found, cards, strict=True)
+        ]
 
     def _home(self, b: Board, sources: list[Source], member: str) -> int:
         """The index in ``sources`` of the one that holds ``member``."""
@@ -423,7 +468,7 @@ class ShardReads:
 
     def history(self, boards: list[Board], member: str) -> Steps:
         """(rank, score text) of ``member`` on each of ``boards`` (None, None: not on it), in
-        three rounds whatever the number of periods."""
+        three or four rounds whatever the number of periods."""
 
         def steps() -> Gathered:
             archives = [b.archive for b in boards if b.archive is not None]
@@ -441,13 +486,10 @@ class ShardReads:
                 for b, srcs, score in zip(boards, opened, scores, strict=True)
                 if score is not None
             ]
-            calls = [
-                Call(_SEEK, [s.key], [b"desc" if b.desc else b"asc", 0, 0, score, member])
-                for b, srcs, score in asked
-                for s in srcs
-            ]
-            got = iter((yield calls) if calls else [])
-            places = iter([self._place(b, [next(got) for _ in srcs], 0) for b, srcs, _ in asked])
+            placed = yield from self.places_of(
+                [(b, srcs, [(score, member)]) for b, srcs, score in asked]
+            )
+            places = iter(p for (p,) in placed)
             out: list[tuple[int | None, bytes | None]] = []
             for b, score in zip(boards, scores, strict=True):
                 if score is None:
@@ -461,6 +503,38 @@ class ShardReads:
             return out
 
         return Steps("a history on a sharded board", steps)
+
+
+def _counts(key: str, desc: bool, score: bytes) -> list[Command]:
+    """ZCOUNT of the better and of the equal scores than ``score`` on ``key``, and the
+    nearest better score (a ZRANGE of one entry)."""
+    if desc:
+        nearest: Command = ("ZRANGE", key, b"(" + score, "+inf", "BYSCORE", "LIMIT", 0, 1,
+                            "WITHSCORES")  # fmt: skip
+    else:
+        nearest = ("ZRANGE", key, b"(" + score, "-inf", "BYSCORE", "REV", "LIMIT", 0, 1,
+                   "WITHSCORES")  # fmt: skip
+    return [_better(key, desc, score), ("ZCOUNT", key, score, score), nearest]
+
+
+def _nearest(reply: Any) -> float | None:
+    """The score of a ZRANGE ... WITHSCORES of one entry (flat, or paired by a redis-py
+    client's callback); None when it is empty."""
+    if not reply:
+        return None
+    first = reply[0]
+    return float(_score(first[1] if isinstance(first, (list, tuple)) else reply[1]))
+
+
+def _place(b: Board, rows: list[list[Any]], total: int) -> Place:
+    """A probe's :class:`Place` from its [position, better, equal, nearest] on each source."""
+    nearer: float | None = None
+    for _, _, _, near in rows:
+        if near is not None and (nearer is None or (near < nearer if b.desc else near > nearer)):
+            nearer = near
+    return Place(
+        sum(r[0] for r in rows), sum(r[1] for r in rows), sum(r[2] for r in rows), nearer, total
+    )
 
 
 def _better(key: str, desc: bool, score: bytes) -> Command:
