@@ -197,7 +197,7 @@ class Clear:
         target = self.target(board, window, period, now)
         cfg = self.settings.boards[board]
         rolled = win.rolled_up(cfg)
-        state = decoded(self.client.hgetall(self.keys.state(board)))
+        state = self._state(board)
         horizon = calendar.local_day(now + calendar.FUTURE_TOLERANCE, self.settings.zone)
         is_day = not win.SPECS[target.window].rolled_up
         with_days = with_days and not is_day  # a day's only day is itself
@@ -240,6 +240,18 @@ class Clear:
         return ClearPlan(
             board, target, with_days, tuple(days), tuple(emptied), tuple(rebuilt), base, existing
         )
+
+    def _state(self, board: str) -> dict[str, str]:
+        """The board's state hash; on a sharded board with its stores' fold marks (each
+        store folds its own base), the latest of each."""
+        state = decoded(self.client.hgetall(self.keys.state(board)))
+        cfg = self.settings.boards[board]
+        if shards.is_sharded(cfg):
+            for store in shards.stores(board, cfg):
+                for field, value in decoded(self.client.hgetall(self.keys.state(store))).items():
+                    if field.startswith((STATE_FOLDED, STATE_GAP)):
+                        state[field] = max(state.get(field, value), value)
+        return state
 
     def _live(self, p: win.Period, now: datetime) -> bool:
         """Whether ``p``'s key may still exist at ``now``."""

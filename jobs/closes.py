@@ -228,27 +228,37 @@ class Closes:
                     f"the {window} board of {board!r} is being recomputed by another run",
                     {"board": board, "window": window},
                 )
-            state = self.keys.state(board)
-            through, _ = folded_through(self.client, self.keys, board, window)
-            first = (
-                through + timedelta(days=1)
-                if through is not None
-                else win.oldest_kept_day(now, self.settings)
-            )
-            d, stamp = first, now.timestamp()
-            while d <= day:
-                expired = through is not None and stamp >= win.day_expire_at(d, self.settings)
-                if expired and self.client.hsetnx(state, STATE_GAP + window, str(d)):
-                    log.warning(
-                        "%s of board %r: day %s expired before it was folded into its base "
-                        "(the worker was away longer than retention, %s); the board keeps "
-                        "what the write path gave it and is no longer recomputed",
-                        window, board, d, self.settings.retention,
-                    )  # fmt: skip
-                fold_day(self.client, self.scripts, self.keys, self.settings, board, window, d)
-                run.checkpoint(f"{run.name}/fold:{window}:{board}:{d}")
-                lock.extend()
-                d += timedelta(days=1)
+            cfg = self.settings.boards[board]
+            for store in shards.stores(board, cfg):  # a sharded board: each shard's base
+                self._fold_store(run, lock, board, store, window, day, now)
+
+    def _fold_store(
+        self, run: Run, lock: Lock, board: str, store: str, window: str, day: date,
+        now: datetime,
+    ) -> None:  # fmt: skip
+        state = self.keys.state(store)
+        through, _ = folded_through(self.client, self.keys, store, window)
+        first = (
+            through + timedelta(days=1)
+            if through is not None
+            else win.oldest_kept_day(now, self.settings)
+        )
+        d, stamp = first, now.timestamp()
+        while d <= day:
+            expired = through is not None and stamp >= win.day_expire_at(d, self.settings)
+            if expired and self.client.hsetnx(state, STATE_GAP + window, str(d)):
+                log.warning(
+                    "%s of board %r: day %s expired before it was folded into its base "
+                    "(the worker was away longer than retention, %s); the board keeps "
+                    "what the write path gave it and is no longer recomputed",
+                    window, board, d, self.settings.retention,
+                )  # fmt: skip
+            fold_day(self.client, self.scripts, self.keys, self.settings, board, window, d,
+                     None if store == board else store)  # fmt: skip
+            point = f"{window}:{board}" if store == board else f"{window}:{store}"
+            run.checkpoint(f"{run.name}/fold:{point}:{d}")
+            lock.extend()
+            d += timedelta(days=1)
 
     def _final(
         self,

@@ -83,7 +83,8 @@ def fold_lock(board: str, window: str) -> str:
 def folded_through(client: RedisClient, keys: Keys, board: str, window: str) -> tuple[
     date | None, date | None
 ]:  # fmt: skip
-    """(the last day folded into the base, the first gap) of ``board``'s ``window``."""
+    """(the last day folded into the base, the first gap) of ``board``'s ``window`` (or of
+    one store of a sharded board: ``board`` is then the store's name)."""
     through, gap = client.hmget(keys.state(board), [STATE_FOLDED + window, STATE_GAP + window])
     return (
         date.fromisoformat(text(through)) if through else None,
@@ -93,15 +94,16 @@ def folded_through(client: RedisClient, keys: Keys, board: str, window: str) -> 
 
 def fold_day(
     client: RedisClient, scripts: Scripts, keys: Keys, settings: Settings, board: str,
-    window: str, day: date,
+    window: str, day: date, store: str | None = None,
 ) -> bool:  # fmt: skip
-    """Fold ``day``'s key into the base of ``board``'s ``window``, unless it is folded
-    already (one atomic call: the check and the record go together), and its twin into the
-    twin base with it. True if folded now."""
+    """Fold ``day``'s key into the base of ``board``'s ``window`` (of its shard ``store`` on
+    a sharded board), unless it is folded already (one atomic call: the check and the record
+    go together), and its twin into the twin base with it. True if folded now."""
     cfg = settings.boards[board]
-    base, day_key = keys.base(board, window), keys.day(board, day)
+    at = board if store is None else store
+    base, day_key = keys.base(at, window), keys.day(at, day)
     done = scripts.fold_day(
-        keys=[base, day_key, keys.state(board), keys.tmp(board, "union"), keys.twin_of(base),
+        keys=[base, day_key, keys.state(at), keys.tmp(at, "union"), keys.twin_of(base),
               keys.twin_of(day_key)],
         args=[day.isoformat(), cfg.aggregate, STATE_FOLDED + window],
     )  # fmt: skip
@@ -150,7 +152,7 @@ class Rollup:
         The alltime period: its base, then the days after the last one folded into it (all
         weighing 1); read under :func:`fold_lock`, which the caller holds."""
         if period.endless:
-            return self._endless_plan(board, period, now)
+            return self._endless_plan(board, period, now, store)
         cfg = self.settings.boards[board]
         horizon = calendar.local_day(now + calendar.FUTURE_TOLERANCE, self.settings.zone)
         days = [d for d in period.days() if d <= horizon]
@@ -188,8 +190,11 @@ class Rollup:
             return None
         return self.keys.distinct(board, period.window, period.id)
 
-    def _endless_plan(self, board: str, period: win.Period, now: datetime) -> Plan:
-        through, gap = folded_through(self.client, self.keys, board, period.window)
+    def _endless_plan(
+        self, board: str, period: win.Period, now: datetime, store: str | None = None
+    ) -> Plan:
+        at = board if store is None else store
+        through, gap = folded_through(self.client, self.keys, at, period.window)
         what = f"cannot recompute {period.window} of board {board!r}"
         if gap is not None:
             raise DaysExpired(
@@ -214,13 +219,13 @@ class Rollup:
                     "the write path left it",
                     {"board": board, "window": period.window, "period": period.id},
                 )
-        sources = [self.keys.base(board, period.window), *(self.keys.day(board, d) for d in days)]
+        sources = [self.keys.base(at, period.window), *(self.keys.day(at, d) for d in days)]
         return Plan(
-            target=self.keys.window(board, period.window, period.id),
+            target=self.keys.window(at, period.window, period.id),
             days=sources,  # the base first: on a set board a later day's value wins
             weights=[1.0] * len(sources),
             expireat=0,  # never expires
-            scratch=self.keys.tmp(board, "union"),
+            scratch=self.keys.tmp(at, "union"),
             distinct=self._distinct(board, period),  # the base keeps none: it is not read
         )
 
@@ -253,19 +258,8 @@ class Rollup:
             state = self.client.hget(self.keys.state(board), STATE_SEASON + period.id)
             if state is not None:
                 return None
-        if shards.is_sharded(cfg):  # every store alike (never endless: no alltime)
-            outcomes = [
-                self._recompute(board, period, now, progress, routine, store)
-                for store in shards.stores(board, cfg)
-            ]
-            return Outcome(
-                self.keys.window(board, period.window, period.id),
-                "sliced" if any(o.mode == "sliced" for o in outcomes) else outcomes[0].mode,
-                sum(o.size for o in outcomes),
-                sum(o.changed for o in outcomes),
-            )
         if not period.endless:
-            return self._recompute(board, period, now, progress, routine)
+            return self._stores(board, period, now, progress, routine)
         ttl = self.settings.worker.lock_ttl
         with locked(self.client, self.keys, fold_lock(board, period.window), ttl) as lock:
             if lock is None:
@@ -276,7 +270,27 @@ class Rollup:
                         {"board": board, "window": period.window},
                     )
                 return None  # the fold's run recomputes it, or the next rollup does
-            return self._recompute(board, period, now, _extending(lock, progress), routine)
+            return self._stores(board, period, now, _extending(lock, progress), routine)
+
+    def _stores(
+        self, board: str, period: win.Period, now: datetime,
+        progress: Callable[[int], None] | None, routine: bool,
+    ) -> Outcome:  # fmt: skip
+        """:meth:`_recompute` of the board, or of every store of a sharded board: their
+        outcomes summed, named by the board's period as an unsharded key would be."""
+        cfg = self.settings.boards[board]
+        if not shards.is_sharded(cfg):
+            return self._recompute(board, period, now, progress, routine)
+        outcomes = [
+            self._recompute(board, period, now, progress, routine, store)
+            for store in shards.stores(board, cfg)
+        ]
+        return Outcome(
+            self.keys.window(board, period.window, period.id),
+            "sliced" if any(o.mode == "sliced" for o in outcomes) else outcomes[0].mode,
+            sum(o.size for o in outcomes),
+            sum(o.changed for o in outcomes),
+        )
 
     def _recompute(
         self,

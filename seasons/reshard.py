@@ -2,10 +2,11 @@
 (docs/sharding.md#changing-the-shard-count).
 
 The settings already name the new count (``boards.<b>.shards``); the command is told the old
-one. Every live key of the old stores (day, week, month and season boards, metadata, event
-ids, closed days and season states) is read in chunks and written to the store each member
-belongs to under the new count, with the key's EXPIREAT; then the old keys are deleted. What
-is the board's own (archives, results, claims, their metadata and the board's state) stays.
+one. Every live key of the old stores (day, week, month, season and all-time boards, the
+all-time bases, metadata, event ids, closed days and season states) is read in chunks and
+written to the store each member belongs to under the new count, with the key's EXPIREAT;
+then the old keys are deleted. What is the board's own (archives, results, claims, their
+metadata and the board's state) stays.
 
 Writes must be stopped meanwhile (``seasons serve`` and the worker): a write between the copy
 and the deletion would be lost. Run again after a crash, it copies what is left and deletes
@@ -33,7 +34,9 @@ CHUNK = 10_000  # entries read per ZRANGE / HSCAN
 LOCK_TTL = timedelta(minutes=10)
 # The kinds of a store's keys that move (a member's entries and what its writes check); the
 # others are the board's own (archive, results, claims...) or scratch (tmp).
-MOVED = frozenset({*win.SPECS, "meta", "events", "state"})
+MOVED = frozenset({*win.SPECS, "base", "meta", "events", "state"})
+# The kinds holding member entries: each member's to its new store.
+ENTRIES = frozenset({*win.SPECS, "base"})
 # The kinds a write keeps for 48 hours (batch ids and their results): not moved. A batch sent
 # before the reshard and again after it is deduplicated by its events' ids (kept on every new
 # store), not by its batch id.
@@ -153,9 +156,11 @@ def _move(
     count = 0
 
     def name(store: str) -> str:
+        if kind == "base":
+            return keys.base(store, ident)
         return keys.window(store, kind, ident) if kind in win.SPECS else _named(keys, kind, store)
 
-    if kind in win.SPECS:  # a board: each member to its new store
+    if kind in ENTRIES:  # a board or a base: each member to its new store
         start = 0
         while rows := _entries(client, key, start):
             by_store: dict[str, dict[str, float]] = {}
@@ -211,7 +216,7 @@ def _evict(client: RedisClient, key: str, kind: str, store: str, board: str, new
     """Remove from ``key`` (of ``store``, a store under both counts) the members whose store
     is another one under ``new``; returns ``[key]`` when some were."""
     gone = 0
-    if kind in win.SPECS:
+    if kind in ENTRIES:
         start = 0
         while members := cast(list[str], client.zrange(key, start, start + CHUNK - 1)):
             away = [m for m in members if shards.store(board, shards.shard_of(m, new)) != store]
