@@ -77,7 +77,7 @@ class Place:
 
 class Board:
     """What a read of one period of a sharded board needs: its sources (the stores' keys, or
-    the archive once it exists), its order, tie rule and cap, and the JSON writer."""
+    the archive once it exists), its order and its cap."""
 
     def __init__(
         self, keys: Keys, board: str, cfg: BoardSettings, window: str, pid: str,
@@ -89,9 +89,7 @@ class Board:
         ]
         self.archive = None if archive is None else Source(archive, keys.meta(board))
         self.desc = cfg.order == "desc"
-        self.shares = cfg.ties == "shared"
         self.cap = cap
-        self.cfg, self.board = cfg, board
 
     @classmethod
     def of_archive(
