@@ -67,6 +67,9 @@ class BoardInfo(BaseModel):
     month_weights: list[float]
     season_weights: list[float]
     max_entries: int
+    # The hash tags its live keys spread over (docs/sharding.md): a member's keys are under
+    # {<board>#<crc32 of its id mod shards>} when more than 1.
+    shards: int = 1
     current: dict[str, PeriodInfo | None]  # window -> period (season: None between seasons)
     league: LeagueInfo | None = None  # None: the board has no league
 
@@ -173,7 +176,8 @@ def boards(settings: Settings, now: datetime) -> Boards:
             board=name, aggregate=cfg.aggregate, order=cfg.order, ties=cfg.ties,
             windows=[w.name for w in kept], week_weights=list(cfg.week_weights),
             month_weights=list(cfg.month_weights), season_weights=list(cfg.season_weights),
-            max_entries=cfg.max_entries, current=current, league=_league(cfg),
+            max_entries=cfg.max_entries, shards=cfg.shards, current=current,
+            league=_league(cfg),
         ))  # fmt: skip
     windows = [
         WindowInfo(

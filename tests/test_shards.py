@@ -323,6 +323,8 @@ def test_http_answers_a_sharded_board_with_the_twins_bytes(
                 a, b = mine.post(path, json=asked), theirs.post(path, json=asked)
                 assert (a.status_code, a.content) == (b.status_code, b.content), path
                 assert a.status_code == 200, a.text
+            listed = {b["board"]: b["shards"] for b in mine.get("/v1/boards").json()["boards"]}
+            assert listed == dict.fromkeys(BOARDS, 7)
             codes = [mine.get(p).status_code for p in paths]
             assert codes.count(200) > len(paths) // 5 and 404 in codes
     finally:
