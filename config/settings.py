@@ -404,8 +404,6 @@ class BoardSettings(_Section):
         refused = [
             (self.ties in ("dense", "earliest"), f'ties = "{self.ties}"', SHARDED_TIES),
             (self.league is not None, "a league", "remove [boards.<b>.league]"),
-            (self.member_rate is not None, "member_rate", "remove member_rate"),
-            (self.max_period_gain is not None, "max_period_gain", "remove max_period_gain"),
         ]
         for found, what, fix in refused:
             if found:

@@ -317,7 +317,9 @@ class Sweeper:
                 rewritten += found
                 in_league = in_league or bool(found)
             # Its held events and rate counters (seasons.held) hold its id too.
-            held = forget_held(self.client, self.keys, board, member)
+            cfg = self.settings.boards[board]
+            held = forget_held(self.client, self.keys, shards.member_store(board, cfg, member),
+                               member)  # fmt: skip
             # A crashed moderation call's pending follow-ups name it too (seasons.moderation).
             if forget_pending(self.client, self.keys, board, member):
                 moderation = True

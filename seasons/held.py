@@ -10,10 +10,13 @@ the record is still held, applies it whatever the limits, and marks the record a
 
 from __future__ import annotations
 
+import builtins
 import dataclasses
 import json
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, cast
 
+from seasons import shards
 from seasons.connection import RedisClient, scan_keys
 from seasons.errors import (
     BatchRejected,
@@ -81,15 +84,63 @@ class Held:
             raise LimitExceeded(
                 f"limit must be an integer from 1 to {MAX_LIMIT}, got {limit!r}", {"limit": limit}
             )
-        order = self.keys.held_order(board)
-        start = 0
         if after is not None:
-            start = self._after(board, check_held_id(after))
-        ids = [_text(i) for i in self.client.zrange(order, start, start + limit)]
+            check_held_id(after)
+        stores = self._stores(board)
+        if len(stores) == 1:
+            order = self.keys.held_order(board)
+            start = 0 if after is None else self._after(board, board, after)
+            ids = [_text(i) for i in self.client.zrange(order, start, start + limit)]
+        else:  # each shard's page from the same place, merged by arrival, then id
+            ids = self._merged(board, stores, after, limit + 1)
         page = ids[:limit]
-        texts = self.client.hmget(self.keys.held(board), page) if page else []
-        events = [_event(t) for t in texts if t is not None]
+        events = []
+        if page:
+            by_store: dict[str, builtins.list[str]] = {}
+            for store, event_id in self._homes(stores, page):
+                by_store.setdefault(store, []).append(event_id)
+            texts: dict[str, Any] = {}
+            for store, asked in by_store.items():
+                found = self.client.hmget(self.keys.held(store), asked)
+                texts.update(zip(asked, found, strict=True))
+            events = [_event(texts[i]) for i in page if texts.get(i) is not None]
         return HeldPage(board=board, events=events, next=page[-1] if len(ids) > limit else None)
+
+    def _stores(self, board: str) -> builtins.list[str]:
+        return shards.stores(board, self.settings.boards[board])
+
+    def _merged(
+        self, board: str, stores: Sequence[str], after: str | None, count: int
+    ) -> builtins.list[str]:
+        """The first ``count`` event ids held on any of ``stores`` after ``after``, by
+        arrival then id (the order of one store's held order)."""
+        rows: builtins.list[tuple[float, str]] = []
+        for store in stores:
+            order = self.keys.held_order(store)
+            start = 0 if after is None else self._after(board, store, after)
+            got = cast(
+                builtins.list[tuple[str, float]],
+                self.client.zrange(order, start, start + count - 1, withscores=True),
+            )
+            rows += [(float(score), _text(i)) for i, score in got]
+        return [i for _, i in sorted(rows)[:count]]
+
+    def _homes(self, stores: Sequence[str], ids: Sequence[str]) -> builtins.list[tuple[str, str]]:
+        """(store, event id) of each of ``ids``: the store whose records hold it (one
+        HEXISTS per store and id; the first store that does)."""
+        if len(stores) == 1:
+            return [(stores[0], i) for i in ids]
+        pipe = self.client.pipeline(transaction=False)
+        for i in ids:
+            for store in stores:
+                pipe.hexists(self.keys.held(store), i)
+        found = iter(pipe.execute())
+        out = []
+        for i in ids:
+            here = [store for store in stores if next(found)]
+            if here:
+                out.append((here[0], i))
+        return out
 
     def approve(self, board: str, event_id: str) -> HeldDecision:
         """Apply the held event ``event_id`` of ``board`` exactly once, as a backfill write of
@@ -97,7 +148,7 @@ class Held:
         :class:`HeldNotFound`, :class:`HeldDecided` (it was rejected), or a
         :class:`HeldRefused` (:class:`SeasonClosed`, :class:`DayFolded`, :class:`HeldTooLate`)
         when the write would refuse it; it stays held then."""
-        before = self._record(board, event_id)
+        store, before = self._found(board, event_id)
         if before.state == "approved":
             return self._decided(board, before, "approve", repeated=True)
         if before.state != "held":
@@ -118,7 +169,7 @@ class Held:
         for twins in (False, True):  # with the twin keys when the member is hidden
             keys, args = script_args(
                 board, valid, self.settings, self.keys, now, batch_id=batch_id,
-                digest="approve", backfill=True, approve=event_id, twins=twins,
+                digest="approve", backfill=True, approve=event_id, twins=twins, store=store,
             )  # fmt: skip
             with refused():
                 replies, acked = writes.send([(keys, args)], replicas=replicas)
@@ -146,14 +197,14 @@ class Held:
     def reject(self, board: str, event_id: str) -> HeldDecision:
         """Drop the held event ``event_id`` of ``board``: never applied. Rejected already:
         ``repeated``. :class:`HeldNotFound`, or :class:`HeldDecided` (it was approved)."""
-        before = self._record(board, event_id)
+        store, before = self._found(board, event_id)
         if before.state == "rejected":
             return self._decided(board, before, "reject", repeated=True)
         if before.state != "held":
             raise _decided_otherwise(board, before)
         stamp = self.writes.clock().timestamp()
         expire_at = int(stamp + self.settings.retention.total_seconds() + HELD_SLACK)
-        keys = [self.keys.held(board), self.keys.held_order(board), self.keys.held_done(board)]
+        keys = [self.keys.held(store), self.keys.held_order(store), self.keys.held_done(store)]
         reply = self.writes.scripts.held_reject(
             keys=keys, args=[event_id, repr(stamp), str(expire_at)]
         )
@@ -175,25 +226,39 @@ class Held:
             raise UnknownBoard(board, list(self.settings.boards))
 
     def _record(self, board: str, event_id: str) -> HeldEvent:
+        return self._found(board, event_id)[1]
+
+    def _found(self, board: str, event_id: str) -> tuple[str, HeldEvent]:
+        """The store whose records hold ``event_id`` (the board's own, unsharded; on a
+        sharded board its member's shard), and its record."""
         self._board(board)
         check_held_id(event_id)
-        text = self.client.hget(self.keys.held(board), event_id)
-        if text is None:
-            raise HeldNotFound(
-                f"no held event {event_id!r} on board {board!r} (never held, or dropped "
-                "after retention)",
-                {"board": board, "event_id": event_id},
-            )
-        return _event(text)
+        stores = self._stores(board)
+        pipe = self.client.pipeline(transaction=False)
+        for store in stores:
+            pipe.hget(self.keys.held(store), event_id)
+        for store, text in zip(stores, pipe.execute(), strict=True):
+            if text is not None:
+                return store, _event(text)
+        raise HeldNotFound(
+            f"no held event {event_id!r} on board {board!r} (never held, or dropped "
+            "after retention)",
+            {"board": board, "event_id": event_id},
+        )
 
-    def _after(self, board: str, after: str) -> int:
-        """The position in the held order just past the event ``after``: its own when it is
-        still held, else where it was (by its record's arrival, the order's ties by id)."""
-        order = self.keys.held_order(board)
+    def _after(self, board: str, store: str, after: str) -> int:
+        """The position in ``store``'s held order just past the event ``after`` of
+        ``board``: its own when it is still held there, else where it is or was (by its
+        record's arrival, the order's ties by id)."""
+        order = self.keys.held_order(store)
         rank = self.client.zrank(order, after)
         if isinstance(rank, int):
             return rank + 1
-        text = self.client.hget(self.keys.held(board), after)
+        text = None
+        for where in self._stores(board):
+            text = self.client.hget(self.keys.held(where), after)
+            if text is not None:
+                break
         if text is None:
             raise InvalidInput(
                 f"after: {after!r} is no held event of board {board!r}; pass a page's next",
@@ -202,7 +267,7 @@ class Held:
         arrived = repr(_event(text).arrived_at)
         before = int(self.client.zcount(order, "-inf", f"({arrived}"))
         same = [_text(m) for m in self.client.zrangebyscore(order, arrived, arrived)]
-        return before + len([m for m in same if m < after])
+        return before + len([m for m in same if m <= after])
 
 
 def held_summary(record: HeldEvent) -> dict[str, Any]:
@@ -215,7 +280,8 @@ def held_summary(record: HeldEvent) -> dict[str, Any]:
 
 
 def forget_member(client: RedisClient, keys: Keys, board: str, member: str) -> int:
-    """Erasure (``Seasons.forget``): the held events of ``member`` on ``board``, decided ones
+    """Erasure (``Seasons.forget``): the held events of ``member`` on ``board`` (on a sharded
+    board: the store of its shard, whose keys hold them), decided ones
     included (records, their order and decision entries), and its counters of
     ``member_rate``. Returns how many held records went. The records are few (a board's
     held events of its retention), so they are read whole."""

@@ -246,7 +246,7 @@ def test_settings_refuse_what_a_sharded_board_cannot_keep(settings_factory: Any)
     for extra, named in (
         ({"ties": "dense"}, 'ties = "dense"'),
         ({"ties": "earliest"}, 'ties = "earliest"'),
-        ({"member_rate": {"events": 5, "per": "1m"}}, "member_rate"),
+        ({"league": {"window": "week", "tiers": ["bronze", "silver"]}}, "league"),
     ):
         with pytest.raises(Exception, match=named):
             settings_factory(boards={"b": {"shards": 3, **extra}})
@@ -408,6 +408,67 @@ def test_deep_pages_of_a_large_sharded_board_are_the_twins(
             rank, size = rng.randrange(1, 4_100), rng.choice([1, 4, 25])
             a, b = (app.around_rank("b", rank, "day", size=size) for app in apps)
             assert a == b, (rank, size)
+    finally:
+        for app in apps:
+            app.close()
+
+
+@pytest.mark.both_backends
+def test_held_events_of_a_sharded_board_are_the_twins(settings_factory: Any, backend: str) -> None:
+    """member_rate and max_period_gain on a sharded board: the same events held as on the
+    twin, listed in the same pages (merged over the shards by arrival), approved and
+    rejected alike, and the boards alike after."""
+    cfg = {"member_rate": {"events": 2, "per": "PT1H"},
+           "max_period_gain": {"value": 40, "window": "day"}}  # fmt: skip
+    apps = [
+        Seasons(settings_factory(namespace=ns, boards={"b": {**cfg, "shards": n}}))
+        for ns, n in (("sh", 5), ("tw", 1))
+    ]
+    try:
+        rng = random.Random(3)
+        for k in range(6):
+            events = [
+                {"board": "b", "member": rng.choice(MEMBERS), "value": rng.choice([3, 9, 30]),
+                 "event_id": f"e{k}-{i}"}
+                for i in range(12)
+            ]  # fmt: skip
+            results = [app.submit_many(events) for app in apps]
+            assert [(x.applied, x.held) for x in results[:1]] == [
+                (x.applied, x.held) for x in results[1:]
+            ]
+
+        same = ("event_id", "state", "member", "value", "index", "reason", "window", "score")
+
+        def pages(app: Seasons) -> list[Any]:
+            """Every page; each record without its times and generated batch id."""
+            out, after = [], None
+            while True:
+                page = app.held("b", limit=4, after=after)
+                out.append([{k: e.model_dump()[k] for k in same} for e in page.events])
+                if page.next is None:
+                    return out
+                after = page.next
+
+        held = pages(apps[1])
+        assert pages(apps[0]) == held and sum(map(len, held)) > 4
+        ids = [e["event_id"] for page in held for e in page]
+        for n, event_id in enumerate(ids[:6]):
+            for app in apps:
+                decide = app.reject if n % 2 else app.approve
+                decided = decide("b", event_id)
+                assert decided.event_id == event_id and not decided.repeated
+        assert pages(apps[0]) == pages(apps[1])
+        tops = [app.top("b", "day", limit=50).model_dump() for app in apps]
+        assert tops[0] == tops[1]
+        again = [app.approve("b", ids[0]) for app in apps]
+        assert [d.repeated for d in again] == [True, True]
+        # Erasure takes the member's held records from its shard too.
+        gone = held[0][0]["member"]
+        for app in apps:
+            report = app.forget(gone)
+            assert report.boards["b"].held > 0
+        assert pages(apps[0]) == pages(apps[1])
+        assert all(e["member"] != gone for page in pages(apps[0]) for e in page)
     finally:
         for app in apps:
             app.close()
