@@ -37,10 +37,12 @@ LOCK_TTL = timedelta(minutes=10)
 MOVED = frozenset({*win.SPECS, "base", "meta", "events", "state"})
 # The kinds holding member entries: each member's to its new store.
 ENTRIES = frozenset({*win.SPECS, "base"})
-# The kinds a write keeps for 48 hours (batch ids and their results): not moved. A batch sent
-# before the reshard and again after it is deduplicated by its events' ids (kept on every new
-# store), not by its batch id.
-DROPPED = frozenset({"batches", "batch_results"})
+# What is not moved but deleted with the old stores: the batch ids a write keeps for 48 hours
+# (a batch sent before the reshard and again after it is deduplicated by its events' ids,
+# kept on every new store); decided held events (kept 48 hours to answer a second decision)
+# and the member_rate counters of the current interval. Held events still under review
+# refuse the reshard instead.
+DROPPED = frozenset({"batches", "batch_results", "held", "held_order", "held_done", "rate"})
 
 
 class ShardsChanging(Conflict):
@@ -78,7 +80,7 @@ def reshard(
     module's doc). :class:`InvalidInput` for a count out of range or equal to the new one,
     a board with hidden or banned members (moderation keeps their entries apart: it is not
     sharded yet); :class:`ShardsChanging` while the current season holds entries (unless
-    ``force``) or while another reshard runs."""
+    ``force``), while held events await review, or while another reshard runs."""
     cfg = settings.boards.get(board)
     if cfg is None:
         raise UnknownBoard(board, list(settings.boards))
@@ -103,6 +105,13 @@ def reshard(
                     "stopping every writer",
                     {"board": board, "season": season.id, "entries": held},
                 )
+    pending = sum(int(client.zcard(keys.held_order(s))) for s in sources)
+    if pending:
+        raise ShardsChanging(
+            f"board {board!r} has {pending} held events under review: approve or reject them "
+            "(seasons held) before a reshard",
+            {"board": board, "held": pending},
+        )
     with locked(client, keys, f"reshard:{board}", LOCK_TTL) as lock:
         if lock is None:
             raise ShardsChanging(f"another reshard of board {board!r} is running", {"board": board})

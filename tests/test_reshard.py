@@ -197,3 +197,34 @@ def test_a_reshard_killed_midway_is_finished_by_running_it_again(
     with b.app(new) as app:
         assert reads(app) == before
         placed(app, new)
+
+
+def test_held_events_under_review_refuse_a_reshard(
+    redis_settings: dict[str, Any], tmp_path: Path, r: Any
+) -> None:
+    b = Board(redis_settings, tmp_path)
+    b.clock.set(BOUNDARY + timedelta(days=7))  # S3, empty: a season boundary
+    rate = '\nmember_rate = { events = 1, per = "PT1H" }\n'
+    toml_text = toml(1, b.archive).replace(
+        "shards = 1\n[boards.laps]", f"shards = 1{rate}[boards.laps]"
+    )
+    b.path.write_text(toml_text)
+    environ = {k: v for k, v in b.env.items() if v is not None}
+    with Seasons(load_settings(environ=environ), clock=b.clock) as app:
+        got = app.submit_many([{"board": "kills", "member": "p1", "value": 1}] * 2)
+        assert got.held == 1
+        held = app.held("kills").events[0].event_id
+    runner = CliRunner()
+    argv = ["reshard", "--board", "kills", "--from", "1", "--force"]
+    state = CliState(clock=ManualClock(b.clock()))
+    b.path.write_text(toml_text.replace("shards = 1" + rate, "shards = 3" + rate, 1))
+    refused = runner.invoke(cli, argv, env=b.env, obj=state)
+    assert refused.exit_code == 1 and "held" in refused.output
+    assert r.exists(f"{NS}:{{kills}}:day:{b.clock().date()}")  # nothing moved
+    b.path.write_text(toml_text)
+    with Seasons(load_settings(environ=environ), clock=b.clock) as app:
+        app.reject("kills", held)
+    b.path.write_text(toml_text.replace("shards = 1" + rate, "shards = 3" + rate, 1))
+    done = runner.invoke(cli, argv, env=b.env, obj=state)
+    assert done.exit_code == 0, done.output
+    assert not r.exists(f"{NS}:{{kills}}:day:{b.clock().date()}")
