@@ -31,6 +31,11 @@ it to the script at once. The script also answers when Redis is full: at its max
 refuses every command queued in a MULTI, but runs read-only scripts. Plans run on Seasons'
 own connections; through a redis-py client (a cluster, TLS) the script answers.
 
+A read of a sharded board (seasons.shard_reads) is :class:`Steps` instead: rounds of script
+calls and plain commands, each round sent at once (one MULTI/EXEC on Seasons' own
+connections, a pipeline through a redis-py client: one round trip per master of a cluster),
+with the same NOSCRIPT rule, retries and error translation.
+
 They differ only in how a command reaches Redis (the transport):
 
 - on a single server reached by ``redis://`` or ``unix://``, on connections of their own

@@ -113,13 +113,6 @@ class Batch:
     # The batch id was made here (new_batch_id): no board can have seen it with other events.
     fresh_id: bool = False
 
-    def by_board(self) -> dict[str, list[ValidEvent]]:
-        """The events of each board, in batch order."""
-        out: dict[str, list[ValidEvent]] = defaultdict(list)
-        for ev in self.events:
-            out[ev.board].append(ev)
-        return out
-
     def by_store(self, settings: Settings) -> dict[tuple[str, str], list[ValidEvent]]:
         """The events of each (board, store) in batch order: a sharded board's events go to
         the store of their member (seasons.shards), an unsharded board's to the board."""
