@@ -316,8 +316,7 @@ class Sweeper:
                 found = forget_in_files(self.settings, board, member)
                 rewritten += found
                 in_league = in_league or bool(found)
-            # Its held events and rate counters (seasons.held) hold its id too.
-            cfg = self.settings.boards[board]
+            # Its held events and rate counters (seasons.held) hold its id too, in its store.
             held = forget_held(self.client, self.keys, shards.member_store(board, cfg, member),
                                member)  # fmt: skip
             # A crashed moderation call's pending follow-ups name it too (seasons.moderation).
