@@ -399,19 +399,32 @@ class ShardReads:
 
         def steps() -> Gathered:
             sources = yield from b.opened()
-            home = sources[self._home(b, sources, member)]
-            score, stored = yield [("ZSCORE", home.key, member), ("HGET", home.meta, member)]
-            if score is None:
+            found = yield from self._member(b, sources, member, meta=True)
+            if found is None:
                 return None
-            score = _score(score)
-            (place,) = yield from self.places(b, sources, [(score, member)])
-            shown = b.public(place.total)
-            if place.position >= shown:
-                return None
+            score, stored, place, shown = found
             worse = max(0, shown - place.better - place.equal)
             return (self.rank_of(b, place), score, stored, shown, worse, place.nearer)
 
         return Steps("an entry of a sharded board", steps)
+
+    def _member(self, b: Board, sources: list[Source], member: str, *, meta: bool) -> Gathered:
+        """(its score text, its stored metadata when ``meta``, its :class:`Place`, the
+        members the board shows) of ``member``; None when it is not on the board or stands
+        past a trimmed board's top."""
+        home = sources[self._home(b, sources, member)]
+        asked: list[Any] = [("ZSCORE", home.key, member)]
+        if meta:
+            asked.append(("HGET", home.meta, member))
+        got = yield asked
+        if got[0] is None:
+            return None
+        score = _score(got[0])
+        (place,) = yield from self.places(b, sources, [(score, member)])
+        shown = b.public(place.total)
+        if place.position >= shown:
+            return None
+        return score, got[1] if meta else None, place, shown
 
     def lookup(self, b: Board, members: list[str]) -> Steps:
         """(rank, member bytes, score text, stored metadata) of each of ``members`` on the
@@ -444,15 +457,10 @@ class ShardReads:
 
         def steps() -> Gathered:
             sources = yield from b.opened()
-            home = sources[self._home(b, sources, member)]
-            (score,) = yield [("ZSCORE", home.key, member)]
-            if score is None:
+            found = yield from self._member(b, sources, member, meta=False)
+            if found is None:
                 return None
-            score = _score(score)
-            (place,) = yield from self.places(b, sources, [(score, member)])
-            shown = b.public(place.total)
-            if place.position >= shown:
-                return None
+            score, _, place, shown = found
             targets: list[bytes | None] = []
             for k in ranks:
                 if k > shown:

@@ -24,7 +24,7 @@ import pytest
 import redis
 from click.testing import CliRunner
 from reference import alltime, zset
-from worker_support import Sim, local, today, toml_text
+from worker_support import TICK_DRIVER, Sim, checkpoints, local, today, toml_text
 
 from seasons import Seasons
 from seasons.cli import CliState, cli
@@ -268,23 +268,6 @@ def test_forget_and_sweep(settings_factory, r, tmp_path: Path) -> None:
 
 # --- closes killed and closes meeting a repair --------------------------------------------
 
-DRIVER = """
-import sys
-from datetime import datetime
-from seasons.config import load_settings
-from seasons.jobs.state import fault_from_env
-from seasons.jobs.worker import Worker
-from seasons import Seasons
-from seasons.cli import CliState, cli
-from seasons.clock import ManualClock
-
-clock = ManualClock(datetime.fromisoformat(sys.argv[1]))
-worker = Worker(Seasons(load_settings(), clock=clock), fault=fault_from_env())
-worker.tick(clock())
-worker.shutdown()
-print("TICKED", flush=True)
-"""
-
 
 class Crash:
     def __init__(self, settings: Settings, env: dict[str, str], at: datetime, sim: Sim,
@@ -304,7 +287,7 @@ class Crash:
         if trace:
             env["SEASONS_FAULT_TRACE"] = "1"
         proc = subprocess.Popen(
-            [sys.executable, "-c", DRIVER, self.at.isoformat()], cwd=ROOT, env=env, text=True,
+            [sys.executable, "-c", TICK_DRIVER, self.at.isoformat()], cwd=ROOT, env=env, text=True,
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         )  # fmt: skip
         if not wait:
@@ -355,10 +338,6 @@ def assert_crash_exact(c: Crash, r: redis.Redis) -> None:
     assert zset(r, board_key("late")) == alltime(model, "late", kept)
     assert r.hget(f"{NS}:job:close_day:{last}", "finished") is not None
     assert not list(r.scan_iter(match=f"{NS}:lock:*"))
-
-
-def checkpoints(output: str) -> list[str]:
-    return [ln.split(" ", 1)[1] for ln in output.splitlines() if ln.startswith("CHECKPOINT ")]
 
 
 def test_a_close_killed_at_every_checkpoint_folds_each_day_once(crash: Crash, r) -> None:

@@ -18,24 +18,19 @@ from pathlib import Path
 from typing import Any
 
 import redis
-from worker_support import BOARDS, Sim, file_rows, local, season_settings, today, toml_text
+from worker_support import (
+    BOARDS,
+    TICK_DRIVER,
+    Sim,
+    checkpoints,
+    file_rows,
+    local,
+    season_settings,
+    today,
+    toml_text,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
-DRIVER = """
-import sys
-from datetime import datetime
-from seasons.config import load_settings
-from seasons.jobs.state import fault_from_env
-from seasons.jobs.worker import Worker
-from seasons import Seasons
-from seasons.clock import ManualClock
-
-clock = ManualClock(datetime.fromisoformat(sys.argv[1]))
-worker = Worker(Seasons(load_settings(), clock=clock), fault=fault_from_env())
-worker.tick(clock())
-worker.shutdown()
-print("TICKED", flush=True)
-"""
 BOARD = "laps"  # trimmed, shared ranks: the most to get wrong when merging shards
 TIERS = [{"ranks": "1", "reward": "gold"}, {"top_percent": 50, "reward": "silver"}]
 SHARDS = 3
@@ -44,13 +39,9 @@ SHARDS = 3
 def tick(env: dict[str, str], at: str, **fault: str) -> subprocess.CompletedProcess[str]:
     env = dict(env, **fault)
     return subprocess.run(
-        [sys.executable, "-c", DRIVER, at], cwd=ROOT, env=env, text=True,
+        [sys.executable, "-c", TICK_DRIVER, at], cwd=ROOT, env=env, text=True,
         capture_output=True, timeout=60,
     )  # fmt: skip
-
-
-def checkpoints(output: str) -> list[str]:
-    return [ln.split(" ", 1)[1] for ln in output.splitlines() if ln.startswith("CHECKPOINT ")]
 
 
 def test_a_sharded_close_killed_at_every_step_boundary_archives_once(

@@ -22,28 +22,23 @@ import pytest
 import redis
 from reference import key as ref_key
 from reference import zset
-from worker_support import BOARDS, Sim, file_rows, local, season_settings, today, toml_text
+from worker_support import (
+    BOARDS,
+    TICK_DRIVER,
+    Sim,
+    checkpoints,
+    file_rows,
+    local,
+    season_settings,
+    today,
+    toml_text,
+)
 
 from seasons import Seasons
 from seasons.archives import Archives
 from seasons.config import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
-DRIVER = """
-import sys
-from datetime import datetime
-from seasons.config import load_settings
-from seasons.jobs.state import fault_from_env
-from seasons.jobs.worker import Worker
-from seasons import Seasons
-from seasons.clock import ManualClock
-
-clock = ManualClock(datetime.fromisoformat(sys.argv[1]))
-worker = Worker(Seasons(load_settings(), clock=clock), fault=fault_from_env())
-worker.tick(clock())
-worker.shutdown()
-print("TICKED", flush=True)
-"""
 BOARD = "laps"  # trimmed, shared ranks: the board with the most to get wrong
 # Reward tiers on it, so that the close has a results step (results:laps).
 TIERS = [{"ranks": "1", "reward": "gold"}, {"top_percent": 50, "reward": "silver"}]
@@ -91,17 +86,13 @@ def tick(
     if trace:
         env["SEASONS_FAULT_TRACE"] = "1"
     proc = subprocess.Popen(
-        [sys.executable, "-c", DRIVER, setup.at.isoformat()], cwd=ROOT, env=env, text=True,
+        [sys.executable, "-c", TICK_DRIVER, setup.at.isoformat()], cwd=ROOT, env=env, text=True,
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )  # fmt: skip
     if not wait:
         return proc
     out, err = proc.communicate(timeout=60)
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
-
-
-def checkpoints(output: str) -> list[str]:
-    return [ln.split(" ", 1)[1] for ln in output.splitlines() if ln.startswith("CHECKPOINT ")]
 
 
 def archive_dir(setup: Setup) -> Path:

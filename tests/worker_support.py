@@ -25,6 +25,24 @@ from seasons.errors import BatchRejected
 from seasons.jobs.worker import Worker
 
 ZONE = "Europe/Berlin"
+# One worker tick at a fixed instant (argv[1]) in a subprocess, for the crash tests: with
+# SEASONS_FAULT_AT=<checkpoint> it SIGKILLs itself there; SEASONS_FAULT_TRACE=1 prints every
+# checkpoint passed (:func:`checkpoints`).
+TICK_DRIVER = """
+import sys
+from datetime import datetime
+from seasons.config import load_settings
+from seasons.jobs.state import fault_from_env
+from seasons.jobs.worker import Worker
+from seasons import Seasons
+from seasons.clock import ManualClock
+
+clock = ManualClock(datetime.fromisoformat(sys.argv[1]))
+worker = Worker(Seasons(load_settings(), clock=clock), fault=fault_from_env())
+worker.tick(clock())
+worker.shutdown()
+print("TICKED", flush=True)
+"""
 Row = tuple[int, str, float, dict[str, Any]]  # rank, member, score, metadata
 BOARDS: dict[str, Any] = {
     # sum, high first, weekend days and the second week weigh double
@@ -192,3 +210,8 @@ def toml_text(settings: Settings) -> str:
         # A setting left unset (None: no bound, no limit) is left out, as in a file.
         lines += [f"{k} = {value(v)}" for k, v in cfg.model_dump().items() if v is not None]
     return "\n".join(lines) + "\n"
+
+
+def checkpoints(output: str) -> list[str]:
+    """The checkpoints a traced tick passed (``TICK_DRIVER`` with SEASONS_FAULT_TRACE=1)."""
+    return [ln.split(" ", 1)[1] for ln in output.splitlines() if ln.startswith("CHECKPOINT ")]
