@@ -282,7 +282,8 @@ class Sweeper:
             # as a whole (archives, results, claims, their metadata) under the board's tag.
             on: list[str] = []
             metadata = moderation = in_league = False
-            for name in dict.fromkeys([shards.member_store(board, cfg, member), board]):
+            home = shards.member_store(board, cfg, member)
+            for name in dict.fromkeys([home, board]):
                 found, had_meta, had_moderation, had_league = self._forget_keys(name, member)
                 on += found
                 metadata = metadata or had_meta
@@ -317,10 +318,9 @@ class Sweeper:
                 rewritten += found
                 in_league = in_league or bool(found)
             # Its held events and rate counters (seasons.held) hold its id too, in its store.
-            held = forget_held(self.client, self.keys, shards.member_store(board, cfg, member),
-                               member)  # fmt: skip
+            held = forget_held(self.client, self.keys, home, member)
             # A crashed moderation call's pending follow-ups name it too (seasons.moderation).
-            if forget_pending(self.client, self.keys, board, member):
+            if forget_pending(self.client, self.keys, home, member):
                 moderation = True
             if on or metadata or held or moderation or in_league:
                 report["boards"][board] = {

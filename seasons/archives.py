@@ -51,7 +51,7 @@ from seasons.manifest import Manifest, sha256_of
 from seasons.reads import Reads
 from seasons.results import Results, batched
 from seasons.scripts import Scripts
-from seasons.shard_archive import gather
+from seasons.shard_archive import gather, scratch
 from seasons.standings import CHUNK, Row, Standings, line, read_rows
 
 TMP_TTL = timedelta(hours=1)
@@ -127,10 +127,13 @@ class Archives:
     def season_source(self, board: str, season_id: str, archive_id: str) -> str:
         """The key season ``season_id``'s archive ``archive_id`` is copied from: the live
         season key, or on a sharded board its stores gathered into one key of the board's
-        slot (:func:`seasons.shard_archive.gather`)."""
+        slot (:func:`seasons.shard_archive.gather`), their twins into another, which
+        :meth:`copy` copies to the archive's twin."""
         if not shards.is_sharded(self.settings.boards[board]):
             return self.keys.season(board, season_id)
-        return gather(self.client, self.settings, self.keys, board, "season", season_id, archive_id)
+        args = (self.client, self.settings, self.keys, board, "season", season_id, archive_id)
+        gather(*args, hidden=True)
+        return gather(*args)
 
     def copy(self, board: str, source: str, archive_id: str) -> int:
         """Copy a live board into ``archive:<archive_id>`` (no TTL); returns its size.
@@ -155,21 +158,17 @@ class Archives:
             if rule.distinct_set:
                 args = ["distinct"]
         size = int(self.scripts.archive_copy(keys=keys, args=args))
-        # A sharded board's source is a gathered scratch key (seasons.shard_archive), which
-        # has no twin: such a board has no hidden members (moderation is refused on it).
-        if not shards.is_sharded(self.settings.boards[board]):
-            self._copy_twin(keys, rule.reach_set)
+        # Its twin: the hidden and banned members' standings (the live board's twin, or a
+        # sharded board's twins gathered by season_source) copied to the twin of the archive
+        # key, Redis only, no TTL, so that a member made visible later can be brought back
+        # (seasons.amend); their reach set alike. Twins keep no distinct set. No twin at all
+        # (a board without hidden members) costs archive_copy.lua's two EXISTS.
+        if shards.is_sharded(self.settings.boards[board]):
+            twins = [scratch(self.keys, board, archive_id, hidden=True), self.keys.twin_of(keys[1])]
+        else:
+            twins = [self.keys.twin_of(k) for k in keys[: 4 if rule.reach_set else 2]]
+        self.scripts.archive_copy(keys=twins, args=[])
         return size
-
-    def _copy_twin(self, keys: list[str], reach_set: bool) -> int:
-        """The twin of an archive copy (``keys``: what :meth:`copy` gives archive_copy.lua):
-        the hidden and banned members' standings (``Keys.twin_of`` of the live board)
-        copied to the twin of the archive key, Redis only, no TTL, so that a member made
-        visible later can be brought back; their reach set alike. Twins keep no distinct
-        set. Returns the twin archive's size, -1 when neither twin exists (a board without
-        hidden members: archive_copy.lua's two EXISTS)."""
-        twins = [self.keys.twin_of(k) for k in keys[: 4 if reach_set else 2]]
-        return int(self.scripts.archive_copy(keys=twins, args=[]))
 
     def write_files(
         self,

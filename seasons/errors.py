@@ -311,18 +311,3 @@ class UnknownCohort(NotFound):
     """No cohort with that id in a league period."""
 
     code = "unknown_cohort"
-
-
-class NotOnShards(InvalidInput):
-    """An operation that a sharded board (``boards.<b>.shards`` > 1, seasons.shards) does
-    not support yet: moderation (hide, ban, unhide, unban). ``details`` is
-    ``{"board", "shards", "operation"}``; nothing was read or written."""
-
-    code = "not_on_shards"
-
-    def __init__(self, operation: str, board: str, shards: int, why: str = ""):
-        super().__init__(
-            f"{operation} is not supported yet on board {board!r}: it has shards = {shards}"
-            f"{': ' + why if why else ''}",
-            {"board": board, "shards": shards, "operation": operation},
-        )

@@ -10,6 +10,14 @@ member has none.
 Each call finds the board's live keys the way the sweep does (a SCAN of the board's keys,
 plus every key a write may create now), so that a key written a moment later is one the
 script was given; a write racing the call meets the new state atomically in its own script.
+
+On a sharded board (seasons.shards) the member's record, its twins and the call's pending
+follow-ups are in the member's store, where its writes and self-views read them and where
+``moderate.lua`` runs as on a board of its own. The board's own hash (:meth:`Keys.moderation`
+of the board) is then a copy of every store's records, for what is the board's as a whole
+and reads them in the board's slot: claims, rewards and amended results. A follow-up brings
+it to the store's record first (:meth:`Moderation.copy`), so a crash between the two is
+mended by the recovery that finishes the follow-ups.
 """
 
 from __future__ import annotations
@@ -28,7 +36,7 @@ from seasons.audit import Audit, Note
 from seasons.clock import utc_text
 from seasons.config.settings import Settings
 from seasons.connection import RedisClient, scan_keys, text
-from seasons.errors import InvalidInput, NotOnShards, UnknownBoard, UnknownMode, UnknownState
+from seasons.errors import InvalidInput, UnknownBoard, UnknownMode, UnknownState
 from seasons.events import member_problem
 from seasons.jobs.state import Checkpoint, no_checkpoint
 from seasons.keys import HIDDEN, LIVE_TWIN_KINDS, Keys
@@ -41,6 +49,9 @@ from seasons.write_script import rollup_targets
 STATES = ("visible", "hidden", "banned")
 # A pending follow-up this old is a crashed call's: one in flight is done well before.
 RECOVER_AFTER = timedelta(minutes=1)
+# The lock under which a sharded board's copy of a record is read and written (seconds): a
+# copy takes two commands, so one held this long is a crashed caller's.
+COPY_LOCK = 10
 MODES = ("shadow", "open")
 DEFAULT_MODE = "shadow"
 SCAN_COUNT = 1000
@@ -66,6 +77,7 @@ class FollowUp:
 
     call: str
     board: str
+    store: str  # where its pending record is: the board, or the member's store of a sharded one
     member: str
     at: datetime
     note: Note
@@ -112,16 +124,6 @@ def check_request(
     if not isinstance(reason, str) or not reason.strip():
         raise InvalidInput("reason is required: say why, for the audit trail",
                            {"field": "reason"})  # fmt: skip
-    # A sharded board's reads cannot yet show a hidden member its own entries (its self-view),
-    # nor its writes route a hidden member to twins across stores: refused before anything
-    # is read or written, on every board of the call (boards left out mean every board).
-    for name in names:
-        cfg = settings.boards[name]
-        if shards.is_sharded(cfg):
-            raise NotOnShards(
-                "moderation", name, cfg.shards,
-                "name the unsharded boards in boards" if boards is None else "",
-            )  # fmt: skip
     return member, cast(State, state), mode, names, reason
 
 
@@ -134,9 +136,17 @@ class Moderation:
         self.settings = settings
         self.keys = keys
 
+    def home(self, board: str, member: str) -> str:
+        """Where ``member``'s record, twins and pending follow-ups are: the board, or on a
+        sharded board its store."""
+        return shards.member_store(board, self.settings.boards[board], member)
+
     def status(self, member: str, boards: list[str]) -> list[ModerationRecord]:
         """``member``'s record on each of ``boards``."""
-        return [self._record(b, self.client.hget(self.keys.moderation(b), member)) for b in boards]
+        return [
+            self._record(b, self.client.hget(self.keys.moderation(self.home(b, member)), member))
+            for b in boards
+        ]
 
     def apply(
         self, member: str, state: State, mode: str, boards: list[str], reason: str, note: Note,
@@ -154,7 +164,7 @@ class Moderation:
         out = []
         others = 0
         for board in boards:
-            keys, plan = self.plan(board, now)
+            keys, plan = self.plan(board, self.home(board, member), now)
             reply = self.scripts.moderate(keys=keys, args=[member, record, _json(plan), pending])
             kind = text(reply[0])
             old = reply[1] if reply[1] else None
@@ -172,26 +182,42 @@ class Moderation:
 
     def pending(self, board: str) -> list[FollowUp]:
         """The follow-ups pending on ``board``: its calls' records
-        (:meth:`Keys.moderation_pending`)."""
+        (:meth:`Keys.moderation_pending`), on every store of a sharded board."""
         out = []
-        for raw in self.client.hvals(self.keys.moderation_pending(board)):
-            p = json.loads(text(raw))
-            c = p["call"]
-            out.append(FollowUp(
-                call=c["call"], board=board, member=c["member"],
-                at=datetime.fromisoformat(c["at"]),
-                note=Note(c["actor"], c["reason"], c["request_id"]),
-                before=self._state(board, p["before"]), after=self._state(board, p["after"]),
-            ))  # fmt: skip
+        for store in shards.stores(board, self.settings.boards[board]):
+            for raw in self.client.hvals(self.keys.moderation_pending(store)):
+                p = json.loads(text(raw))
+                c = p["call"]
+                out.append(FollowUp(
+                    call=c["call"], board=board, store=store, member=c["member"],
+                    at=datetime.fromisoformat(c["at"]),
+                    note=Note(c["actor"], c["reason"], c["request_id"]),
+                    before=self._state(board, p["before"]),
+                    after=self._state(board, p["after"]),
+                ))  # fmt: skip
         return out
 
     def done(self, follow_ups: Iterable[FollowUp]) -> None:
-        """Delete the pending records of ``follow_ups``: one HDEL per board."""
+        """Delete the pending records of ``follow_ups``: one HDEL per board (or store)."""
         calls: dict[str, list[str]] = {}
         for f in follow_ups:
-            calls.setdefault(f.board, []).append(f.call)
-        for board, ids in sorted(calls.items()):
-            self.client.hdel(self.keys.moderation_pending(board), *ids)
+            calls.setdefault(f.store, []).append(f.call)
+        for store, ids in sorted(calls.items()):
+            self.client.hdel(self.keys.moderation_pending(store), *ids)
+
+    def copy(self, follow_ups: Iterable[FollowUp]) -> None:
+        """On a sharded board, the board's copy of each member's record made the store's
+        (see the module's doc): read and written under a lock, so that two calls on one
+        member leave the copy of the later one's record, whichever copies last."""
+        copied = {(f.board, f.member) for f in follow_ups if f.store != f.board}
+        for board, member in sorted(copied):
+            name = self.keys.lock(f"moderation:{board}")
+            with self.client.lock(name, timeout=COPY_LOCK, blocking_timeout=2 * COPY_LOCK):
+                record = self.client.hget(self.keys.moderation(self.home(board, member)), member)
+                if record is None:
+                    self.client.hdel(self.keys.moderation(board), member)
+                else:
+                    self.client.hset(self.keys.moderation(board), member, record)
 
     def _record(self, board: str, raw: Any) -> ModerationRecord:
         return self._state(board, json.loads(text(raw)) if raw else None)
@@ -204,19 +230,19 @@ class Moderation:
 
     # --- the keys of one call ---------------------------------------------------------------
 
-    def plan(self, board: str, now: datetime) -> tuple[list[str], dict[str, Any]]:
-        """KEYS and ARGV[3] of ``moderate.lua`` for ``board``: every live public key that
-        exists or that a write may create now, each with its twin (and distinct set); the
-        days of each trimmed rolled-up board."""
+    def plan(self, board: str, at: str, now: datetime) -> tuple[list[str], dict[str, Any]]:
+        """KEYS and ARGV[3] of ``moderate.lua`` for ``board`` on ``at`` (the board, or the
+        store of a sharded one holding the member): every live public key that exists or
+        that a write may create now, each with its twin (and distinct set); the days of each
+        trimmed rolled-up board."""
         cfg = self.settings.boards[board]
         rule = ties.of(cfg)
         keys = self.keys
-        public = self.live_keys(board, now)
+        public = self.live_keys(board, at, now)
         trimmed = cfg.max_entries > 0
         today = calendar.local_day(now, self.settings.zone)
-        declared = dict.fromkeys([keys.moderation(board), keys.state(board),
-                                  keys.tmp(board, "moderate"),
-                                  keys.moderation_pending(board)])  # fmt: skip
+        declared = dict.fromkeys([keys.moderation(at), keys.state(at), keys.tmp(at, "moderate"),
+                                  keys.moderation_pending(at)])  # fmt: skip
         pairs: list[list[Any]] = []
         for key in public:
             parsed = keys.parse(key)
@@ -225,9 +251,9 @@ class Moderation:
             rolled = None
             if parsed.kind in win.WINDOWS:
                 if rule.distinct_set:
-                    distinct = keys.distinct(board, parsed.kind, parsed.ident)
+                    distinct = keys.distinct(at, parsed.kind, parsed.ident)
                 if trimmed and parsed.kind != "day":
-                    rolled = self._rolled(board, parsed.kind, parsed.ident, today)
+                    rolled = self._rolled(board, at, parsed.kind, parsed.ident, today)
             twin = keys.hidden(key)
             pairs.append([key, twin, distinct, rolled])
             declared.update(dict.fromkeys(k for k in (key, twin, distinct) if k is not None))
@@ -239,26 +265,29 @@ class Moderation:
                 "pairs": pairs}  # fmt: skip
         return list(declared), plan
 
-    def _rolled(self, board: str, window: str, period_id: str, today: date) -> dict[str, Any]:
-        """What write.lua's rollup names for the period ``period_id`` of ``window``: its days
-        (up to the day after tomorrow: a write's horizon) and base."""
+    def _rolled(
+        self, board: str, at: str, window: str, period_id: str, today: date
+    ) -> dict[str, Any]:
+        """What write.lua's rollup names on ``at`` for the period ``period_id`` of ``window``:
+        its days (up to the day after tomorrow: a write's horizon) and base."""
         period = win.explicit_period(win.spec(window), period_id, self.settings)
         day = today if period.endless else period.first
         horizon = max(today, day) + timedelta(days=2)
-        for target in rollup_targets(board, day, self.settings, self.keys, horizon):
+        store = None if at == board else at
+        for target in rollup_targets(board, day, self.settings, self.keys, horizon, store):
             if target.window == window:
                 return {"days": [list(d) for d in target.days], "base": target.base}
         raise ValueError(f"board {board!r} keeps no {window} period {period_id!r}")
 
-    def live_keys(self, board: str, now: datetime) -> list[str]:
-        """The public keys of ``board``'s live periods holding member entries (window keys,
-        bases, reach sets: :data:`LIVE_TWIN_KINDS`) that exist, or whose twin does, or that
-        a write may create now; sorted."""
+    def live_keys(self, board: str, at: str, now: datetime) -> list[str]:
+        """The public keys on ``at`` (the board, or a store of it) of ``board``'s live periods
+        holding member entries (window keys, bases, reach sets: :data:`LIVE_TWIN_KINDS`)
+        that exist, or whose twin does, or that a write may create now; sorted."""
         keys = self.keys
         cfg = self.settings.boards[board]
         rule = ties.of(cfg)
         found: set[str] = set()
-        for batch in scan_keys(self.client, keys.board_pattern(board), count=SCAN_COUNT):
+        for batch in scan_keys(self.client, keys.board_pattern(at), count=SCAN_COUNT):
             for key in batch:
                 parsed = keys.parse(key)
                 if parsed is None:
@@ -277,11 +306,11 @@ class Moderation:
                 p = window.period_of_day(day, settings)
                 if p is None:
                     continue
-                found.add(keys.window(board, window.name, p.id))
+                found.add(keys.window(at, window.name, p.id))
                 if rule.reach_set:
-                    found.add(keys.reached(board, window.name, p.id))
+                    found.add(keys.reached(at, window.name, p.id))
                 if p.endless:
-                    found.add(keys.base(board, window.name))
+                    found.add(keys.base(at, window.name))
             day += timedelta(days=1)
         return sorted(found)
 
@@ -295,12 +324,13 @@ def _json(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
 
 
-def forget_pending(client: RedisClient, keys: Keys, board: str, member: str) -> int:
-    """Erasure (``Seasons.forget``): the pending follow-ups of ``board`` that name ``member``
-    (a crashed call's, :meth:`Moderator.recover`) go, so that no recovery appends an audit
-    entry or an event naming a forgotten member. Returns how many went. They are few (a
-    crash's, for a minute), so they are read whole."""
-    key = keys.moderation_pending(board)
+def forget_pending(client: RedisClient, keys: Keys, at: str, member: str) -> int:
+    """Erasure (``Seasons.forget``): the pending follow-ups on ``at`` (a board, or the
+    member's store of a sharded one) that name ``member`` (a crashed call's,
+    :meth:`Moderator.recover`) go, so that no recovery appends an audit entry or an event
+    naming a forgotten member. Returns how many went. They are few (a crash's, for a
+    minute), so they are read whole."""
+    key = keys.moderation_pending(at)
     calls = [
         call for call, raw in client.hgetall(key).items()
         if json.loads(text(raw))["call"]["member"] == member
@@ -339,9 +369,10 @@ class Moderator:
         checked = check_request(self.moderation.settings, member, state, mode, boards, reason)
         call = secrets.token_hex(16)
         change, others = self.moderation.apply(*checked, note, call, now, self.checkpoint)
+        home = self.moderation.home
         self._follow_up(
-            [FollowUp(call, b.board, change.member, now, note, b.before, b.after)
-             for b in change.boards if b.changed],
+            [FollowUp(call, b.board, home(b.board, change.member), change.member, now, note,
+                      b.before, b.after) for b in change.boards if b.changed],
             now,
         )  # fmt: skip
         if self.amender is not None:
@@ -365,8 +396,10 @@ class Moderator:
         return len(found)
 
     def _follow_up(self, follow_ups: list[FollowUp], now: datetime) -> None:
-        """The events, the audit entry of each (call, action) naming its boards, and the
-        amendments of ``follow_ups``; then their pending records deleted."""
+        """The copies of a sharded board's records, the events, the audit entry of each
+        (call, action) naming its boards, and the amendments of ``follow_ups``; then their
+        pending records deleted."""
+        self.moderation.copy(follow_ups)
         by_action: dict[tuple[str, str], list[FollowUp]] = {}
         for f in follow_ups:
             by_action.setdefault((f.call, action_of(f.before.state, f.after.state)), []).append(f)

@@ -252,8 +252,7 @@ class Reads(Targets):
             def merged(v: Any) -> bytes | None:
                 if v is None:
                     return None
-                rank, score, stored, total, worse, better = v
-                return detail(rank, score, stored, total, worse, better, False)
+                return detail(*v)
 
             return Read(sharded.entry(b, member), merged, _ENTRY, absent)
         args = [cfg.order, cfg.ties, "entry", self._cap(cfg, window), member]
@@ -318,10 +317,7 @@ class Reads(Targets):
             b = self._shard_board(board, window, pid, live, archive)
 
             def climbed(v: Any) -> bytes | None:
-                if v is None:
-                    return None
-                rank, score, targets = v
-                return body(rank, score, targets, False)
+                return None if v is None else body(*v)
 
             return Read(sharded.climb(b, member, ranks), climbed, _CLIMB, absent)
         args = [cfg.order, cfg.ties, "climb", self._cap(cfg, window), member, *ranks]
@@ -364,8 +360,8 @@ class Reads(Targets):
         if sharded is not None:
             b = self._shard_board(board, window, pid, live, archive)
 
-            def entries(found: list[tuple[int, bytes, bytes, Any]]) -> bytes:
-                out = [writer.entry(rank, m, score, meta(s)) for rank, m, score, s in found]
+            def entries(found: list[tuple[int, bytes, bytes, Any, bool]]) -> bytes:
+                out = [writer.entry(rank, m, score, meta(s), h) for rank, m, score, s, h in found]
                 return b"[" + b",".join(out) + b"]"
 
             return Read(sharded.lookup(b, asked), entries, _ENTRIES)
@@ -418,13 +414,14 @@ class Reads(Targets):
                 for p, live, archive in self._periods(board, spec, last)
             ]
 
-            def places(found: list[tuple[int | None, bytes | None]]) -> bytes:
+            def places(found: list[tuple[int | None, bytes | None, bool]]) -> bytes:
                 out = []
-                for pid, (rank, score) in zip(ids, found, strict=True):
+                for pid, (rank, score, hidden) in zip(ids, found, strict=True):
                     if rank is None or score is None:
                         out.append(pid + b'null,"score":null}')
                     else:
-                        out.append(pid + b"%d" % rank + writer.score(score) + b"}")
+                        mark = HIDDEN if hidden else b""
+                        out.append(pid + b"%d" % rank + writer.score(score) + mark + b"}")
                 return head + b",".join(out) + b"]}"
 
             return Read(sharded.history(boards, member), places, _HISTORY)

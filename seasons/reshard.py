@@ -3,10 +3,11 @@
 
 The settings already name the new count (``boards.<b>.shards``); the command is told the old
 one. Every live key of the old stores (day, week, month, season and all-time boards, the
-all-time bases, metadata, event ids, closed days and season states) is read in chunks and
-written to the store each member belongs to under the new count, with the key's EXPIREAT;
-then the old keys are deleted. What is the board's own (archives, results, claims, their
-metadata and the board's state) stays.
+all-time bases and their twins, metadata, moderation records, event ids, closed days and
+season states) is read in chunks and written to the store each member belongs to under the
+new count, with the key's EXPIREAT; then the old keys are deleted. What is the board's own
+(archives and their twins, results, claims, their metadata, the board's state and its copy
+of the moderation records, seasons.moderation) stays.
 
 Writes must be stopped meanwhile (``seasons serve`` and the worker): a write between the copy
 and the deletion would be lost. Run again after a crash, it copies what is left and deletes
@@ -34,9 +35,15 @@ CHUNK = 10_000  # entries read per ZRANGE / HSCAN
 LOCK_TTL = timedelta(minutes=10)
 # The kinds of a store's keys that move (a member's entries and what its writes check); the
 # others are the board's own (archive, results, claims...) or scratch (tmp).
-MOVED = frozenset({*win.SPECS, "base", "meta", "events", "state"})
-# The kinds holding member entries: each member's to its new store.
+MOVED = frozenset({*win.SPECS, "base", "meta", "moderation", "events", "state"})
+# The kinds holding member entries (and their twins: hidden and banned members' entries):
+# each member to its new store.
 ENTRIES = frozenset({*win.SPECS, "base"})
+# The hashes of member -> value: each field to the member's new store.
+FIELDS = frozenset({"meta", "moderation"})
+# What a board keeps under its own tag beside its archives when it is a store too (S = 1):
+# its archives' metadata, its season states, its copy of the moderation records.
+OWN = frozenset({"meta", "state", "moderation"})
 # What is not moved but deleted with the old stores: the batch ids a write keeps for 48 hours
 # (a batch sent before the reshard and again after it is deduplicated by its events' ids,
 # kept on every new store); decided held events (kept 48 hours to answer a second decision)
@@ -77,10 +84,10 @@ def reshard(
     *, force: bool = False, progress: Callable[[int], None] | None = None,
 ) -> Resharded:  # fmt: skip
     """Move ``board``'s live keys from ``old`` shards to the settings' count (see the
-    module's doc). :class:`InvalidInput` for a count out of range or equal to the new one,
-    a board with hidden or banned members (moderation keeps their entries apart: it is not
-    sharded yet); :class:`ShardsChanging` while the current season holds entries (unless
-    ``force``), while held events await review, or while another reshard runs."""
+    module's doc). :class:`InvalidInput` for a count out of range or equal to the new one;
+    :class:`ShardsChanging` while the current season holds entries (unless ``force``), while
+    held events await review or a moderation call's follow-ups are pending, or while another
+    reshard runs."""
     cfg = settings.boards.get(board)
     if cfg is None:
         raise UnknownBoard(board, list(settings.boards))
@@ -112,62 +119,79 @@ def reshard(
             "(seasons held) before a reshard",
             {"board": board, "held": pending},
         )
+    following = sum(int(client.hlen(keys.moderation_pending(s))) for s in sources)
+    if following:
+        raise ShardsChanging(
+            f"board {board!r} has {following} moderation calls whose follow-ups are pending "
+            "(a crashed call's): the next moderation call or the worker's close job finishes "
+            "them a minute after the call; reshard then",
+            {"board": board, "pending": following},
+        )
     with locked(client, keys, f"reshard:{board}", LOCK_TTL) as lock:
         if lock is None:
             raise ShardsChanging(f"another reshard of board {board!r} is running", {"board": board})
         done = Resharded(board, old, new)
-        found = [k for s in sources for batch in scan_keys(client, keys.board_pattern(s))
-                 for k in batch]  # fmt: skip
-        for key in found:
-            parsed = keys.parse(key)
-            if parsed is not None and parsed.kind == HIDDEN:
-                raise InvalidInput(
-                    f"board {board!r} has hidden or banned members ({key}): unhide or unban "
-                    "them before a reshard",
-                    {"board": board, "key": key},
-                )
-        for key in sorted(found):
-            parsed = keys.parse(key)
-            if parsed is None or parsed.kind not in MOVED | DROPPED:
-                continue
-            if parsed.kind not in DROPPED:
-                done.entries += _move(client, keys, parsed.kind, parsed.ident, key, board,
-                                      new, targets)  # fmt: skip
+        found = [
+            (key, at, what)
+            for at in sources
+            for batch in scan_keys(client, keys.board_pattern(at))
+            for key in batch
+            if (what := _kind(keys, key)) is not None
+        ]
+        for key, _, (kind, ident, twin) in sorted(found):
+            if kind not in DROPPED:
+                done.entries += _move(client, keys, kind, ident, twin, key, board, new, targets)
                 done.keys_moved += 1
             lock.extend()
             if progress is not None:
                 progress(1)
         # Only now, every key copied: a crash before leaves the old keys whole, and a rerun
         # copies them again. A store kept (in both counts) loses the members that left it.
-        for key in sorted(found):
-            parsed = keys.parse(key)
-            if parsed is None or parsed.kind not in MOVED | DROPPED:
-                continue
-            if parsed.board in targets and parsed.kind not in DROPPED:
-                if parsed.kind in ("events", "state"):
+        for key, at, (kind, _, _) in sorted(found):
+            if at in targets and kind not in DROPPED:
+                if kind in ("events", "state"):
                     continue
-                done.deleted += _evict(client, key, parsed.kind, parsed.board, board, new)
-            elif parsed.board == board and parsed.kind in ("meta", "state"):
-                continue  # the board's own: its archives' metadata and season states
+                done.deleted += _evict(client, key, kind, at, board, new)
+            elif at == board and kind in OWN:
+                continue  # the board's own (OWN)
             else:
                 client.delete(key)
                 done.deleted.append(key)
         return done
 
 
+def _kind(keys: Keys, key: str) -> tuple[str, str, bool] | None:
+    """(kind, ident, whether it is the twin of a key of that kind) of a key that moves or
+    is dropped; None for the others (a twin of an archive, the board's own)."""
+    parsed = keys.parse(key)
+    twin = parsed is not None and parsed.kind == HIDDEN
+    if twin:
+        parsed = keys.parse(keys.public_of(key))
+        if parsed is None or parsed.kind not in ENTRIES:
+            return None
+    if parsed is None or parsed.kind not in MOVED | DROPPED:
+        return None
+    return parsed.kind, parsed.ident, twin
+
+
 def _move(
-    client: RedisClient, keys: Keys, kind: str, ident: str, key: str, board: str, new: int,
-    targets: list[str],
+    client: RedisClient, keys: Keys, kind: str, ident: str, twin: bool, key: str, board: str,
+    new: int, targets: list[str],
 ) -> int:  # fmt: skip
-    """Copy one old key onto the new stores; returns the entries written."""
+    """Copy one old key (of ``kind``, or its twin) onto the new stores; returns the entries
+    written."""
     expire = int(cast(int, client.pexpiretime(key)))
     written: set[str] = set()
     count = 0
 
     def name(store: str) -> str:
         if kind == "base":
-            return keys.base(store, ident)
-        return keys.window(store, kind, ident) if kind in win.SPECS else _named(keys, kind, store)
+            found = keys.base(store, ident)
+        elif kind in win.SPECS:
+            found = keys.window(store, kind, ident)
+        else:
+            return _named(keys, kind, store)
+        return keys.twin_of(found) if twin else found
 
     if kind in ENTRIES:  # a board or a base: each member to its new store
         start = 0
@@ -183,7 +207,7 @@ def _move(
             pipe.execute()
             count += len(rows)
             start += CHUNK
-    elif kind == "meta":  # member -> metadata: each member to its new store
+    elif kind in FIELDS:  # member -> value: each member to its new store
         for fields in _fields(client, key):
             by_store2: dict[str, dict[Any, Any]] = {}
             for member, value in fields.items():
@@ -233,7 +257,7 @@ def _evict(client: RedisClient, key: str, kind: str, store: str, board: str, new
                 client.zrem(key, *away)
                 gone += len(away)
             start += CHUNK - len(away)
-    else:  # meta
+    else:  # FIELDS
         for fields in _fields(client, key):
             away = [m for m in fields if shards.store(board, shards.shard_of(m, new)) != store]
             if away:
@@ -260,6 +284,7 @@ def _fields(client: RedisClient, key: str) -> Iterator[dict[str, str]]:
 
 def _named(keys: Keys, kind: str, store: str) -> str:
     builders: dict[str, Callable[[str], str]] = {
-        "meta": keys.meta, "events": keys.events, "state": keys.state,
+        "meta": keys.meta, "moderation": keys.moderation, "events": keys.events,
+        "state": keys.state,
     }  # fmt: skip
     return builders[kind](store)

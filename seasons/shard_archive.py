@@ -7,7 +7,9 @@ erasures work on it unchanged. The close (and a snapshot) builds it here: every 
 period key is read in chunks and added to a scratch key of the board's slot, which
 :meth:`seasons.archives.Archives.copy` then copies into the archive as it copies an
 unsharded live board. The members' metadata is copied into the board's own metadata hash,
-which the archive's reads and files use.
+which the archive's reads and files use. The stores' twins of the season (hidden and banned
+members' entries, seasons.moderation) are gathered alike into a scratch key of their own,
+which becomes the archive's twin.
 
 The stores are not written meanwhile: a closing season refuses writes on every store first
 (its state, seasons.jobs.closes), and a snapshot's copy of a running season is, like an
@@ -29,20 +31,29 @@ CHUNK = 10_000  # entries read per ZRANGE (and added per ZADD)
 SCRATCH_TTL = 3_600  # seconds: the scratch key outlives any copy that follows it
 
 
+def scratch(keys: Keys, board: str, name: str, *, hidden: bool = False) -> str:
+    """The key of ``board``'s slot that :func:`gather` fills: ``tmp:gather:<name>``, or with
+    ``hidden`` the twins' ``tmp:gather:<name>:hidden``."""
+    return keys.tmp(board, f"gather:{name}{':hidden' if hidden else ''}")
+
+
 def gather(
     client: RedisClient, settings: Settings, keys: Keys, board: str, window: str,
-    period_id: str, name: str,
+    period_id: str, name: str, *, hidden: bool = False,
 ) -> str:  # fmt: skip
     """Every store's ``window`` key of ``period_id`` added into the scratch key
     ``tmp:gather:<name>`` of ``board``'s slot (on a rolled-up window trimmed to
     ``max_entries``, the board's global top, as an unsharded board is), each member's
     metadata into the board's metadata hash; returns the scratch key, absent when no store
-    holds the period."""
+    holds the period. ``hidden``: the keys' twins instead, untrimmed as twins are, into
+    :func:`scratch` ``(hidden=True)``."""
     cfg = settings.boards[board]
-    into, meta = keys.tmp(board, f"gather:{name}"), keys.meta(board)
+    into, meta = scratch(keys, board, name, hidden=hidden), keys.meta(board)
     client.delete(into)
     for store in shards.stores(board, cfg):
         source, source_meta = keys.window(store, window, period_id), keys.meta(store)
+        if hidden:
+            source = keys.twin_of(source)
         start = 0
         while True:
             rows = cast(
@@ -65,7 +76,7 @@ def gather(
             if len(rows) < CHUNK:
                 break
             start += CHUNK
-    if cfg.max_entries > 0 and win.spec(window).rolled_up:  # day boards are never trimmed
+    if not hidden and cfg.max_entries > 0 and win.spec(window).rolled_up:  # days: untrimmed
         if cfg.order == "desc":
             client.zremrangebyrank(into, 0, -(cfg.max_entries + 1))
         else:

@@ -16,7 +16,11 @@ its ``member`` or ``shared`` ties:
   answered only when every one of its positions is; else it is read again with wider slices,
   at last from the top;
 - a season that has its archive is read there: the archive is one key of the board's own
-  slot (seasons.shard_archive), read as a board of one shard.
+  slot (seasons.shard_archive), read as a board of one shard;
+- a hidden or banned member missing from its store's live key answers its self-view, as
+  ``seasons/lua/lib/hidden.lua`` does on an unsharded board: its record and its score on the
+  twin are read in its store (one round more, only for a member missing from the board), and
+  it is placed among the visible members of every shard as a probe that is on none.
 
 The rounds of one read are not one instant of the board as a script's reply is: a write
 between two rounds can show in the second. Each round alone is one instant of a server.
@@ -25,6 +29,7 @@ between two rounds can show in the second. Each round alone is one instant of a 
 from __future__ import annotations
 
 import heapq
+import json
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -47,11 +52,15 @@ GUESSES = 2
 
 @dataclass(frozen=True, slots=True)
 class Source:
-    """One sorted set a read merges: a store's key of the period, or the archive; and the
-    metadata hash of its members."""
+    """One sorted set a read merges: a store's key of the period, or the archive; the
+    metadata hash of its members; on a live key, its twin and the store's moderation hash,
+    where a hidden member's self-view is read (an archive has none: it is the public board
+    alone)."""
 
     key: str
     meta: str
+    twin: str | None = None
+    moderation: str | None = None
 
 
 class Row(NamedTuple):
@@ -84,8 +93,9 @@ class Board:
         archive: str | None, cap: int,
     ):  # fmt: skip
         self.live = [
-            Source(keys.window(store, window, pid), keys.meta(store))
+            Source(live, keys.meta(store), keys.twin_of(live), keys.moderation(store))
             for store in shards.stores(board, cfg)
+            for live in [keys.window(store, window, pid)]
         ]
         self.archive = None if archive is None else Source(archive, keys.meta(board))
         self.desc = cfg.order == "desc"
@@ -115,6 +125,34 @@ class Board:
     def public(self, total: int) -> int:
         """The members a read shows of ``total``: a trimmed board's top ``cap``."""
         return min(total, self.cap) if self.cap > 0 else total
+
+    def fits(self, place: Place) -> bool:
+        """Whether a member at ``place`` is shown: within a trimmed board's top ``cap`` (a
+        member on the board stands before its total; a hidden one's self-view, on none,
+        stands there only within the cap, the last member making room)."""
+        return self.cap == 0 or place.position < self.cap
+
+
+class Found(NamedTuple):
+    """A member found on a board: Redis's text of its score, its stored metadata (when
+    asked), its :class:`Place` among the visible members, the visible members shown, and
+    whether it is a hidden one's self-view: None (visible), ``"shadow"`` or ``"open"``."""
+
+    score: bytes
+    stored: Any
+    place: Place
+    shown: int
+    hidden: str | None
+
+
+def mode(record: Any) -> str:
+    """A hidden or banned member's self-view mode from its moderation record (stored JSON):
+    shadow unless it says open (as lib/hidden.lua's ``mode``)."""
+    try:
+        fields = json.loads(raw(record))
+    except ValueError:
+        return "shadow"
+    return "open" if isinstance(fields, dict) and fields.get("mode") == "open" else "shadow"
 
 
 def _score(value: Any) -> bytes:
@@ -262,9 +300,10 @@ class ShardReads:
 
     def _render(
         self, b: Board, sources: list[Source], head: bytes, total: int, start: int,
-        rows: list[Row],
+        rows: list[Row], hidden: int | None = None,
     ) -> Gathered:  # fmt: skip
-        """The page's JSON, its metadata (and on a shared board its first rank) read."""
+        """The page's JSON, its metadata (and on a shared board its first rank) read;
+        ``hidden``: the 0-based row of an open self-view."""
         commands: list[Any] = []
         asked: dict[int, list[Row]] = {}
         for row in rows:
@@ -286,7 +325,13 @@ class ShardReads:
         for r in rows:
             flat += [r.member, r.text]
         return self.writer.page(
-            head + b"%d" % total, self.rule, start, first, flat, [metas[r.member] for r in rows]
+            head + b"%d" % total,
+            self.rule,
+            start,
+            first,
+            flat,
+            [metas[r.member] for r in rows],
+            hidden,
         )
 
     # --- members ----------------------------------------------------------------------------
@@ -299,7 +344,7 @@ class ShardReads:
             home = self._home(b, sources, member)
             (score,) = yield [("ZSCORE", sources[home].key, member)]
             if score is None:
-                return None
+                return (yield from self._around_view(b, sources, head, member, size))
             score = _score(score)
             args = [b"desc" if b.desc else b"asc", 2 * size + 1, size, score, member]
             got = yield [Call(_SEEK, [s.key], args) for s in sources]
@@ -320,6 +365,47 @@ class ShardReads:
             return (yield from self._render(b, sources, head, shown, start, page))
 
         return Steps("around a member of a sharded board", steps)
+
+    def _around_view(
+        self, b: Board, sources: list[Source], head: bytes, member: str, size: int
+    ) -> Gathered:
+        """Around a hidden or banned member's self-view (read_range.lua's): the visible
+        members' page with it standing at its place; None when it has none."""
+        (view,) = yield from self._views(b, sources, [member])
+        if view is None:
+            return None
+        score, how = view
+        (place,) = yield from self.places(b, sources, [(score, member)])
+        if not b.fits(place):
+            return None
+        where, shown = place.position, b.public(place.total + 1)
+        start = max(0, min(where - size // 2, shown - size))
+        count = min(size, shown - start) - 1  # the visible rows beside it
+        rows: list[Row] = []
+        if count > 0:
+            _, _, rows = yield from self._slice(b, sources, fixed(start), count)
+        rows.insert(where - start, Row(float(score), member.encode(), score,
+                                       self._home(b, sources, member)))  # fmt: skip
+        at = where - start if how == "open" else None
+        return (yield from self._render(b, sources, head, shown, start, rows, at))
+
+    def _views(self, b: Board, sources: list[Source], members: list[str]) -> Gathered:
+        """The self-view of each of ``members``, each missing from its store's live key: its
+        score text on the twin and its mode, or None when it is not hidden or banned (or on
+        no twin); all None on an archive, which has no twins. One round, none on an
+        archive."""
+        homes = [sources[self._home(b, sources, m)] for m in members]
+        if not any(h.twin is not None for h in homes):
+            return [None] * len(members)
+        commands: list[Any] = []
+        for m, h in zip(members, homes, strict=True):
+            commands += [("HGET", h.moderation, m), ("ZSCORE", h.twin, m)]
+        got = yield commands
+        out: list[tuple[bytes, str] | None] = []
+        for k in range(len(members)):
+            record, score = got[2 * k], got[2 * k + 1]
+            out.append(None if record is None or score is None else (_score(score), mode(record)))
+        return out
 
     def places(self, b: Board, sources: list[Source], probes: list[Probe]) -> Gathered:
         """The :class:`Place` of each (score text, member) of ``probes`` over ``sources``."""
@@ -360,10 +446,10 @@ class ShardReads:
                 for i in range(len(sources)):
                     more, same, near = int(next(got)), int(next(got)), _nearest(next(got))
                     position = None
-                    if i == home:
+                    if i == home:  # None: a hidden member's self-view, on no source
                         rank = next(got)
                         position = None if rank is None else int(rank)
-                    elif same == 0:
+                    if position is None and same == 0:
                         position = more
                     if position is None:
                         if self.rule.shares and b.cap == 0:
@@ -395,40 +481,50 @@ class ShardReads:
 
     def entry(self, b: Board, member: str) -> Steps:
         """The reply fields of read_points.lua's entry (rank, score, meta, total, worse,
-        better), or None when ``member`` is not on the board."""
+        better, whether it is an open self-view), or None when ``member`` is not on the
+        board."""
 
         def steps() -> Gathered:
             sources = yield from b.opened()
             found = yield from self._member(b, sources, member, meta=True)
             if found is None:
                 return None
-            score, stored, place, shown = found
-            worse = max(0, shown - place.better - place.equal)
-            return (self.rank_of(b, place), score, stored, shown, worse, place.nearer)
+            place, total = found.place, found.shown
+            worse = max(0, total - place.better - place.equal)
+            if found.hidden is not None:  # as lib/hidden.lua's total and worse
+                total = b.public(place.total + 1)
+                if b.cap and place.total >= b.cap and worse:
+                    worse -= 1  # the last member makes room, and it was worse
+            return (self.rank_of(b, place), found.score, found.stored, total, worse,
+                    place.nearer, found.hidden == "open")  # fmt: skip
 
         return Steps("an entry of a sharded board", steps)
 
     def _member(self, b: Board, sources: list[Source], member: str, *, meta: bool) -> Gathered:
-        """(its score text, its stored metadata when ``meta``, its :class:`Place`, the
-        members the board shows) of ``member``; None when it is not on the board or stands
-        past a trimmed board's top."""
+        """The :class:`Found` of ``member`` (its metadata read when ``meta``); None when it
+        is neither on the board nor hidden with a self-view there, or stands past a trimmed
+        board's top."""
         home = sources[self._home(b, sources, member)]
         asked: list[Any] = [("ZSCORE", home.key, member)]
         if meta:
             asked.append(("HGET", home.meta, member))
         got = yield asked
+        hidden = None
         if got[0] is None:
-            return None
-        score = _score(got[0])
+            (view,) = yield from self._views(b, sources, [member])
+            if view is None:
+                return None
+            score, hidden = view
+        else:
+            score = _score(got[0])
         (place,) = yield from self.places(b, sources, [(score, member)])
-        shown = b.public(place.total)
-        if place.position >= shown:
+        if not b.fits(place):
             return None
-        return score, got[1] if meta else None, place, shown
+        return Found(score, got[1] if meta else None, place, b.public(place.total), hidden)
 
     def lookup(self, b: Board, members: list[str]) -> Steps:
-        """(rank, member bytes, score text, stored metadata) of each of ``members`` on the
-        board, best first (equal ranks in the order asked)."""
+        """(rank, member bytes, score text, stored metadata, whether it is an open self-view)
+        of each of ``members`` on the board, best first (equal ranks in the order asked)."""
 
         def steps() -> Gathered:
             sources = yield from b.opened()
@@ -437,44 +533,50 @@ class ShardReads:
             for m, home in zip(members, homes, strict=True):
                 commands += [("ZSCORE", home.key, m), ("HGET", home.meta, m)]
             got = yield commands
-            probes, stored = [], []
-            for k, m in enumerate(members):
+            missing = [k for k in range(len(members)) if got[2 * k] is None]
+            views = yield from self._views(b, sources, [members[k] for k in missing])
+            viewed = dict(zip(missing, views, strict=True))
+            asked = []  # (k, score text, stored metadata, self-view mode or None)
+            for k in range(len(members)):
                 if got[2 * k] is not None:
-                    probes.append((_score(got[2 * k]), m))
-                    stored.append(got[2 * k + 1])
-            places = yield from self.places(b, sources, probes)
-            out = []
-            for k, ((score, m), place, s) in enumerate(zip(probes, places, stored, strict=True)):
-                if place.position < b.public(place.total):
-                    out.append((self.rank_of(b, place), k, m.encode(), score, s))
+                    asked.append((k, _score(got[2 * k]), got[2 * k + 1], None))
+                elif (view := viewed[k]) is not None:
+                    asked.append((k, view[0], got[2 * k + 1], view[1]))
+            places = yield from self.places(b, sources, [(x[1], members[x[0]]) for x in asked])
+            out = [
+                (self.rank_of(b, place), k, members[k].encode(), score, s, how == "open")
+                for (k, score, s, how), place in zip(asked, places, strict=True)
+                if b.fits(place)
+            ]
             out.sort(key=lambda x: (x[0], x[1]))
-            return [(rank, m, score, s) for rank, _, m, score, s in out]
+            return [(rank, m, score, s, flag) for rank, _, m, score, s, flag in out]
 
         return Steps("a lookup on a sharded board", steps)
 
     def climb(self, b: Board, member: str, ranks: list[int]) -> Steps:
-        """(rank, score text, the score at each rank of ``ranks`` or None), or None."""
+        """(rank, score text, the score at each rank of ``ranks`` or None, whether it is an
+        open self-view), or None."""
 
         def steps() -> Gathered:
             sources = yield from b.opened()
             found = yield from self._member(b, sources, member, meta=False)
             if found is None:
                 return None
-            score, _, place, shown = found
-            targets: list[bytes | None] = []
+            targets: list[bytes | None] = []  # the visible members' places, whoever asks
             for k in ranks:
-                if k > shown:
+                if k > found.shown:
                     targets.append(None)
                     continue
                 _, _, rows = yield from self._slice(b, sources, fixed(k - 1), 1)
                 targets.append(rows[0].text)
-            return (self.rank_of(b, place), score, targets)
+            return (self.rank_of(b, found.place), found.score, targets, found.hidden == "open")
 
         return Steps("a climb on a sharded board", steps)
 
     def history(self, boards: list[Board], member: str) -> Steps:
-        """(rank, score text) of ``member`` on each of ``boards`` (None, None: not on it), in
-        three or four rounds whatever the number of periods."""
+        """(rank, score text, whether it is an open self-view) of ``member`` on each of
+        ``boards`` ((None, None, False): not on it), in three or four rounds whatever the
+        number of periods (one more for a member missing from every live period)."""
 
         def steps() -> Gathered:
             archives = [b.archive for b in boards if b.archive is not None]
@@ -486,26 +588,30 @@ class ShardReads:
             homes = [
                 srcs[self._home(b, srcs, member)] for b, srcs in zip(boards, opened, strict=True)
             ]
-            scores = yield [("ZSCORE", home.key, member) for home in homes]
-            asked = [
-                (b, srcs, _score(score))
-                for b, srcs, score in zip(boards, opened, scores, strict=True)
-                if score is not None
-            ]
+            got = yield [("ZSCORE", home.key, member) for home in homes]
+            scores = [None if s is None else _score(s) for s in got]
+            # On a live key it is visible now (a moderation moves it off every one); missing
+            # from every live one it may be hidden: its record (one, in its store) and its
+            # score on each missed period's twin.
+            live = [n for n, h in enumerate(homes) if h.twin is not None]
+            missed = [n for n in live if scores[n] is None]
+            how = None
+            if missed and len(missed) == len(live):
+                got = yield [("HGET", homes[missed[0]].moderation, member),
+                             *[("ZSCORE", homes[n].twin, member) for n in missed]]  # fmt: skip
+                if got[0] is not None:
+                    how = mode(got[0])
+                    for n, score in zip(missed, got[1:], strict=True):
+                        scores[n] = None if score is None else _score(score)
+            asked = [(n, score) for n, score in enumerate(scores) if score is not None]
             placed = yield from self.places_of(
-                [(b, srcs, [(score, member)]) for b, srcs, score in asked]
+                [(boards[n], opened[n], [(score, member)]) for n, score in asked]
             )
-            places = iter(p for (p,) in placed)
-            out: list[tuple[int | None, bytes | None]] = []
-            for b, score in zip(boards, scores, strict=True):
-                if score is None:
-                    out.append((None, None))
-                    continue
-                place = next(places)
-                if place.position >= b.public(place.total):
-                    out.append((None, None))
-                else:
-                    out.append((self.rank_of(b, place), _score(score)))
+            out: list[tuple[int | None, bytes | None, bool]] = [(None, None, False)] * len(boards)
+            for (n, score), (place,) in zip(asked, placed, strict=True):
+                b = boards[n]
+                if b.fits(place):
+                    out[n] = (self.rank_of(b, place), score, how == "open" and n in missed)
             return out
 
         return Steps("a history on a sharded board", steps)

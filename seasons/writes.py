@@ -304,7 +304,7 @@ class Writes:
                 Steps("standings of a sharded board", partial(merged.places, b, b.live, probes))
             )
             for s, place in zip(found, cast(list[Place], places), strict=True):
-                if place.position < b.public(place.total):
+                if b.fits(place):  # a hidden member's event: its self-view, as unsharded
                     s.rank = merged.rank_of(b, place)
                 else:  # past the board's top max_entries: trimmed away, as unsharded
                     s.rank, s.score = None, None

@@ -7,8 +7,7 @@ each against an unsharded twin board fed the same events:
 - forget removes the member from its store and from the board's own keys (archive, results,
   metadata): afterwards no key of the namespace names it, and it was on the same kinds of
   keys as on the twin;
-- moderation (hide, ban, unhide) is refused on a sharded board with ``not_on_shards`` (a
-  bad-input error: 422 over HTTP, exit 2 on the CLI), nothing written;
+- forget of a hidden member removes its moderation records and twins too;
 - a clear of a sharded board leaves it as the same clear leaves the twin; one resumed after
   some stores' deletions deletes the others only;
 - the seasons catalog and the demo reset see a sharded board's stores.
@@ -16,7 +15,6 @@ each against an unsharded twin board fed the same events:
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
@@ -34,15 +32,9 @@ from seasons.catalog import seasons as catalog_seasons
 from seasons.cli import CliState, cli
 from seasons.clock import ManualClock
 from seasons.config import Settings
-from seasons.errors import NotOnShards
-from seasons.http.app import create_app
 from seasons.http.reset import reset_namespace
 from seasons.jobs.worker import Worker
 from seasons.keys import Keys
-
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore")
-    from starlette.testclient import TestClient
 
 pytestmark = pytest.mark.both_backends
 
@@ -238,44 +230,34 @@ def test_forget_removes_the_member_everywhere(rig: Rig, r: redis.Redis) -> None:
     )
 
 
-# --- refused: moderation and clear --------------------------------------------------------
+def test_forget_removes_a_hidden_member_everywhere(rig: Rig, r: redis.Redis) -> None:
+    """A member hidden on both boards: its records (its store's, the board's copy), twins
+    and archive twins go with the rest, on the same kinds of keys as on the twin."""
+    member = MEMBERS[5]
+    for board in (SHARDED, TWIN):
+        rig.app.moderate(member, "hidden", boards=[board], reason="cheat")
+    snapshot(rig)  # the snapshot's archive twin holds it
+    store = shards.member_store(SHARDED, rig.cfg, member)
+    before = naming(r, member)
+    assert {rig.keys.moderation(store), rig.keys.moderation(SHARDED),
+            rig.keys.twin_of(rig.keys.archive(SHARDED, snapshot_id(r, rig)))} <= before  # fmt: skip
+    on = {b: {twin_name(rig.keys, k) if b == SHARDED else k for k in of_board(rig.keys, before, b)}
+          for b in (SHARDED, TWIN)}  # fmt: skip
+    assert on[SHARDED] == on[TWIN]
+    report = rig.app.forget(member).model_dump()
+    assert naming(r, member) == set()
+    assert report["boards"][SHARDED]["moderation"] and report["boards"][TWIN]["moderation"]
 
 
-def dump(r: redis.Redis) -> dict[bytes, Any]:
-    return {k: r.dump(k) for k in r.scan_iter("*")}
+def snapshot_id(r: redis.Redis, rig: Rig) -> str:
+    """The id of the sharded board's one archive (the snapshot's)."""
+    (key,) = r.scan_iter(match=rig.keys.archive(SHARDED, "*"))
+    parsed = rig.keys.parse(key.decode())
+    assert parsed is not None
+    return parsed.ident
 
 
-def test_moderation_is_refused_and_writes_nothing(rig: Rig, r: redis.Redis) -> None:
-    before = dump(r)
-    for boards in ([SHARDED], None, [TWIN, SHARDED]):
-        for state in ("hidden", "banned", "visible"):
-            with pytest.raises(NotOnShards) as caught:
-                rig.app.moderate(MEMBERS[0], state, boards=boards, reason="cheat")
-            assert caught.value.code == "not_on_shards"
-            assert caught.value.details["board"] == SHARDED
-            assert "shards" in caught.value.message and repr(SHARDED) in caught.value.message
-    assert dump(r) == before  # nothing at all: no moderation hash, audit entry, event
-    app = create_app(rig.settings, clock=rig.clock)
-    with TestClient(app, base_url="http://localhost",
-                    headers={"Authorization": f"Bearer {TOKEN}"}) as http:  # fmt: skip
-        url = f"/v1/admin/members/{MEMBERS[0]}/moderation"
-        got = http.put(url, json={"state": "hidden", "boards": [SHARDED], "reason": "x"})
-        assert got.status_code == 422 and got.json()["error"] == "not_on_shards", got.text
-        assert got.json()["details"]["shards"] == rig.cfg.shards
-        assert dump(r) == before
-        # The twin alone is moderated as ever.
-        got = http.put(url, json={"state": "hidden", "boards": [TWIN], "reason": "x"})
-        assert got.status_code == 200, got.text
-    assert r.hexists(rig.keys.moderation(TWIN), MEMBERS[0])
-    assert not r.exists(rig.keys.moderation(SHARDED))
-    state = CliState(clock=rig.clock, settings=rig.settings)
-    for args in (["hide", MEMBERS[1], "--board", SHARDED, "--reason", "x"],
-                 ["ban", MEMBERS[1], "--reason", "x"]):  # fmt: skip
-        bad = CliRunner().invoke(cli, args, obj=state)
-        assert bad.exit_code == 2, (args, bad.output)
-        assert "shards" in bad.output and SHARDED in bad.output, bad.output
-    assert not r.exists(rig.keys.moderation(SHARDED))
-    assert not r.hexists(rig.keys.moderation(TWIN), MEMBERS[1])
+# --- clear --------------------------------------------------------------------------------
 
 
 def view(app: Seasons, board: str) -> list[Any]:

@@ -54,20 +54,22 @@ MEMBERS = [
 class Twins:
     """A sharded namespace and its unsharded twin on one clock, with the model."""
 
-    def __init__(self, factory: Any, tmp_path: Path, n: int, seed: int):
+    def __init__(
+        self, factory: Any, tmp_path: Path, n: int, seed: int, boards: dict[str, Any] = BOARDS
+    ):
         self.clock = ManualClock(local(today(ZONE), 0.5, ZONE))
         base: dict[str, Any] = {
             "timezone": ZONE,
             "seasons": {"length_days": 7, "anchor": today(ZONE).isoformat()},
         }
-        sharded = {b: {**cfg, "shards": n} for b, cfg in BOARDS.items()}
+        sharded = {b: {**cfg, "shards": n} for b, cfg in boards.items()}
         self.sharded = Seasons(
             factory(namespace="sh", boards=sharded, archive={"dir": str(tmp_path / "sh")},
                     **base),
             clock=self.clock,
         )  # fmt: skip
         self.twin = Seasons(
-            factory(namespace="tw", boards=BOARDS, archive={"dir": str(tmp_path / "tw")},
+            factory(namespace="tw", boards=boards, archive={"dir": str(tmp_path / "tw")},
                     **base),
             clock=self.clock,
         )  # fmt: skip
