@@ -196,7 +196,9 @@ class Sweeper:
 
     def _prune(self, name: str, now: datetime, *, opened: bool) -> int:
         """:meth:`prune_metadata` of one board or store ``name``: its metadata hash against
-        its own sorted sets (and, with ``opened``, every live key a write may create now)."""
+        its own sorted sets (and, with ``opened``, every live key a write may create now).
+        A store's member pruned that is on an archive of its board (it has a field in the
+        board's own hash) leaves its latest metadata there (seasons.shards.metadata)."""
         board = name
         zsets = self.board_zsets(board)
         opened_keys = self.open_keys(board, now) if opened else []  # a write may create them
@@ -207,13 +209,20 @@ class Sweeper:
                 zsets.append(key)
         removed = 0
         meta = self.keys.meta(board)
+        own = self.keys.meta(shards.board_of(name)) if shards.board_of(name) != name else None
         cursor = 0
         while True:
             cursor, found = self.client.hscan(meta, cursor, count=META_SLICE)
             members = list(found)
             for i in range(0, len(members), META_SLICE):
                 part = members[i : i + META_SLICE]
-                removed += int(self.scripts.meta_prune(keys=[meta, *zsets], args=part))
+                gone = self.scripts.meta_prune(keys=[meta, *zsets], args=part)
+                removed += len(gone)
+                if own is not None and gone:
+                    kept = [m for m, v in zip(gone, self.client.hmget(own, gone), strict=True)
+                            if v is not None]  # fmt: skip
+                    if kept:
+                        self.client.hset(own, mapping={m: found[m] for m in kept})
             if cursor == 0:
                 break
         if removed:

@@ -100,6 +100,9 @@ class Board:
         self.archive = None if archive is None else Source(archive, keys.meta(board))
         self.desc = cfg.order == "desc"
         self.cap = cap
+        # Each store's metadata hash: where an archive's members' metadata is first looked
+        # for (seasons.shards.metadata).
+        self.store_metas = [s.meta for s in self.live]
 
     @classmethod
     def of_archive(
@@ -111,8 +114,17 @@ class Board:
         return found
 
     def store_of(self, member: str) -> int:
-        """The index in :attr:`live` of the store holding ``member``."""
-        return shards.shard_of(member, len(self.live))
+        """The index in :attr:`store_metas` (and :attr:`live`) of ``member``'s store."""
+        return shards.shard_of(member, len(self.store_metas))
+
+    def metas(self, source: Source, member: bytes) -> list[str]:
+        """The hashes holding ``member``'s metadata on ``source``, the first found wins
+        (seasons.shards.metadata): a store's key, its store's; an archive's, its store's
+        (the latest, as an unsharded board shows it), then the board's own copy."""
+        if source.twin is not None:  # a live key of a store
+            return [source.meta]
+        return [self.store_metas[self.store_of(member.decode("utf-8", "surrogatepass"))],
+                source.meta]  # fmt: skip
 
     def opened(self) -> Gathered:
         """Steps answering the sources to read: the archive when it exists, else the
@@ -304,23 +316,22 @@ class ShardReads:
     ) -> Gathered:  # fmt: skip
         """The page's JSON, its metadata (and on a shared board its first rank) read;
         ``hidden``: the 0-based row of an open self-view."""
-        commands: list[Any] = []
-        asked: dict[int, list[Row]] = {}
-        for row in rows:
-            asked.setdefault(row.source, []).append(row)
-        order = list(asked)
-        for i in order:
-            commands.append(("HMGET", sources[i].meta, *[r.member for r in asked[i]]))
+        where = {r.member: b.metas(sources[r.source], r.member) for r in rows}
+        asked: dict[str, list[bytes]] = {}
+        for member, hashes in where.items():
+            for h in hashes:
+                asked.setdefault(h, []).append(member)
+        commands: list[Any] = [("HMGET", h, *members) for h, members in asked.items()]
         if self.rule.shares and rows:
             commands += [_better(s.key, b.desc, rows[0].text) for s in sources]
         got = (yield commands) if commands else []
-        metas: dict[bytes, Any] = {}
-        for i, reply in zip(order, got, strict=False):
-            for r, m in zip(asked[i], reply, strict=True):
-                metas[r.member] = meta(m)
+        found: dict[tuple[str, bytes], Any] = {}
+        for (h, members), reply in zip(asked.items(), got, strict=False):
+            found.update(((h, m), v) for m, v in zip(members, reply, strict=True))
+        metas = {m: meta(_first(found[h, m] for h in hashes)) for m, hashes in where.items()}
         first = start + 1
         if self.rule.shares and rows:
-            first = 1 + sum(int(c) for c in got[len(order) :])
+            first = 1 + sum(int(c) for c in got[len(asked) :])
         flat: list[bytes] = []
         for r in rows:
             flat += [r.member, r.text]
@@ -375,7 +386,8 @@ class ShardReads:
         if view is None:
             return None
         score, how = view
-        (place,) = yield from self.places(b, sources, [(score, member)])
+        # Its position exactly, among equal scores too, as a page places it.
+        (place,) = yield from self.places(b, sources, [(score, member)], exact=True)
         if not b.fits(place):
             return None
         where, shown = place.position, b.public(place.total + 1)
@@ -407,22 +419,25 @@ class ShardReads:
             out.append(None if record is None or score is None else (_score(score), mode(record)))
         return out
 
-    def places(self, b: Board, sources: list[Source], probes: list[Probe]) -> Gathered:
+    def places(
+        self, b: Board, sources: list[Source], probes: list[Probe], *, exact: bool = False
+    ) -> Gathered:
         """The :class:`Place` of each (score text, member) of ``probes`` over ``sources``."""
-        (found,) = yield from self.places_of([(b, sources, probes)])
+        (found,) = yield from self.places_of([(b, sources, probes)], exact=exact)
         return found
 
     def places_of(
-        self, asked: list[tuple[Board, list[Source], list[tuple[bytes, str]]]]
-    ) -> Gathered:
+        self, asked: list[tuple[Board, list[Source], list[tuple[bytes, str]]]], *,
+        exact: bool = False,
+    ) -> Gathered:  # fmt: skip
         """:meth:`places` of several boards (periods of a history) in the same rounds.
 
         First plain commands, in one round: on each source its size and, for each probe,
         ZCOUNT of the better and of the equal scores and the nearest better score, and the
         member's own rank on the source holding it. A probe's position on another source is
         the count better when no member there has its score; otherwise (ties across shards,
-        on a board ranking by position) ``shard_seek.lua`` places it there exactly, in a
-        second round."""
+        on a board ranking by position, or ``exact``) ``shard_seek.lua`` places it there
+        exactly, in a second round."""
         commands: list[Any] = []
         for b, sources, probes in asked:
             commands += [("ZCARD", s.key) for s in sources]
@@ -452,7 +467,7 @@ class ShardReads:
                     if position is None and same == 0:
                         position = more
                     if position is None:
-                        if self.rule.shares and b.cap == 0:
+                        if self.rule.shares and b.cap == 0 and not exact:
                             position = more  # only a cap reads it; ranks count the better
                         else:
                             seek.append((n, k, i))
@@ -507,7 +522,7 @@ class ShardReads:
         home = sources[self._home(b, sources, member)]
         asked: list[Any] = [("ZSCORE", home.key, member)]
         if meta:
-            asked.append(("HGET", home.meta, member))
+            asked += [("HGET", h, member) for h in b.metas(home, member.encode())]
         got = yield asked
         hidden = None
         if got[0] is None:
@@ -520,7 +535,7 @@ class ShardReads:
         (place,) = yield from self.places(b, sources, [(score, member)])
         if not b.fits(place):
             return None
-        return Found(score, got[1] if meta else None, place, b.public(place.total), hidden)
+        return Found(score, _first(got[1:]), place, b.public(place.total), hidden)
 
     def lookup(self, b: Board, members: list[str]) -> Steps:
         """(rank, member bytes, score text, stored metadata, whether it is an open self-view)
@@ -530,18 +545,23 @@ class ShardReads:
             sources = yield from b.opened()
             homes = [sources[self._home(b, sources, m)] for m in members]
             commands: list[Any] = []
+            spans = []  # each member's replies: its score, then its metadata hashes'
             for m, home in zip(members, homes, strict=True):
-                commands += [("ZSCORE", home.key, m), ("HGET", home.meta, m)]
+                hashes = b.metas(home, m.encode())
+                spans.append((len(commands), len(commands) + 1 + len(hashes)))
+                commands += [("ZSCORE", home.key, m), *[("HGET", h, m) for h in hashes]]
             got = yield commands
-            missing = [k for k in range(len(members)) if got[2 * k] is None]
+            scores = [got[lo] for lo, _ in spans]
+            stored = [_first(got[lo + 1 : hi]) for lo, hi in spans]
+            missing = [k for k in range(len(members)) if scores[k] is None]
             views = yield from self._views(b, sources, [members[k] for k in missing])
             viewed = dict(zip(missing, views, strict=True))
             asked = []  # (k, score text, stored metadata, self-view mode or None)
             for k in range(len(members)):
-                if got[2 * k] is not None:
-                    asked.append((k, _score(got[2 * k]), got[2 * k + 1], None))
+                if scores[k] is not None:
+                    asked.append((k, _score(scores[k]), stored[k], None))
                 elif (view := viewed[k]) is not None:
-                    asked.append((k, view[0], got[2 * k + 1], view[1]))
+                    asked.append((k, view[0], stored[k], view[1]))
             places = yield from self.places(b, sources, [(x[1], members[x[0]]) for x in asked])
             out = [
                 (self.rank_of(b, place), k, members[k].encode(), score, s, how == "open")
@@ -615,6 +635,12 @@ class ShardReads:
             return out
 
         return Steps("a history on a sharded board", steps)
+
+
+def _first(values: Any) -> Any:
+    """The first of ``values`` that is not None (a member's metadata from the hashes that
+    may hold it, in order); None when none is."""
+    return next((v for v in values if v is not None), None)
 
 
 def _counts(key: str, desc: bool, score: bytes) -> list[Command]:

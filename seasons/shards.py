@@ -10,15 +10,22 @@ and the sweep run on a store exactly as on an unsharded board, each in one slot,
 cluster spreads the stores over its masters.
 
 What is the board's as a whole stays under ``{<board>}``: a season's archive (merged from
-the stores at the close, seasons.shard_close), its results, claims and the archive's
-metadata. Reads ask every store and merge (seasons.shard_reads). docs/sharding.md.
+the stores at the close, seasons.shard_archive), its results, claims and a copy of its
+members' metadata (:func:`metadata`). Reads ask every store and merge (seasons.shard_reads).
+docs/sharding.md.
 """
 
 from __future__ import annotations
 
 import zlib
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from seasons.config.settings import BoardSettings
+
+if TYPE_CHECKING:
+    from seasons.connection import RedisClient
+    from seasons.keys import Keys
 
 SEPARATOR = "#"  # board names are [A-Za-z0-9_-]: a store's name is never a board's
 
@@ -57,3 +64,31 @@ def board_of(name: str) -> str:
 
 def is_sharded(cfg: BoardSettings) -> bool:
     return cfg.shards > 1
+
+
+def metadata(
+    client: RedisClient, keys: Keys, board: str, cfg: BoardSettings, members: Sequence[str]
+) -> list[Any]:
+    """The stored metadata of each of ``members`` (None: none), the latest written, as an
+    unsharded board's one hash holds it: on a sharded board its store's hash, else the
+    board's own copy, which keeps the metadata of the archives' members once their live keys
+    are gone (seasons.shard_archive copies it at a close, the sweep when it prunes a
+    store's). Two round trips on a sharded board."""
+    if not is_sharded(cfg):
+        return list(client.hmget(keys.meta(board), members))
+    homes: dict[str, list[int]] = {}
+    for i, m in enumerate(members):
+        homes.setdefault(member_store(board, cfg, m), []).append(i)
+    pipe = client.pipeline(transaction=False)
+    for store, at in homes.items():
+        pipe.hmget(keys.meta(store), [members[i] for i in at])
+    out: list[Any] = [None] * len(members)
+    for at, found in zip(homes.values(), pipe.execute(), strict=True):
+        for i, value in zip(at, found, strict=True):
+            out[i] = value
+    missing = [i for i, value in enumerate(out) if value is None]
+    if missing:
+        kept = client.hmget(keys.meta(board), [members[i] for i in missing])
+        for i, value in zip(missing, kept, strict=True):
+            out[i] = value
+    return out

@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any, cast
 
-from seasons import ties
+from seasons import shards, ties
 from seasons.config.settings import BoardSettings, Settings
 from seasons.connection import RedisClient
 from seasons.errors import ArchiveError, ArchiveRejected
@@ -122,7 +122,7 @@ class Standings:
         for start, chunk in self._chunks(key, cfg.order == "desc"):
             members = [m for m, _ in chunk]
             metas = (
-                self.client.hmget(self.keys.meta(board), members)
+                shards.metadata(self.client, self.keys, board, cfg, members)
                 if with_metadata
                 else [None] * len(members)
             )

@@ -129,25 +129,37 @@ def same(a: Any, b: Any) -> None:
     assert (dump(a) if dump else None) == (b.model_dump(mode="json") if b is not None else None)
 
 
+def dumped(x: Any) -> Any:
+    """A read's answer as JSON data: a model, a list of them, None, or an error's name."""
+    if isinstance(x, list):
+        return [dumped(y) for y in x]
+    return x if x is None or isinstance(x, str) else x.model_dump(mode="json")
+
+
 def reads(app: Seasons, board: str, window: str, period: str) -> list[Any]:
-    """Every read of one window of one board, as the app answers them."""
-    out: list[Any] = []
+    """Every read of one window of one board, as the app answers them. A read that raises
+    answers its error's name (a period not there yet: the same on both twins)."""
+    calls: list[Any] = []
     for offset, limit in ((0, 1), (0, 10), (3, 7), (9, 40), (60, 5)):
-        out.append(app.top(board, window, period=period, offset=offset, limit=limit))
+        calls.append(lambda o=offset, n=limit: app.top(board, window, period=period, offset=o,
+                                                       limit=n))  # fmt: skip
     for rank, size in ((1, 5), (8, 5), (30, 9), (100, 3)):
-        out.append(app.around_rank(board, window, rank, period=period, size=size))
+        calls.append(lambda k=rank, n=size: app.around_rank(board, k, window, period=period,
+                                                            size=n))  # fmt: skip
     for member in MEMBERS[::3] + ["nobody"]:
-        for call in (app.rank, app.around):
-            try:
-                out.append(call(board, member, window, period=period))  # type: ignore[operator]
-            except Exception as exc:  # not ranked: the same error on both
-                out.append(type(exc).__name__)
+        calls += [
+            lambda m=member: app.rank(board, m, window, period=period),
+            lambda m=member: app.around(board, m, window, period=period),
+            lambda m=member: app.climb(board, m, window, period=period, to=[1, 3, 10, 50]),
+        ]
+    calls.append(lambda: app.lookup(board, MEMBERS[::2] + ["nobody"], window, period=period))
+    out = []
+    for call in calls:
         try:
-            out.append(app.climb(board, member, window, period=period, to=[1, 3, 10, 50]))
+            out.append(dumped(call()))
         except Exception as exc:
             out.append(type(exc).__name__)
-    out.append(app.lookup(board, MEMBERS[::2] + ["nobody"], window, period=period))
-    return [x if isinstance(x, str) else x.model_dump(mode="json") for x in out]
+    return out
 
 
 def check_reads(t: Twins) -> None:
@@ -155,13 +167,10 @@ def check_reads(t: Twins) -> None:
         windows = cfg.get("windows", ["day", "week", "season"])
         for window in windows:
             for period in ("current", "previous"):
-                try:
-                    want = reads(t.twin, board, window, period)
-                except Exception as exc:  # no previous season yet: the same on both
-                    with pytest.raises(type(exc)):
-                        reads(t.sharded, board, window, period)
-                    continue
+                want = reads(t.twin, board, window, period)
                 assert reads(t.sharded, board, window, period) == want, (board, window, period)
+                if period == "current":  # answered, none refused
+                    assert not [x for x in want if isinstance(x, str)], (board, window)
             for member in MEMBERS[:3]:
                 assert t.sharded.history(board, member, window, last=3) == t.twin.history(
                     board, member, window, last=3

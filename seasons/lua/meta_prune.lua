@@ -3,10 +3,10 @@
 -- KEYS[1] meta hash   KEYS[2..] every live and archived sorted set of the board (and the
 --                     keys of periods still taking events, which may not exist yet)
 -- ARGV[1..] members to check
--- Returns the number of members whose metadata was removed. Atomic, so a write that puts a
--- member on a board in the meantime keeps its metadata.
+-- Returns the members whose metadata was removed. Atomic, so a write that puts a member on a
+-- board in the meantime keeps its metadata.
 
-local removed = 0
+local removed = {}
 for i = 1, #ARGV do
   local m = ARGV[i]
   local found = false
@@ -16,6 +16,6 @@ for i = 1, #ARGV do
       break
     end
   end
-  if not found then removed = removed + redis.call('HDEL', KEYS[1], m) end
+  if not found and redis.call('HDEL', KEYS[1], m) == 1 then removed[#removed + 1] = m end
 end
 return removed
