@@ -143,6 +143,10 @@ def twins_season(settings_factory: Any, tmp_path: Path, n: int) -> None:
                 events = t.events(20)
                 for k, (member, *_) in enumerate(MODERATED):
                     events[k]["member"] = member
+                # A hidden member last on every board: its self-view at the bottom.
+                events += [{"board": b, "member": "nobody-yet", "event_id": f"last-{b}",
+                            "value": 10**6 if b == "laps" else -(10**6), "ts": t.clock()}
+                           for b in BOARDS]  # fmt: skip
                 for window in ("day", "season"):
                     standings(t, [{**e, "event_id": f"{e['event_id']}-{window}"}
                                   for e in events], window)  # fmt: skip
