@@ -307,7 +307,7 @@ class Writes:
                 if b.fits(place):  # a hidden member's event: its self-view, as unsharded
                     s.rank = merged.rank_of(b, place)
                 else:  # past the board's top max_entries: trimmed away, as unsharded
-                    s.rank, s.score = None, None
+                    s.rank, s.score, s.hidden = None, None, False
         return standings
 
     def _run(self, batch: Batch, *, check_only: bool) -> list[WriteResult]:
