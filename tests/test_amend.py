@@ -24,7 +24,7 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 from worker_support import Sim, dump_db, load_db, local, season_settings, today, toml_text
 
-from seasons import Seasons, catalog
+from seasons import Seasons, catalog, shards
 from seasons.cli import CliState, cli
 from seasons.errors import ArchiveExists, ArchiveRejected, NoReward
 from seasons.http.app import create_app
@@ -410,18 +410,31 @@ print("BANNED", flush=True)
 TWO_BOARDS = {**BOARDS, "speed": {"aggregate": "max", "rewards": TIERS}}
 
 
-def test_sigkill_between_the_change_and_its_follow_ups(settings_factory, r, tmp_path: Path) -> None:
+def home_of(app: Seasons, board: str, member: str) -> str:
+    """The board, or on a sharded board the member's store (seasons.shards)."""
+    return shards.member_store(board, app.settings.boards[board], member)
+
+
+@pytest.mark.parametrize("shards", [1, 3])
+def test_sigkill_between_the_change_and_its_follow_ups(
+    settings_factory, r, tmp_path: Path, shards: int
+) -> None:
     """A process banning m1 on two boards SIGKILLs itself at each step after a board's script
     (the board changed, its follow-ups recorded as pending) up to the end of the follow-ups.
     A minute later the next moderation call or the worker's close job finishes them: one
     audit entry naming the boards that changed, each board's event once, the amendment as a
     run without a fault, no pending record. A recovery racing the end of a call appends
-    nothing twice."""
-    settings = season_settings(settings_factory, tmp_path / "archive", boards=TWO_BOARDS)
+    nothing twice. On sharded boards the record and the pending follow-ups are in m1's
+    store, and the board's copy of the record (read by claims) is the store's once the
+    follow-ups are done."""
+    boards = {b: {**cfg, "shards": shards} for b, cfg in TWO_BOARDS.items()}
+    settings = season_settings(settings_factory, tmp_path / "archive", boards=boards)
     s = Sim(settings, seed=3)
     s.clock.set(local(today(), 9))
     s.app.submit_many([{"board": b, "member": m, "value": v}
                        for b in TWO_BOARDS for m, v in SCORES.items()])  # fmt: skip
+    # Where m1's record and pending follow-ups are: its board, or its store of a sharded one.
+    home = {b: home_of(s.app, b, "m1") for b in TWO_BOARDS}
     s.clock.set(local(today() + timedelta(days=8), 1.25))
     s.worker.tick(s.clock())
     root = tmp_path / "archive" / "seasons"
@@ -432,7 +445,7 @@ def test_sigkill_between_the_change_and_its_follow_ups(settings_factory, r, tmp_
     env["SEASONS_CONFIG"] = str(config)
     before = dump_db(r)
     closed_files = sorted(p for p in root.rglob("*") if p.is_file())
-    pending = [f"seasons:{{{b}}}:moderation_pending" for b in TWO_BOARDS]
+    pending = [s.app.keys.moderation_pending(home[b]) for b in TWO_BOARDS]
 
     def driver(extra: dict[str, str], **kw: Any) -> subprocess.Popen[str]:
         return subprocess.Popen(
@@ -448,8 +461,13 @@ def test_sigkill_between_the_change_and_its_follow_ups(settings_factory, r, tmp_
                 p.unlink()
 
     def outcome() -> tuple[Any, ...]:
-        """The ban's audit entries, the events, the amended results; no pending record."""
+        """The ban's audit entries, the events, the amended results; no pending record, and
+        each board's copy of the record its store's."""
         assert not any(r.exists(k) for k in pending)
+        for b in TWO_BOARDS:
+            assert r.hget(s.app.keys.moderation(b), "m1") == r.hget(
+                s.app.keys.moderation(home[b]), "m1"
+            )
         audit = [(e.action, e.boards, e.before, e.after, e.actor, e.reason, e.request_id)
                  for e in s.app.audit(member="m1", limit=50).entries]  # fmt: skip
         events = sorted((e.type, json.dumps(e.data, sort_keys=True))
@@ -485,9 +503,9 @@ def test_sigkill_between_the_change_and_its_follow_ups(settings_factory, r, tmp_
         killed = driver({"SEASONS_FAULT_AT": point})
         killed.communicate(timeout=60)
         assert killed.returncode == -signal.SIGKILL, point
-        changed = [b for b in TWO_BOARDS if r.hget(f"seasons:{{{b}}}:moderation", "m1")]
+        changed = [b for b in TWO_BOARDS if r.hget(s.app.keys.moderation(home[b]), "m1")]
         assert changed == (["kills"] if point == points[0] else ["kills", "speed"]), point
-        assert all(r.hlen(f"seasons:{{{b}}}:moderation_pending") == 1 for b in changed)
+        assert all(r.hlen(s.app.keys.moderation_pending(home[b])) == 1 for b in changed)
         s.clock.set(later - timedelta(seconds=1))  # too young: its call may be running
         assert s.app._moderator.recover(s.clock()) == 0
         s.clock.set(later)
