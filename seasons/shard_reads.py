@@ -348,15 +348,23 @@ class ShardReads:
     # --- members ----------------------------------------------------------------------------
 
     def around_member(self, b: Board, head: bytes, member: str, size: int) -> Steps:
-        """``size`` entries centred on ``member``; None when it is not on the board."""
+        """``size`` entries centred on ``member``; None when it is not on the board. A hidden
+        or banned member's self-view (read_range.lua's): the visible members' page with it
+        standing at its place."""
 
         def steps() -> Gathered:
             sources = yield from b.opened()
             home = self._home(b, sources, member)
             (score,) = yield [("ZSCORE", sources[home].key, member)]
+            how = None
             if score is None:
-                return (yield from self._around_view(b, sources, head, member, size))
+                (view,) = yield from self._views(b, sources, [member])
+                if view is None:
+                    return None
+                score, how = view
             score = _score(score)
+            # Where it stands on each shard (on none, for a self-view), exactly, with the
+            # entries around it there.
             args = [b"desc" if b.desc else b"asc", 2 * size + 1, size, score, member]
             got = yield [Call(_SEEK, [s.key], args) for s in sources]
             slices, position, cards = [], 0, []
@@ -366,40 +374,27 @@ class ShardReads:
                 slices.append((lo, _rows(rows, i), card))
                 position += int(at)
                 cards.append(card)
-            shown = b.public(sum(cards))
-            if position >= shown:
-                return None
-            start = max(0, min(position - size // 2, shown - size))
-            end = min(start + size, shown)
+            at = None
+            if how is None:
+                shown = b.public(sum(cards))
+                if position >= shown:
+                    return None
+                start = max(0, min(position - size // 2, shown - size))
+                end = min(start + size, shown)
+            else:  # standing there as the only other member, within the cap
+                if b.cap and position >= b.cap:
+                    return None
+                shown = b.public(sum(cards) + 1)
+                start = max(0, min(position - size // 2, shown - size))
+                end = min(start + size, shown) - 1  # the visible rows beside it
             found = {p: row for p, row in positioned(slices, b.desc, end) if start <= p}
             page = [found[p] for p in range(start, end)]
-            return (yield from self._render(b, sources, head, shown, start, page))
+            if how is not None:
+                page.insert(position - start, Row(float(score), member.encode(), score, home))
+                at = position - start if how == "open" else None
+            return (yield from self._render(b, sources, head, shown, start, page, at))
 
         return Steps("around a member of a sharded board", steps)
-
-    def _around_view(
-        self, b: Board, sources: list[Source], head: bytes, member: str, size: int
-    ) -> Gathered:
-        """Around a hidden or banned member's self-view (read_range.lua's): the visible
-        members' page with it standing at its place; None when it has none."""
-        (view,) = yield from self._views(b, sources, [member])
-        if view is None:
-            return None
-        score, how = view
-        # Its position exactly, among equal scores too, as a page places it.
-        (place,) = yield from self.places(b, sources, [(score, member)], exact=True)
-        if not b.fits(place):
-            return None
-        where, shown = place.position, b.public(place.total + 1)
-        start = max(0, min(where - size // 2, shown - size))
-        count = min(size, shown - start) - 1  # the visible rows beside it
-        rows: list[Row] = []
-        if count > 0:
-            _, _, rows = yield from self._slice(b, sources, fixed(start), count)
-        rows.insert(where - start, Row(float(score), member.encode(), score,
-                                       self._home(b, sources, member)))  # fmt: skip
-        at = where - start if how == "open" else None
-        return (yield from self._render(b, sources, head, shown, start, rows, at))
 
     def _views(self, b: Board, sources: list[Source], members: list[str]) -> Gathered:
         """The self-view of each of ``members``, each missing from its store's live key: its
@@ -419,25 +414,22 @@ class ShardReads:
             out.append(None if record is None or score is None else (_score(score), mode(record)))
         return out
 
-    def places(
-        self, b: Board, sources: list[Source], probes: list[Probe], *, exact: bool = False
-    ) -> Gathered:
+    def places(self, b: Board, sources: list[Source], probes: list[Probe]) -> Gathered:
         """The :class:`Place` of each (score text, member) of ``probes`` over ``sources``."""
-        (found,) = yield from self.places_of([(b, sources, probes)], exact=exact)
+        (found,) = yield from self.places_of([(b, sources, probes)])
         return found
 
     def places_of(
-        self, asked: list[tuple[Board, list[Source], list[tuple[bytes, str]]]], *,
-        exact: bool = False,
-    ) -> Gathered:  # fmt: skip
+        self, asked: list[tuple[Board, list[Source], list[tuple[bytes, str]]]]
+    ) -> Gathered:
         """:meth:`places` of several boards (periods of a history) in the same rounds.
 
         First plain commands, in one round: on each source its size and, for each probe,
         ZCOUNT of the better and of the equal scores and the nearest better score, and the
         member's own rank on the source holding it. A probe's position on another source is
         the count better when no member there has its score; otherwise (ties across shards,
-        on a board ranking by position, or ``exact``) ``shard_seek.lua`` places it there
-        exactly, in a second round."""
+        on a board ranking by position) ``shard_seek.lua`` places it there exactly, in a
+        second round."""
         commands: list[Any] = []
         for b, sources, probes in asked:
             commands += [("ZCARD", s.key) for s in sources]
@@ -467,7 +459,7 @@ class ShardReads:
                     if position is None and same == 0:
                         position = more
                     if position is None:
-                        if self.rule.shares and b.cap == 0 and not exact:
+                        if self.rule.shares and b.cap == 0:
                             position = more  # only a cap reads it; ranks count the better
                         else:
                             seek.append((n, k, i))
