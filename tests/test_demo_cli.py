@@ -105,7 +105,11 @@ def test_the_demo_writes_an_env_file_that_points_the_cli_at_it(tmp_path: Path) -
         assert exports["SEASONS_CONFIG"] == str(ROOT / "config" / "demo.toml")
         assert exports["SEASONS_URL"] == f"http://127.0.0.1:{http_port}"
         redis_url = exports["SEASONS_REDIS__URL"]
+        # The demo prints its summary just after it writes the file: wait for the lines.
         printed = Path(out.name).read_text()
+        while f"source {env_file}" not in printed and time.monotonic() < deadline:
+            time.sleep(0.1)
+            printed = Path(out.name).read_text()
         assert f"source {env_file}" in printed and f"127.0.0.1:{http_port}" in printed
 
         # In a fresh bash, from another directory, with no SEASONS_* of its own.
