@@ -97,6 +97,49 @@ def test_redis_outage_gives_503_and_recovers(
         assert token not in caplog.text
 
 
+def test_sigterm_stops_serve_while_its_redis_holds_a_connection_unanswered(
+    tmp_path: Path,
+) -> None:
+    """``seasons serve`` whose Redis address accepts a connection and never answers (a
+    wedged node): the client being built waits on the socket (here for a minute), and
+    SIGTERM still ends serve at once, with status 0, not after the wait."""
+    import socket
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)  # connections complete in the backlog; nothing ever reads or answers
+    port = listener.getsockname()[1]
+    config = tmp_path / "seasons.toml"
+    config.write_text(
+        f'[redis]\nurl = "redis://127.0.0.1:{port}/0"\ncluster = true\nsocket_timeout = 60\n'
+        "[worker]\nbackoff_initial = 0.1\nbackoff_max = 0.2\n[boards.kills]\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SEASONS_")}
+    env["SEASONS_CONFIG"] = str(config)
+    from redis_server import free_port
+
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from seasons.cli import main; main()", "serve",
+         "--port", str(free_port())],
+        cwd=ROOT, env=env, text=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        listener.settimeout(30)
+        held, _ = listener.accept()  # serve is connecting: its build waits on this socket
+        time.sleep(0.5)  # and is in its read now
+        assert proc.poll() is None
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=10) == 0  # well before the 60 s socket timeout
+        assert proc.stderr is not None
+        assert "Traceback" not in proc.stderr.read()
+        held.close()
+    finally:
+        listener.close()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 def test_serve_waits_for_an_unreachable_cluster_at_start(tmp_path: Path) -> None:
     """``seasons serve`` on a cluster no node of answers yet: it keeps trying (the cluster
     client connects when built) instead of exiting, and SIGTERM ends it with status 0."""

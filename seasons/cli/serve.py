@@ -238,18 +238,32 @@ class EvictionWatch:
                 return
 
 
+class _Stopped(BaseException):
+    """SIGTERM or SIGINT while serve waits for its Redis. Raised by the handler itself, so
+    that an attempt in progress is left at once: a client being built can wait on a socket
+    for seconds (an address that accepts and does not answer), which a flag would only be
+    read after. A BaseException, so that no ``except Exception`` on the way swallows it."""
+
+
 def _app_when_reachable(build: Callable[[], Any], state: CliState) -> Any:
     """The app; on a cluster that no node of answers yet, wait for it (as the worker does,
     with ``worker.backoff_*``); None if SIGTERM/SIGINT came meanwhile. uvicorn installs its
     own signal handlers afterwards."""
     stop = threading.Event()
-    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in SIGNALS}
+
+    def stopped(*_: Any) -> None:
+        stop.set()
+        raise _Stopped
+
+    previous = {sig: signal.signal(sig, stopped) for sig in SIGNALS}
     try:
         backoff = state.settings.worker
         return when_reachable(
             build, initial=backoff.backoff_initial.total_seconds(),
             cap=backoff.backoff_max.total_seconds(), stop=stop, what="serve",
         )  # fmt: skip
+    except _Stopped:
+        return None
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
