@@ -97,6 +97,26 @@ def test_redis_outage_gives_503_and_recovers(
         assert token not in caplog.text
 
 
+def serve_on_cluster(tmp_path: Path, port: int, redis_extra: str = "") -> subprocess.Popen[str]:
+    """``seasons serve`` in a process of its own, on a cluster whose only node given is
+    127.0.0.1:``port`` (``redis_extra``: more lines of its ``[redis]`` table), retrying every
+    0.1 to 0.2 s at start; its stderr piped."""
+    from redis_server import free_port
+
+    config = tmp_path / "seasons.toml"
+    config.write_text(
+        f'[redis]\nurl = "redis://127.0.0.1:{port}/0"\ncluster = true\n{redis_extra}'
+        "[worker]\nbackoff_initial = 0.1\nbackoff_max = 0.2\n[boards.kills]\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SEASONS_")}
+    env["SEASONS_CONFIG"] = str(config)
+    return subprocess.Popen(
+        [sys.executable, "-c", "from seasons.cli import main; main()", "serve",
+         "--port", str(free_port())],
+        cwd=ROOT, env=env, text=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+
+
 def test_sigterm_stops_serve_while_its_redis_holds_a_connection_unanswered(
     tmp_path: Path,
 ) -> None:
@@ -108,21 +128,7 @@ def test_sigterm_stops_serve_while_its_redis_holds_a_connection_unanswered(
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(8)  # connections complete in the backlog; nothing ever reads or answers
-    port = listener.getsockname()[1]
-    config = tmp_path / "seasons.toml"
-    config.write_text(
-        f'[redis]\nurl = "redis://127.0.0.1:{port}/0"\ncluster = true\nsocket_timeout = 60\n'
-        "[worker]\nbackoff_initial = 0.1\nbackoff_max = 0.2\n[boards.kills]\n"
-    )
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SEASONS_")}
-    env["SEASONS_CONFIG"] = str(config)
-    from redis_server import free_port
-
-    proc = subprocess.Popen(
-        [sys.executable, "-c", "from seasons.cli import main; main()", "serve",
-         "--port", str(free_port())],
-        cwd=ROOT, env=env, text=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )  # fmt: skip
+    proc = serve_on_cluster(tmp_path, listener.getsockname()[1], "socket_timeout = 60\n")
     try:
         listener.settimeout(30)
         held, _ = listener.accept()  # serve is connecting: its build waits on this socket
@@ -145,18 +151,7 @@ def test_serve_waits_for_an_unreachable_cluster_at_start(tmp_path: Path) -> None
     client connects when built) instead of exiting, and SIGTERM ends it with status 0."""
     from redis_server import free_port
 
-    config = tmp_path / "seasons.toml"
-    config.write_text(
-        f'[redis]\nurl = "redis://127.0.0.1:{free_port()}/0"\ncluster = true\n'
-        "[worker]\nbackoff_initial = 0.1\nbackoff_max = 0.2\n[boards.kills]\n"
-    )
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SEASONS_")}
-    env["SEASONS_CONFIG"] = str(config)
-    proc = subprocess.Popen(
-        [sys.executable, "-c", "from seasons.cli import main; main()", "serve",
-         "--port", str(free_port())],
-        cwd=ROOT, env=env, text=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )  # fmt: skip
+    proc = serve_on_cluster(tmp_path, free_port())
     lines: queue.Queue[str] = queue.Queue()
     threading.Thread(target=lambda: [lines.put(x) for x in proc.stderr], daemon=True).start()
     seen: list[str] = []
