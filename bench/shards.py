@@ -32,7 +32,9 @@ costs in memory.
    page around a member, and both for a member hidden on every board (its self-view), on
    boards of ``Sizes.read_members`` members with S = 1, 3, 16 (the same members and scores);
    per request, redis-server's CPU (INFO cpu), the time in commands (INFO commandstats),
-   round trips and commands. Checked first: every S answers as S = 1.
+   round trips and commands. Checked first: every S answers as S = 1. Then the same on
+   boards with ``ties = "earliest"`` whose members share scores (about ``EARLIEST_RUN`` per
+   score, reached within an hour): every read orders runs of equal scores by reach time.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from datetime import time as dtime
 from pathlib import Path
 from typing import Any
@@ -83,6 +85,8 @@ TINY = Sizes(4, 2, (1, 3), memory_members=5_000, read_members=1_000, requests=20
 READ_SHARDS = (1, 3, 16)
 # Members hidden on every board of the reads section, whose reads are self-views.
 HIDDEN_MEMBERS = 50
+# The earliest reads' boards: about this many members share each score.
+EARLIEST_RUN = 100
 
 
 def _tests_on_path() -> None:
@@ -91,14 +95,16 @@ def _tests_on_path() -> None:
         sys.path.insert(0, tests)
 
 
-def settings(url: str, namespace: str, boards: dict[str, int], *, cluster: bool) -> Settings:
+def settings(
+    url: str, namespace: str, boards: dict[str, int], *, cluster: bool, ties: str = "member"
+) -> Settings:
     with tempfile.TemporaryDirectory(prefix="seasons-bench-") as tmp:
         empty = Path(tmp) / "seasons.toml"
         empty.write_text("")
         return load_settings(
             environ={}, path=empty, namespace=namespace, timezone="UTC",
             redis={"url": url, "cluster": cluster},
-            boards={b: {"shards": s} for b, s in boards.items()},
+            boards={b: {"shards": s, "ties": ties} for b, s in boards.items()},
         )  # fmt: skip
 
 
@@ -523,22 +529,31 @@ def _answer(got: Any) -> Any:
     return dumped
 
 
-def reads_section(url: str, sizes: Sizes) -> Section:
+def reads_section(url: str, sizes: Sizes, *, ties: str = "member") -> Section:
+    """What reads cost at each S. ``ties = "earliest"``: scores of a game with few distinct
+    ones (about EARLIEST_RUN members share each), reached over an hour, so that every read
+    orders runs of equal scores over the shards by their reach times."""
     import redis
 
     n = sizes.read_members
     admin = redis.Redis.from_url(url, socket_timeout=600)
     admin.flushall()
     boards = {f"r{s}": s for s in READ_SHARDS}
-    app = Seasons(settings(url, "bench-shard-reads", boards, cluster=False), clock=_clock())
+    clock = _clock()
+    app = Seasons(settings(url, "bench-shard-reads", boards, cluster=False, ties=ties), clock=clock)
     rnd = random.Random(7)
-    scores = [rnd.randint(1, 10**6) for _ in range(n)]
+    earliest = ties == "earliest"
+    top = max(1, n // EARLIEST_RUN) if earliest else 10**6
+    scores = [rnd.randint(1, top) for _ in range(n)]
+    reached = [clock() - timedelta(seconds=rnd.randrange(3_600) if earliest else 0)
+               for _ in range(n)]  # fmt: skip
     members = [f"m{i:06d}" for i in range(n)]
     try:
         for board in boards:
             for start in range(0, n, MEMORY_BATCH):
                 app.submit_many(
-                    [{"board": board, "member": members[i], "value": scores[i]}
+                    [{"board": board, "member": members[i], "value": scores[i],
+                      "ts": reached[i]}
                      for i in range(start, min(n, start + MEMORY_BATCH))]
                 )  # fmt: skip
         # Members hidden on every board: their reads answer self-views (docs/fair-play.md).
@@ -560,11 +575,18 @@ def reads_section(url: str, sizes: Sizes) -> Section:
             "a hidden member's rank (self-view)": (entry, hidden),
             "around a hidden member (self-view)": (around, hidden),
         }
+        shape = (
+            f'ties = "earliest", about {EARLIEST_RUN} members per distinct score, reached '
+            "within an hour"
+            if earliest
+            else "scores from 1 to 10^6"
+        )
         section = Section(
-            "Shards: reads",
+            "Shards: reads" + (", earliest ties" if earliest else ""),
             f"one redis-server; boards of {n:,} members (one event each, the same on every "
-            f"board) with S = {', '.join(map(str, READ_SHARDS))}; {sizes.requests:,} requests "
-            f"per kind and board through the Python API, in {sizes.slices} alternating slices; "
+            f"board; {shape}) with S = {', '.join(map(str, READ_SHARDS))}; "
+            f"{sizes.requests:,} requests per kind and board through the Python API, in "
+            f"{sizes.slices} alternating slices; "
             f"redis-server CPU (INFO cpu) and Redis time in commands (INFO commandstats) per "
             f"request, round trips (batches of commands sent at once) and commands per request",
             "µs / request",
@@ -697,12 +719,13 @@ def dense_section(url: str, sizes: Sizes) -> Section:
 
 def run(url: str, sizes: Sizes = FULL, *, progress: Callable[[Section], None] | None = None
         ) -> list[Section]:  # fmt: skip
-    """The four sections; capacity starts clusters of its own, the others use ``url``."""
+    """The five sections; capacity starts clusters of its own, the others use ``url``."""
     out = []
     makers: list[Callable[[], Section]] = [
         lambda: capacity_section(sizes),
         lambda: memory_section(url, sizes),
         lambda: reads_section(url, sizes),
+        lambda: reads_section(url, sizes, ties="earliest"),
         lambda: dense_section(url, sizes),
     ]
     for make in makers:

@@ -48,12 +48,10 @@ from seasons.vocabulary import MAX_EXACT, WINDOWS, EventType, Ties, overlap, par
 # At most this many shards per board (seasons.shards): a read of a sharded board asks
 # every shard, so its cost grows with the count.
 MAX_SHARDS = 256
-# Why dense and earliest ties are refused on sharded boards
-# (docs/sharding.md#what-a-sharded-board-keeps).
+# Why dense ties are refused on sharded boards (docs/sharding.md#what-a-sharded-board-keeps).
 SHARDED_TIES = (
     "a dense rank counts distinct scores, which shards cannot sum (two shards may hold "
-    "the same score), and an earliest rank orders equal scores by reach times kept per "
-    'shard; use ties = "member" or "shared"'
+    'the same score); use ties = "member", "shared" or "earliest"'
 )
 
 # A cap on weights, so that no weighted aggregate of values within ±2^53 can overflow a double
@@ -402,7 +400,7 @@ class BoardSettings(_Section):
         if self.shards == 1:
             return self
         refused = [
-            (self.ties in ("dense", "earliest"), f'ties = "{self.ties}"', SHARDED_TIES),
+            (self.ties == "dense", 'ties = "dense"', SHARDED_TIES),
             (self.league is not None, "a league", "remove [boards.<b>.league]"),
         ]
         for found, what, fix in refused:

@@ -421,8 +421,10 @@ class Clear:
         if beside is not None:
             # The reach sets or distinct sets go with their boards (the rebuilt boards' are
             # recomputed with them); the result names the boards deleted.
-            sets = [beside(plan.board, "day", d.isoformat()) for d in plan.days]
-            sets += [beside(plan.board, p.window, p.id) for p in plan.emptied]
+            sets = []
+            for store in shards.stores(plan.board, self.settings.boards[plan.board]):
+                sets += [beside(store, "day", d.isoformat()) for d in plan.days]
+                sets += [beside(store, p.window, p.id) for p in plan.emptied]
             # Reach sets have twins; distinct sets describe public scores only.
             doomed += [*sets, *(self.keys.twin_of(k) for k in sets if rule.reach_set)]
         # One transaction in each store's slot (the board's own, unsharded): the days, the

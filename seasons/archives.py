@@ -51,6 +51,7 @@ from seasons.manifest import Manifest, sha256_of
 from seasons.reads import Reads
 from seasons.results import Results, batched
 from seasons.scripts import Scripts
+from seasons.shard_archive import beside as shard_beside
 from seasons.shard_archive import gather, scratch
 from seasons.standings import CHUNK, Row, Standings, line, read_rows
 
@@ -148,13 +149,17 @@ class Archives:
         """
         keys = [source, self.keys.archive(board, archive_id)]
         args: list[str] = []
-        rule = ties.of(self.settings.boards[board])
+        cfg = self.settings.boards[board]
+        rule = ties.of(cfg)
         beside = rule.beside(self.keys)
         if beside is not None:
             parsed = self.keys.parse(source)
             if parsed is None or parsed.board != board:
                 raise ValueError(f"{source!r} is not a key of board {board!r}")
-            keys += [beside(board, parsed.kind, parsed.ident), beside(board, "archive", archive_id)]
+            # A sharded board's source is the stores' keys gathered, their reach sets beside.
+            side = shard_beside(source, cfg) if shards.is_sharded(cfg) else None
+            keys += [side or beside(board, parsed.kind, parsed.ident),
+                     beside(board, "archive", archive_id)]  # fmt: skip
             if rule.distinct_set:
                 args = ["distinct"]
         size = int(self.scripts.archive_copy(keys=keys, args=args))
@@ -163,8 +168,11 @@ class Archives:
         # key, Redis only, no TTL, so that a member made visible later can be brought back
         # (seasons.amend); their reach set alike. Twins keep no distinct set. No twin at all
         # (a board without hidden members) costs archive_copy.lua's two EXISTS.
-        if shards.is_sharded(self.settings.boards[board]):
-            twins = [scratch(self.keys, board, archive_id, hidden=True), self.keys.twin_of(keys[1])]
+        if shards.is_sharded(cfg):
+            gathered = scratch(self.keys, board, archive_id, hidden=True)
+            twins = [gathered, self.keys.twin_of(keys[1])]
+            if rule.reach_set:
+                twins += [cast(str, shard_beside(gathered, cfg)), self.keys.twin_of(keys[3])]
         else:
             twins = [self.keys.twin_of(k) for k in keys[: 4 if rule.reach_set else 2]]
         self.scripts.archive_copy(keys=twins, args=[])
@@ -450,13 +458,15 @@ class Archives:
         use_archive = bool(self.client.exists(archive))
         source = archive if use_archive else live
         token = secrets.token_hex(6)
-        gathered = None
-        if not use_archive and shards.is_sharded(self.settings.boards[board]):
+        gathered = gathered_reach = None
+        cfg = self.settings.boards[board]
+        if not use_archive and shards.is_sharded(cfg):
             # Its stores gathered into one key of the board's slot first (their metadata
             # into the board's), as a close does (seasons.shard_archive).
             spec = win.spec(window).name
             source = gathered = gather(self.client, self.settings, self.keys, board, spec, pid,
                                        f"export:{token}")  # fmt: skip
+            gathered_reach = shard_beside(gathered, cfg)
         tmp = self.keys.tmp(board, f"export:{token}")
         tmp_reached: str | None = None
         pipe = self.client.pipeline(transaction=True)
@@ -464,8 +474,10 @@ class Archives:
         pipe.expire(tmp, TMP_TTL)
         pipe.zcard(tmp)
         beside = reads.beside(board, window, pid)
-        if ties.of(self.settings.boards[board]).reach_set and beside is not None:
+        if ties.of(cfg).reach_set and beside is not None:
             live_reached, archive_reached = beside
+            if gathered_reach is not None:  # a sharded board's stores' reach sets, gathered
+                live_reached = gathered_reach
             tmp_reached = self.keys.tmp(board, f"export-reached:{token}")
             pipe.copy(archive_reached if use_archive else live_reached, tmp_reached)
             pipe.expire(tmp_reached, TMP_TTL)
@@ -496,7 +508,7 @@ class Archives:
         finally:
             self.client.delete(tmp)
             if gathered is not None:
-                self.client.delete(gathered)
+                self.client.delete(gathered, *([gathered_reach] if gathered_reach else []))
             if tmp_reached is not None:
                 self.client.delete(tmp_reached)
         return count

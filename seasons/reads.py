@@ -143,7 +143,7 @@ class Reads(Targets):
         cfg = self.board(board)
         cap = self._cap(cfg, window)
         if live == archive and win.spec(window).archived:  # a snapshot S@<ts>
-            return Board.of_archive(self.keys, board, cfg, archive, cap)
+            return Board.of_archive(self.keys, board, cfg, archive, pid, cap)
         kept = archive if archive != live else None
         return Board(self.keys, board, cfg, win.spec(window).name, pid, kept, cap)
 

@@ -3,11 +3,12 @@
 
 The settings already name the new count (``boards.<b>.shards``); the command is told the old
 one. Every live key of the old stores (day, week, month, season and all-time boards, the
-all-time bases and their twins, metadata, moderation records, event ids, closed days and
-season states) is read in chunks and written to the store each member belongs to under the
-new count, with the key's EXPIREAT; then the old keys are deleted. What is the board's own
-(archives and their twins, results, claims, their metadata, the board's state and its copy
-of the moderation records, seasons.moderation) stays.
+all-time bases, the reach sets of earliest ties and their twins, metadata, moderation records,
+event ids, closed days and season states) is read in chunks and written to the store each
+member belongs to under the new count, with the key's EXPIREAT; then the old keys are
+deleted. What is the board's own (archives, their twins and reach sets, results, claims, their
+metadata, the board's state and its copy of the moderation records, seasons.moderation)
+stays.
 
 Writes must be stopped meanwhile (``seasons serve`` and the worker): a write between the copy
 and the deletion would be lost. Run again after a crash, it copies what is left and deletes
@@ -35,10 +36,11 @@ CHUNK = 10_000  # entries read per ZRANGE / HSCAN
 LOCK_TTL = timedelta(minutes=10)
 # The kinds of a store's keys that move (a member's entries and what its writes check); the
 # others are the board's own (archive, results, claims...) or scratch (tmp).
-MOVED = frozenset({*win.SPECS, "base", "meta", "moderation", "events", "state"})
+MOVED = frozenset({*win.SPECS, "base", "reached", "meta", "moderation", "events", "state"})
 # The kinds holding member entries (and their twins: hidden and banned members' entries):
-# each member to its new store.
-ENTRIES = frozenset({*win.SPECS, "base"})
+# each member to its new store. A reach set (ties = "earliest") moves with its window's
+# key; an archive's stays (the board's own).
+ENTRIES = frozenset({*win.SPECS, "base", "reached"})
 # The hashes of member -> value: each field to the member's new store.
 FIELDS = frozenset({"meta", "moderation"})
 # What a board keeps under its own tag beside its archives when it is a store too (S = 1):
@@ -171,6 +173,8 @@ def _kind(keys: Keys, key: str) -> tuple[str, str, bool] | None:
             return None
     if parsed is None or parsed.kind not in MOVED | DROPPED:
         return None
+    if parsed.kind == "reached" and parsed.ident.partition(":")[0] not in win.SPECS:
+        return None  # an archive's (or scratch) reach set
     return parsed.kind, parsed.ident, twin
 
 
@@ -187,6 +191,9 @@ def _move(
     def name(store: str) -> str:
         if kind == "base":
             found = keys.base(store, ident)
+        elif kind == "reached":
+            window, _, pid = ident.partition(":")
+            found = keys.reached(store, window, pid)
         elif kind in win.SPECS:
             found = keys.window(store, kind, ident)
         else:

@@ -9,7 +9,8 @@ period key is read in chunks and added to a scratch key of the board's slot, whi
 unsharded live board. The members' metadata is copied into the board's own metadata hash,
 which the archive's reads and files use. The stores' twins of the season (hidden and banned
 members' entries, seasons.moderation) are gathered alike into a scratch key of their own,
-which becomes the archive's twin.
+which becomes the archive's twin. On a board with ``ties = "earliest"`` the stores' reach sets
+are gathered beside them (:func:`beside`), as the archive keeps its own.
 
 The stores are not written meanwhile: a closing season refuses writes on every store first
 (its state, seasons.jobs.closes), and a snapshot's copy of a running season is, like an
@@ -21,9 +22,9 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from seasons import shards
+from seasons import shards, ties
 from seasons import windows as win
-from seasons.config.settings import Settings
+from seasons.config.settings import BoardSettings, Settings
 from seasons.connection import RedisClient
 from seasons.keys import Keys
 
@@ -37,6 +38,13 @@ def scratch(keys: Keys, board: str, name: str, *, hidden: bool = False) -> str:
     return keys.tmp(board, f"gather:{name}{':hidden' if hidden else ''}")
 
 
+def beside(into: str, cfg: BoardSettings) -> str | None:
+    """The reach set :func:`gather` fills beside the scratch key ``into`` on a board whose
+    tie rule keeps reach sets (earliest; None on the others): ``<into>:reached``, a scratch
+    key too, which :meth:`seasons.archives.Archives.copy` copies beside the archive."""
+    return f"{into}:reached" if ties.of(cfg).reach_set else None
+
+
 def gather(
     client: RedisClient, settings: Settings, keys: Keys, board: str, window: str,
     period_id: str, name: str, *, hidden: bool = False,
@@ -46,14 +54,17 @@ def gather(
     ``max_entries``, the board's global top, as an unsharded board is), each member's
     metadata into the board's metadata hash; returns the scratch key, absent when no store
     holds the period. ``hidden``: the keys' twins instead, untrimmed as twins are, into
-    :func:`scratch` ``(hidden=True)``."""
+    :func:`scratch` ``(hidden=True)``. With earliest ties, each store's reach set of the key
+    alike into :func:`beside` it."""
     cfg = settings.boards[board]
     into, meta = scratch(keys, board, name, hidden=hidden), keys.meta(board)
-    client.delete(into)
+    into_reach = beside(into, cfg)
+    client.delete(into, *([into_reach] if into_reach else []))
     for store in shards.stores(board, cfg):
         source, source_meta = keys.window(store, window, period_id), keys.meta(store)
+        reach = keys.reached(store, window, period_id)
         if hidden:
-            source = keys.twin_of(source)
+            source, reach = keys.twin_of(source), keys.twin_of(reach)
         start = 0
         while True:
             rows = cast(
@@ -67,6 +78,12 @@ def gather(
             pipe = client.pipeline(transaction=False)
             pipe.zadd(into, {m: s for m, s in rows})
             pipe.expire(into, SCRATCH_TTL)
+            if into_reach is not None:
+                times = cast(list[float | None], client.zmscore(reach, members))
+                reached = {m: t for m, t in zip(members, times, strict=True) if t is not None}
+                if reached:
+                    pipe.zadd(into_reach, reached)  # type: ignore[arg-type]
+                    pipe.expire(into_reach, SCRATCH_TTL)
             found: dict[Any, Any] = {
                 m: v for m, v in zip(members, stored, strict=True) if v is not None
             }

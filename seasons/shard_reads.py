@@ -35,7 +35,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from seasons import shards
+from seasons import shards, ties
 from seasons.config.settings import BoardSettings
 from seasons.executor import Call, Command, Gathered, Steps, script
 from seasons.keys import Keys
@@ -43,8 +43,11 @@ from seasons.replies import Writer, meta, raw
 from seasons.ties import TieSpec
 
 _SEEK = script("shard_seek")
+_SLICE = script("shard_slice")
 # A member's place asked for: Redis's text of its score, and the member.
 Probe = tuple[bytes, str]
+# A reach time asked of a script for a member that has none (lib/ranks.lua: reached last).
+NO_TIME = b"inf"
 # Tries of a page from guessed slices (each with wider margins) before it reads every
 # shard's entries from the top down to the page's end, which is always exact.
 GUESSES = 2
@@ -55,22 +58,46 @@ class Source:
     """One sorted set a read merges: a store's key of the period, or the archive; the
     metadata hash of its members; on a live key, its twin and the store's moderation hash,
     where a hidden member's self-view is read (an archive has none: it is the public board
-    alone)."""
+    alone); on an earliest board, its reach set and its twin's."""
 
     key: str
     meta: str
     twin: str | None = None
     moderation: str | None = None
+    reach: str | None = None
+    twin_reach: str | None = None
 
 
 class Row(NamedTuple):
-    """An entry read from a shard: Redis's text of its score, its score, member bytes, and
-    the index of its source."""
+    """An entry read from a shard: its score, member bytes, Redis's text of its score, the
+    index of its source, and on an earliest board the time it reached its score (inf:
+    none)."""
 
     score: float
     member: bytes
     text: bytes
     source: int
+    t: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Order:
+    """A board's order of entries, as a merge of several shards' rows compares them: by
+    score (high first on a desc board), then equal scores by member bytes (Redis's order,
+    reversed on a desc board as ZRANGE ... REV lists them) or, with ``earliest`` ties, by
+    the time each reached its score, then member bytes ascending, on both orders."""
+
+    desc: bool
+    earliest: bool = False
+
+    def key(self, row: Row) -> tuple[float, float, bytes]:
+        if self.earliest:
+            return (-row.score if self.desc else row.score), row.t, row.member
+        return row.score, 0.0, row.member
+
+    @property
+    def reverse(self) -> bool:
+        return self.desc and not self.earliest
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,13 +119,30 @@ class Board:
         self, keys: Keys, board: str, cfg: BoardSettings, window: str, pid: str,
         archive: str | None, cap: int,
     ):  # fmt: skip
+        earliest = ties.of(cfg).reach_set
+
+        def reach(store: str, window: str) -> str | None:
+            return keys.reached(store, window, pid) if earliest else None
+
         self.live = [
-            Source(live, keys.meta(store), keys.twin_of(live), keys.moderation(store))
+            Source(
+                live,
+                keys.meta(store),
+                keys.twin_of(live),
+                keys.moderation(store),
+                r,
+                None if r is None else keys.twin_of(r),
+            )  # fmt: skip
             for store in shards.stores(board, cfg)
-            for live in [keys.window(store, window, pid)]
+            for live, r in [(keys.window(store, window, pid), reach(store, window))]
         ]
-        self.archive = None if archive is None else Source(archive, keys.meta(board))
+        self.archive = (
+            None
+            if archive is None
+            else Source(archive, keys.meta(board), reach=reach(board, "archive"))
+        )
         self.desc = cfg.order == "desc"
+        self.order = Order(self.desc, earliest)
         self.cap = cap
         # Each store's metadata hash: where an archive's members' metadata is first looked
         # for (seasons.shards.metadata).
@@ -106,12 +150,51 @@ class Board:
 
     @classmethod
     def of_archive(
-        cls, keys: Keys, board: str, cfg: BoardSettings, archive: str, cap: int
+        cls, keys: Keys, board: str, cfg: BoardSettings, archive: str, pid: str, cap: int
     ) -> Board:
-        """A board read from its archive alone (a snapshot ``S@<ts>``)."""
-        found = cls(keys, board, cfg, "season", "", None, cap)
-        found.live = [Source(archive, keys.meta(board))]
+        """A board read from its archive alone (a snapshot ``S@<ts>``, ``pid``)."""
+        found = cls(keys, board, cfg, "season", pid, None, cap)
+        reach = keys.reached(board, "archive", pid) if found.order.earliest else None
+        found.live = [Source(archive, keys.meta(board), reach=reach)]
         return found
+
+    def slice(self, source: Source, lo: int, hi: int) -> Command | Call:
+        """What reads positions [lo, hi) of ``source`` in the board's order (:meth:`rows`
+        reads its reply): ZRANGE; on an earliest board shard_slice.lua, with reach times."""
+        if self.order.earliest:
+            assert source.reach is not None
+            return Call(_SLICE, [source.key, source.reach],
+                        [b"desc" if self.desc else b"asc", lo, max(0, hi - lo)])  # fmt: skip
+        return _range(source.key, self.desc, lo, hi)
+
+    def rows(self, reply: Any, source: int) -> list[Row]:
+        """The rows of a :meth:`slice`'s reply."""
+        if self.order.earliest:
+            return _timed(reply[0], reply[1], source)
+        return _rows(reply, source)
+
+    def reached(self, source: Source, member: str) -> list[Command]:
+        """On an earliest board, the commands reading the time ``member`` reached its score on
+        ``source`` (its reach set, then its twin's: a hidden member's), whose replies
+        :func:`_reach_text` reads; none on the other boards."""
+        if not self.order.earliest:
+            return []
+        return [("ZSCORE", r, member) for r in (source.reach, source.twin_reach) if r]
+
+    def seek(
+        self, source: Source, rows: int, before: int, probes: list[tuple[bytes, str, bytes]]
+    ) -> Call:
+        """shard_seek.lua on ``source``: where each (score text, member, reach time text) of
+        ``probes`` stands there, with ``rows`` entries around it from ``before`` ahead."""
+        keys = [source.key]
+        if self.order.earliest:
+            assert source.reach is not None
+            keys.append(source.reach)
+        rule = b"earliest" if self.order.earliest else b"member"
+        args: list[Any] = [b"desc" if self.desc else b"asc", rule, rows, before]
+        for probe in probes:
+            args += probe
+        return Call(_SEEK, keys, args)
 
     def store_of(self, member: str) -> int:
         """The index in :attr:`store_metas` (and :attr:`live`) of ``member``'s store."""
@@ -186,6 +269,26 @@ def _rows(reply: Sequence[Any], source: int) -> list[Row]:
     return out
 
 
+def _timed(flat: Sequence[Any], times: Sequence[Any], source: int) -> list[Row]:
+    """The entries of shard_slice.lua's or shard_seek.lua's rows (member, score, ...) with
+    their reach times."""
+    return [row._replace(t=_time(t)) for row, t in zip(_rows(flat, source), times, strict=True)]
+
+
+def _reach_text(replies: Sequence[Any]) -> bytes:
+    """What shard_seek.lua takes as a member's reach time, from the replies of
+    :meth:`Board.reached`: the first found, else :data:`NO_TIME` (also on a board that keeps
+    none, where the script reads no time)."""
+    found = _first(replies)
+    return NO_TIME if found is None else _score(found)
+
+
+def _time(value: Any) -> float:
+    """A reach time from Redis's text of it; inf when there is none (lib/ranks.lua: reached
+    last)."""
+    return math.inf if value is None or value is False else float(_score(value))
+
+
 def _range(key: str, desc: bool, start: int, stop: int) -> Command:
     """ZRANGE of positions [start, stop) in the board's order, with scores."""
     if desc:
@@ -193,17 +296,11 @@ def _range(key: str, desc: bool, start: int, stop: int) -> Command:
     return ("ZRANGE", key, start, stop - 1, "WITHSCORES")
 
 
-def _order_key(row: Row) -> tuple[float, bytes]:
-    """The board's order: by score, then member bytes (both reversed on a desc board: Redis's
-    ZRANGE ... REV)."""
-    return row.score, row.member
-
-
 def positioned(
-    slices: Sequence[tuple[int, list[Row], int]], desc: bool, end: int | None = None
+    slices: Sequence[tuple[int, list[Row], int]], order: Order, end: int | None = None
 ) -> list[tuple[int, Row]]:
     """The global position of every entry of ``slices`` whose position they determine, in
-    the board's order. Each slice is (its first position on its shard, its rows in the
+    the board's ``order``. Each slice is (its first position on its shard, its rows in the
     board's order, the shard's size). An entry's position is the sum over the shards of the
     entries before it; a shard's count is known when its slice starts at its top or at an
     entry before this one, and ends at its bottom or at an entry after it. One merge of the
@@ -218,8 +315,7 @@ def positioned(
     unknown = sum(blocking)
     position = sum(start for start, _, _ in slices)  # Σ (start + seen) over the slices
     out = []
-    key = _order_key
-    for row in heapq.merge(*(rows for _, rows, _ in slices), key=key, reverse=desc):
+    for row in heapq.merge(*(rows for _, rows, _ in slices), key=order.key, reverse=order.reverse):
         if end is not None and position >= end:
             break
         i = row.source
@@ -264,13 +360,13 @@ class ShardReads:
             spans = self._spans(n, start, size, cards, min(attempt, GUESSES))
             commands: list[Any] = []
             for s, (lo, hi) in zip(sources, spans, strict=True):
-                commands += [("ZCARD", s.key), _range(s.key, b.desc, lo, hi)]
+                commands += [("ZCARD", s.key), b.slice(s, lo, hi)]
             got = yield commands
             cards = [int(c) for c in got[::2]]
             shown = b.public(sum(cards))
             wanted = start_of(shown)
             slices = [
-                (lo, _rows(reply, i), card)
+                (lo, b.rows(reply, i), card)
                 for i, ((lo, _), reply, card) in enumerate(
                     zip(spans, got[1::2], cards, strict=True)
                 )
@@ -281,7 +377,7 @@ class ShardReads:
             end = min(start + size, shown)
             if start >= end:
                 return shown, start, []
-            found = {p: row for p, row in positioned(slices, b.desc, end) if start <= p}
+            found = {p: row for p, row in positioned(slices, b.order, end) if start <= p}
             if len(found) == end - start:
                 return shown, start, [found[p] for p in range(start, end)]
         raise AssertionError("a page read from the top of every shard is always whole")
@@ -355,7 +451,8 @@ class ShardReads:
         def steps() -> Gathered:
             sources = yield from b.opened()
             home = self._home(b, sources, member)
-            (score,) = yield [("ZSCORE", sources[home].key, member)]
+            score, *reached = yield [("ZSCORE", sources[home].key, member),
+                                     *b.reached(sources[home], member)]  # fmt: skip
             how = None
             if score is None:
                 (view,) = yield from self._views(b, sources, [member])
@@ -365,13 +462,14 @@ class ShardReads:
             score = _score(score)
             # Where it stands on each shard (on none, for a self-view), exactly, with the
             # entries around it there.
-            args = [b"desc" if b.desc else b"asc", 2 * size + 1, size, score, member]
-            got = yield [Call(_SEEK, [s.key], args) for s in sources]
+            probe = (score, member, _reach_text(reached))
+            got = yield [b.seek(s, 2 * size + 1, size, [probe]) for s in sources]
             slices, position, cards = [], 0, []
             for i, reply in enumerate(got):
-                card, (at, _, _, _, rows) = int(reply[0]), reply[1]
+                card, (at, _, _, _, rows, times) = int(reply[0]), reply[1]
                 lo = max(0, int(at) - size)
-                slices.append((lo, _rows(rows, i), card))
+                slices.append((lo, _timed(rows, times, i) if b.order.earliest else _rows(rows, i),
+                               card))  # fmt: skip
                 position += int(at)
                 cards.append(card)
             at = None
@@ -387,7 +485,7 @@ class ShardReads:
                 shown = b.public(sum(cards) + 1)
                 start = max(0, min(position - size // 2, shown - size))
                 end = min(start + size, shown) - 1  # the visible rows beside it
-            found = {p: row for p, row in positioned(slices, b.desc, end) if start <= p}
+            found = {p: row for p, row in positioned(slices, b.order, end) if start <= p}
             page = [found[p] for p in range(start, end)]
             if how is not None:
                 page.insert(position - start, Row(float(score), member.encode(), score, home))
@@ -426,10 +524,11 @@ class ShardReads:
 
         First plain commands, in one round: on each source its size and, for each probe,
         ZCOUNT of the better and of the equal scores and the nearest better score, and the
-        member's own rank on the source holding it. A probe's position on another source is
-        the count better when no member there has its score; otherwise (ties across shards,
-        on a board ranking by position) ``shard_seek.lua`` places it there exactly, in a
-        second round."""
+        member's own rank on the source holding it (on an earliest board its reach time
+        there). A probe's position on another source is the count better when no member
+        there has its score; otherwise (ties across shards, on a board ranking by position)
+        ``shard_seek.lua`` places it there exactly, in a second round: on an earliest board
+        on its own source too, unless it is alone there with its score."""
         commands: list[Any] = []
         for b, sources, probes in asked:
             commands += [("ZCARD", s.key) for s in sources]
@@ -439,10 +538,12 @@ class ShardReads:
                     commands += _counts(s.key, b.desc, score)
                     if i == home:
                         commands.append(("ZREVRANK" if b.desc else "ZRANK", s.key, member))
+                        commands += b.reached(s, member)
         got = iter((yield commands) if commands else [])
         found: list[list[list[Any]]] = []  # per board, probe, source: [position, better, ...]
         cards: list[int] = []
         seek: list[tuple[int, int, int]] = []  # (board, probe, source) placed by the script
+        times: dict[tuple[int, int], bytes] = {}  # (board, probe): its reach time's text
         for n, (b, sources, probes) in enumerate(asked):
             sizes = [int(next(got)) for _ in sources]
             cards.append(sum(sizes))
@@ -452,11 +553,16 @@ class ShardReads:
                 row = []
                 for i in range(len(sources)):
                     more, same, near = int(next(got)), int(next(got)), _nearest(next(got))
+                    present = False  # on this source (not a hidden member's self-view)
                     position = None
-                    if i == home:  # None: a hidden member's self-view, on no source
+                    if i == home:
                         rank = next(got)
-                        position = None if rank is None else int(rank)
-                    if position is None and same == 0:
+                        present = rank is not None
+                        reached = [next(got) for _ in b.reached(sources[i], member)]
+                        times[n, k] = _reach_text(reached)
+                        if present and not b.order.earliest:
+                            position = int(rank)
+                    if position is None and same - present == 0:
                         position = more
                     if position is None:
                         if self.rule.shares and b.cap == 0:
@@ -470,8 +576,7 @@ class ShardReads:
             calls = []
             for n, k, i in seek:
                 b, sources, probes = asked[n]
-                order = b"desc" if b.desc else b"asc"
-                calls.append(Call(_SEEK, [sources[i].key], [order, 0, 0, *probes[k]]))
+                calls.append(b.seek(sources[i], 0, 0, [(*probes[k], times[n, k])]))
             for (n, k, i), reply in zip(seek, (yield calls), strict=True):
                 found[n][k][i][0] = int(reply[1][0])
         return [

@@ -24,8 +24,8 @@ def test_shards_bench_checks_hold(redis_url: str) -> None:
         find_redis_cli()  # the cluster tests' condition: a Redis install with its tools
     except RuntimeError as exc:
         pytest.skip(str(exc))
-    capacity, memory, reads, dense = shards.run(redis_url, shards.TINY)
-    for section in (capacity, memory, reads, dense):
+    capacity, memory, reads, earliest, dense = shards.run(redis_url, shards.TINY)
+    for section in (capacity, memory, reads, earliest, dense):
         assert section.checks and section.correct, section.render()
     boards = len(shards.BOARDS)
     # every board at every size, and the one-store batches at M = 1
@@ -34,6 +34,7 @@ def test_shards_bench_checks_hold(redis_url: str) -> None:
     assert [label for label, *_ in memory.rows] == ["unsharded", f"S={shards.FALLS}"]
     # top, rank, around; a hidden member's rank and around (its self-view); at every S
     assert len(reads.rows) == 5 * len(shards.READ_SHARDS), reads.render()
+    assert len(earliest.rows) == 5 * len(shards.READ_SHARDS), earliest.render()
 
 
 def test_shards_http_bench_checks_hold(redis_url: str) -> None:

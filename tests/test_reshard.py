@@ -49,7 +49,14 @@ order = "asc"
 ties = "shared"
 max_entries = 12
 shards = {shards_count}
+[boards.first]
+ties = "earliest"
+shards = {shards_count}
 """
+
+
+# The boards moved: all-time, shared ties and trimmed, earliest ties (reach sets).
+BOARDS = ("kills", "laps", "first")
 
 
 class Board:
@@ -77,7 +84,7 @@ class Board:
 
 def reads(app: Seasons) -> list[Any]:
     out: list[Any] = []
-    for board in ("kills", "laps"):
+    for board in BOARDS:
         windows = [
             ("day", "2099-01-09"),
             ("day", "2099-01-12"),
@@ -100,14 +107,18 @@ def placed(app: Seasons, count: int) -> None:
     """Every member of every live board key is on its store under ``count``, and no key
     of another store holds entries."""
     client = app.client
-    for board in ("kills", "laps"):
+    for board in BOARDS:
         stores = [board] if count == 1 else [shards.store(board, i) for i in range(count)]
         for key in client.scan_iter(match=f"{NS}:{{{board}*"):
             parsed = app.keys.parse(key)
             assert parsed is not None and parsed.board is not None
-            if parsed.kind == "hidden" and parsed.ident.startswith("archive:"):
-                continue  # the board's own: an archive's twin
-            if parsed.kind in ("day", "week", "season", "hidden", "moderation"):
+            if parsed.kind == "hidden" and parsed.ident.startswith(
+                ("archive:", "reached:archive:")
+            ):
+                continue  # the board's own: an archive's twin, its reach set's twin
+            if parsed.kind == "reached" and parsed.ident.startswith("archive:"):
+                continue  # the board's own: an archive's reach set
+            if parsed.kind in ("day", "week", "season", "hidden", "moderation", "reached"):
                 assert parsed.board in stores or parsed.kind == "moderation", key
                 found = client.hkeys(key) if parsed.kind == "moderation" else client.zrange(
                     key, 0, -1)  # fmt: skip
@@ -124,13 +135,14 @@ def test_resharding_moves_every_key_and_changes_no_answer(
     with b.app(1) as app:
         events = []
         for day in range(5):  # 2099-01-05 .. 01-09, S1
-            ts = datetime(2099, 1, 5 + day, 10, tzinfo=UTC)
+            at = datetime(2099, 1, 5 + day, 10, tzinfo=UTC)
             for i in range(40):
                 member = "Ünï" if i == 39 else f"p{(i * 7 + day) % 23}"
+                ts = at + timedelta(seconds=i % 3)  # reach times that tie, and differ
                 events += [
                     {"board": board, "member": member, "value": (i * 13 + day) % 17,
                      "ts": ts, "event_id": f"{board}-{day}-{i}", "metadata": {"n": i}}
-                    for board in ("kills", "laps")
+                    for board in BOARDS
                 ]  # fmt: skip
         app.submit_many(events, backfill=True)
         b.clock.set(BOUNDARY)
@@ -139,18 +151,18 @@ def test_resharding_moves_every_key_and_changes_no_answer(
         Worker(app).tick(b.clock())  # S1 closed and archived
         app.submit_many([{"board": "kills", "member": "p1", "value": 3, "event_id": "late"}])
         app.moderate("p7", "hidden", mode="open", reason="smurfing")
-        app.moderate("p3", "banned", boards=["kills"], reason="cheating")
+        app.moderate("p3", "banned", boards=["kills", "first"], reason="cheating")
         day = app.keys.window("kills", "day", "2099-01-09")
         assert app.client.zscore(app.keys.twin_of(day), "p7") is not None  # on the twin
         before = reads(app)
-        archived = app.top("kills", "season", period="S1", limit=50)
+        archived = [app.top(b_, "season", period="S1", limit=50) for b_ in BOARDS]
     # A running season: S2 holds p1's entry. Refused, nothing changed.
     refused = b.cli(3, "reshard", "--board", "kills", "--from", "1")
     assert refused.exit_code == 1 and "running" in refused.output
     with b.app(1) as app:
         assert reads(app) == before
     for old, new in ((1, 3), (3, 5), (5, 2), (2, 1)):
-        for board in ("kills", "laps"):
+        for board in BOARDS:
             done = b.cli(new, "reshard", "--board", board, "--from", str(old), "--force", "--json")
             assert done.exit_code == 0, done.output
             assert json.loads(done.stdout)["to"] == new
@@ -160,7 +172,7 @@ def test_resharding_moves_every_key_and_changes_no_answer(
             Rollup(app.client, app.scripts, app.settings, app.keys).run(b.clock())
             assert reads(app) == before, (old, new)
             placed(app, new)
-            assert app.top("kills", "season", period="S1", limit=50) == archived
+            assert [app.top(b_, "season", period="S1", limit=50) for b_ in BOARDS] == archived
             again = app.submit_many([
                 {"board": "kills", "member": "p1", "value": 3, "event_id": "late"}
             ])  # fmt: skip

@@ -54,12 +54,13 @@ class Rig:
     cfg: Any
 
 
-@pytest.fixture(params=[3, 7], ids=["S3", "S7"])
+@pytest.fixture(params=[(3, "member"), (7, "earliest")], ids=["S3", "S7-earliest"])
 def rig(request: pytest.FixtureRequest, settings_factory: Any, tmp_path: Path) -> Iterator[Rig]:
-    board = {"week_weights": [1, 1, 1, 1, 1, 2, 2], "season_weights": [1, 2]}
+    count, rule = request.param  # earliest: reach sets beside every key, in every job
+    board = {"week_weights": [1, 1, 1, 1, 1, 2, 2], "season_weights": [1, 2], "ties": rule}
     settings = season_settings(
         settings_factory, tmp_path / "archive", namespace=NS,
-        boards={SHARDED: {**board, "shards": request.param}, TWIN: board},
+        boards={SHARDED: {**board, "shards": count}, TWIN: board},
         api={"admin_token": TOKEN},
     )  # fmt: skip
     clock = ManualClock(local(today(), 10))
@@ -280,6 +281,7 @@ def test_clear_of_a_sharded_board_is_the_twins(rig: Rig, r: redis.Redis) -> None
         assert len(got[0].rebuilt) == len(got[1].rebuilt)
         for store in shards.stores(SHARDED, rig.cfg):
             assert not r.exists(rig.keys.day(store, day))
+            assert not r.exists(rig.keys.reached(store, "day", day))  # earliest: its reach set
             assert not r.hexists(rig.keys.state(store), f"clearing:{got[0].run_id}")
     # The CLI clears it too.
     state = CliState(clock=rig.clock, settings=rig.settings)

@@ -12,7 +12,7 @@ byte-identical.
 from __future__ import annotations
 
 import random
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,10 @@ BOARDS: dict[str, Any] = {
     "best": {"aggregate": "max", "ties": "shared"},
     # every day ever, folded into a base per shard by the day closes
     "forever": {"windows": ["day", "week", "season", "alltime"]},
+    # equal scores in the order they were reached, high first, weighted days
+    "first": {"ties": "earliest", "season_weights": [1, 3]},
+    # the best (lowest) value, low first, equal ones in the order they were reached
+    "quick": {"aggregate": "min", "order": "asc", "ties": "earliest"},
 }
 MEMBERS = [
     *(f"p{i:02d}" for i in range(30)),
@@ -90,7 +94,9 @@ class Twins:
                 "board": rng.choice(sorted(BOARDS)), "member": rng.choice(MEMBERS),
                 # few values: equal scores on several shards
                 "value": rng.choice([1, 2, 3, 5, 8, -1, 2.5]),
-                "event_id": f"e{self.n}", "ts": ts or self.clock(),
+                # events of one batch a few seconds apart: reach times tie, and differ
+                "event_id": f"e{self.n}",
+                "ts": ts or self.clock() - timedelta(seconds=rng.choice([0, 0, 3, 40])),
             }  # fmt: skip
             if rng.random() < 0.3:
                 ev["metadata"] = {"level": rng.randrange(9), "tag": rng.choice(["ä", "b"])}
@@ -256,13 +262,13 @@ def test_a_sharded_board_on_a_cluster(settings_factory: Any, tmp_path: Path, bac
 def test_settings_refuse_what_a_sharded_board_cannot_keep(settings_factory: Any) -> None:
     for extra, named in (
         ({"ties": "dense"}, 'ties = "dense"'),
-        ({"ties": "earliest"}, 'ties = "earliest"'),
         ({"league": {"window": "week", "tiers": ["bronze", "silver"]}}, "league"),
     ):
         with pytest.raises(Exception, match=named):
             settings_factory(boards={"b": {"shards": 3, **extra}})
     with pytest.raises(Exception, match="shards"):
         settings_factory(boards={"b": {"shards": 0}})
+    settings_factory(boards={"b": {"shards": 3, "ties": "earliest"}})  # kept
 
 
 @pytest.mark.both_backends
@@ -391,7 +397,9 @@ def test_an_export_of_a_live_sharded_period_is_the_twins(
         t.close()
 
 
-@pytest.mark.parametrize(("n", "ties", "order"), [(7, "member", "desc"), (16, "shared", "asc")])
+@pytest.mark.parametrize(
+    ("n", "ties", "order"), [(7, "member", "desc"), (16, "shared", "asc"), (5, "earliest", "asc")]
+)
 def test_deep_pages_of_a_large_sharded_board_are_the_twins(
     settings_factory: Any, n: int, ties: str, order: str
 ) -> None:
@@ -405,10 +413,12 @@ def test_deep_pages_of_a_large_sharded_board_are_the_twins(
     ]
     try:
         rng = random.Random(n)
+        now = datetime.now(UTC)
         events = [
-            {"board": "b", "member": f"m{i}", "value": rng.choice([rng.randrange(400), 7, 0])}
+            {"board": "b", "member": f"m{i}", "value": rng.choice([rng.randrange(400), 7, 0]),
+             "ts": now - timedelta(seconds=rng.choice([0, 1, 2]))}  # earliest: times that tie
             for i in range(4_000)
-        ]
+        ]  # fmt: skip
         for app in apps:
             for k in range(0, len(events), 1_000):
                 app.submit_many(events[k : k + 1_000])
