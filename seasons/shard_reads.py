@@ -43,14 +43,14 @@ from seasons.replies import Writer, meta, raw
 from seasons.ties import TieSpec
 
 _SEEK = script("shard_seek")
-_SLICE = script("shard_slice")
 # A member's place asked for: Redis's text of its score, and the member.
 Probe = tuple[bytes, str]
-# A reach time asked of a script for a member that has none (lib/ranks.lua: reached last).
-NO_TIME = b"inf"
 # Tries of a page from guessed slices (each with wider margins) before it reads every
 # shard's entries from the top down to the page's end, which is always exact.
 GUESSES = 2
+# Tries more of an earliest board's page whose rounds a write came between (seasons reads
+# in rounds, each one instant of a server): the last answers the order of its own rounds.
+RACES = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,35 +69,13 @@ class Source:
 
 
 class Row(NamedTuple):
-    """An entry read from a shard: its score, member bytes, Redis's text of its score, the
-    index of its source, and on an earliest board the time it reached its score (inf:
-    none)."""
+    """An entry read from a shard: Redis's text of its score, its score, member bytes, and
+    the index of its source."""
 
     score: float
     member: bytes
     text: bytes
     source: int
-    t: float = 0.0
-
-
-@dataclass(frozen=True, slots=True)
-class Order:
-    """A board's order of entries, as a merge of several shards' rows compares them: by
-    score (high first on a desc board), then equal scores by member bytes (Redis's order,
-    reversed on a desc board as ZRANGE ... REV lists them) or, with ``earliest`` ties, by
-    the time each reached its score, then member bytes ascending, on both orders."""
-
-    desc: bool
-    earliest: bool = False
-
-    def key(self, row: Row) -> tuple[float, float, bytes]:
-        if self.earliest:
-            return (-row.score if self.desc else row.score), row.t, row.member
-        return row.score, 0.0, row.member
-
-    @property
-    def reverse(self) -> bool:
-        return self.desc and not self.earliest
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +87,8 @@ class Place:
     equal: int  # members of its score (itself included, when it is on the board)
     nearer: float | None  # the nearest strictly better score
     total: int  # members on every shard
+    # On each source: (members of a strictly better score, members of its score)
+    runs: tuple[tuple[int, int], ...] = ()
 
 
 class Board:
@@ -119,10 +99,12 @@ class Board:
         self, keys: Keys, board: str, cfg: BoardSettings, window: str, pid: str,
         archive: str | None, cap: int,
     ):  # fmt: skip
-        earliest = ties.of(cfg).reach_set
+        # ties = "earliest": equal scores in the order their members reached them, read
+        # from the reach sets beside the keys.
+        self.earliest = ties.of(cfg).reach_set
 
         def reach(store: str, window: str) -> str | None:
-            return keys.reached(store, window, pid) if earliest else None
+            return keys.reached(store, window, pid) if self.earliest else None
 
         self.live = [
             Source(
@@ -142,7 +124,6 @@ class Board:
             else Source(archive, keys.meta(board), reach=reach(board, "archive"))
         )
         self.desc = cfg.order == "desc"
-        self.order = Order(self.desc, earliest)
         self.cap = cap
         # Each store's metadata hash: where an archive's members' metadata is first looked
         # for (seasons.shards.metadata).
@@ -154,47 +135,17 @@ class Board:
     ) -> Board:
         """A board read from its archive alone (a snapshot ``S@<ts>``, ``pid``)."""
         found = cls(keys, board, cfg, "season", pid, None, cap)
-        reach = keys.reached(board, "archive", pid) if found.order.earliest else None
+        reach = keys.reached(board, "archive", pid) if found.earliest else None
         found.live = [Source(archive, keys.meta(board), reach=reach)]
         return found
-
-    def slice(self, source: Source, lo: int, hi: int) -> Command | Call:
-        """What reads positions [lo, hi) of ``source`` in the board's order (:meth:`rows`
-        reads its reply): ZRANGE; on an earliest board shard_slice.lua, with reach times."""
-        if self.order.earliest:
-            assert source.reach is not None
-            return Call(_SLICE, [source.key, source.reach],
-                        [b"desc" if self.desc else b"asc", lo, max(0, hi - lo)])  # fmt: skip
-        return _range(source.key, self.desc, lo, hi)
-
-    def rows(self, reply: Any, source: int) -> list[Row]:
-        """The rows of a :meth:`slice`'s reply."""
-        if self.order.earliest:
-            return _timed(reply[0], reply[1], source)
-        return _rows(reply, source)
 
     def reached(self, source: Source, member: str) -> list[Command]:
         """On an earliest board, the commands reading the time ``member`` reached its score on
         ``source`` (its reach set, then its twin's: a hidden member's), whose replies
-        :func:`_reach_text` reads; none on the other boards."""
-        if not self.order.earliest:
+        :func:`_reach_time` reads; none on the other boards."""
+        if not self.earliest:
             return []
         return [("ZSCORE", r, member) for r in (source.reach, source.twin_reach) if r]
-
-    def seek(
-        self, source: Source, rows: int, before: int, probes: list[tuple[bytes, str, bytes]]
-    ) -> Call:
-        """shard_seek.lua on ``source``: where each (score text, member, reach time text) of
-        ``probes`` stands there, with ``rows`` entries around it from ``before`` ahead."""
-        keys = [source.key]
-        if self.order.earliest:
-            assert source.reach is not None
-            keys.append(source.reach)
-        rule = b"earliest" if self.order.earliest else b"member"
-        args: list[Any] = [b"desc" if self.desc else b"asc", rule, rows, before]
-        for probe in probes:
-            args += probe
-        return Call(_SEEK, keys, args)
 
     def store_of(self, member: str) -> int:
         """The index in :attr:`store_metas` (and :attr:`live`) of ``member``'s store."""
@@ -269,24 +220,16 @@ def _rows(reply: Sequence[Any], source: int) -> list[Row]:
     return out
 
 
-def _timed(flat: Sequence[Any], times: Sequence[Any], source: int) -> list[Row]:
-    """The entries of shard_slice.lua's or shard_seek.lua's rows (member, score, ...) with
-    their reach times."""
-    return [row._replace(t=_time(t)) for row, t in zip(_rows(flat, source), times, strict=True)]
-
-
-def _reach_text(replies: Sequence[Any]) -> bytes:
-    """What shard_seek.lua takes as a member's reach time, from the replies of
-    :meth:`Board.reached`: the first found, else :data:`NO_TIME` (also on a board that keeps
-    none, where the script reads no time)."""
-    found = _first(replies)
-    return NO_TIME if found is None else _score(found)
-
-
 def _time(value: Any) -> float:
-    """A reach time from Redis's text of it; inf when there is none (lib/ranks.lua: reached
-    last)."""
-    return math.inf if value is None or value is False else float(_score(value))
+    """A reach time from a ZSCORE or ZMSCORE reply (Redis's text, or a float once a redis-py
+    client's callback parsed it); inf when there is none: reached last, as lib/ranks.lua
+    ranks a member without one."""
+    return math.inf if value is None else float(_score(value))
+
+
+def _reach_time(replies: Sequence[Any]) -> float:
+    """A member's reach time from the replies of :meth:`Board.reached`: the first found."""
+    return _time(_first(replies))
 
 
 def _range(key: str, desc: bool, start: int, stop: int) -> Command:
@@ -296,11 +239,17 @@ def _range(key: str, desc: bool, start: int, stop: int) -> Command:
     return ("ZRANGE", key, start, stop - 1, "WITHSCORES")
 
 
+def _order_key(row: Row) -> tuple[float, bytes]:
+    """The board's order: by score, then member bytes (both reversed on a desc board: Redis's
+    ZRANGE ... REV)."""
+    return row.score, row.member
+
+
 def positioned(
-    slices: Sequence[tuple[int, list[Row], int]], order: Order, end: int | None = None
+    slices: Sequence[tuple[int, list[Row], int]], desc: bool, end: int | None = None
 ) -> list[tuple[int, Row]]:
     """The global position of every entry of ``slices`` whose position they determine, in
-    the board's ``order``. Each slice is (its first position on its shard, its rows in the
+    the board's order. Each slice is (its first position on its shard, its rows in the
     board's order, the shard's size). An entry's position is the sum over the shards of the
     entries before it; a shard's count is known when its slice starts at its top or at an
     entry before this one, and ends at its bottom or at an entry after it. One merge of the
@@ -315,7 +264,8 @@ def positioned(
     unknown = sum(blocking)
     position = sum(start for start, _, _ in slices)  # Σ (start + seen) over the slices
     out = []
-    for row in heapq.merge(*(rows for _, rows, _ in slices), key=order.key, reverse=order.reverse):
+    key = _order_key
+    for row in heapq.merge(*(rows for _, rows, _ in slices), key=key, reverse=desc):
         if end is not None and position >= end:
             break
         i = row.source
@@ -352,21 +302,27 @@ class ShardReads:
         return Steps("a page of a sharded board", steps)
 
     def _slice(
-        self, b: Board, sources: list[Source], start_of: Callable[[int | None], int], size: int
-    ) -> Gathered:
-        """(members shown, the page's first position, its rows in order)."""
+        self, b: Board, sources: list[Source], start_of: Callable[[int | None], int], size: int,
+        *, by_score: bool = False, around: list[tuple[int, int]] | None = None,
+    ) -> Gathered:  # fmt: skip
+        """(members shown, the page's first position, its rows in the board's order; with
+        ``by_score`` in Redis's order of equal scores, which holds the same score at each
+        position). ``around``: the slice of each source to read first, when known."""
         n, start, cards = len(sources), start_of(None), None
-        for attempt in range(GUESSES + 2):
-            spans = self._spans(n, start, size, cards, min(attempt, GUESSES))
+        for attempt in range(GUESSES + 2 + RACES):
+            if attempt == 0 and around is not None:
+                spans = around
+            else:
+                spans = self._spans(n, start, size, cards, min(attempt, GUESSES))
             commands: list[Any] = []
             for s, (lo, hi) in zip(sources, spans, strict=True):
-                commands += [("ZCARD", s.key), b.slice(s, lo, hi)]
+                commands += [("ZCARD", s.key), _range(s.key, b.desc, lo, hi)]
             got = yield commands
             cards = [int(c) for c in got[::2]]
             shown = b.public(sum(cards))
             wanted = start_of(shown)
             slices = [
-                (lo, b.rows(reply, i), card)
+                (lo, _rows(reply, i), card)
                 for i, ((lo, _), reply, card) in enumerate(
                     zip(spans, got[1::2], cards, strict=True)
                 )
@@ -377,10 +333,72 @@ class ShardReads:
             end = min(start + size, shown)
             if start >= end:
                 return shown, start, []
-            found = {p: row for p, row in positioned(slices, b.order, end) if start <= p}
-            if len(found) == end - start:
-                return shown, start, [found[p] for p in range(start, end)]
+            found = {p: row for p, row in positioned(slices, b.desc, end) if start <= p}
+            if len(found) < end - start:
+                continue
+            rows = [found[p] for p in range(start, end)]
+            if b.earliest and not by_score:
+                ordered = yield from self._reached_order(b, sources, start, rows)
+                if ordered is None and attempt < GUESSES + 1 + RACES:
+                    continue  # a write between the rounds moved the page: read it again
+                rows = ordered or rows
+            return shown, start, rows
         raise AssertionError("a page read from the top of every shard is always whole")
+
+    def _reached_order(
+        self, b: Board, sources: list[Source], start: int, rows: list[Row]
+    ) -> Gathered:
+        """``rows`` (positions start.. in Redis's order of equal scores) in the earliest
+        order, as lib/ranks.lua's page orders them: each position holds the same score in
+        both, so only runs of equal scores change order. The runs inside the page are whole
+        in it; those of its first and last score may reach past it, and are read whole on
+        every source (ZRANGE BYSCORE), with the count of members better than the first
+        (ZCOUNT). Then each run's reach times (ZMSCORE on each source's reach set) order it:
+        earlier first, then member bytes. Two rounds of plain commands, sorted here, which
+        scales out. None when a write between the rounds left them disagreeing."""
+        first, last = rows[0].text, rows[-1].text
+        commands: list[Any] = []
+        for s in sources:
+            commands += [_better(s.key, b.desc, first), ("ZRANGE", s.key, first, first, "BYSCORE")]
+            if last != first:
+                commands.append(("ZRANGE", s.key, last, last, "BYSCORE"))
+        got = iter((yield commands))
+        base = 0  # the position of the first run's first member
+        ends: dict[bytes, list[Row]] = {first: [], last: []}
+        for i in range(len(sources)):
+            base += int(next(got))
+            for row in (rows[0],) if last == first else (rows[0], rows[-1]):
+                ends[row.text] += [row._replace(member=raw(m), source=i) for m in next(got)]
+        runs = [ends[first]]
+        for row in rows:
+            if row.text not in (first, last):
+                if runs[-1][0].text != row.text:
+                    runs.append([])
+                runs[-1].append(row)
+        if last != first:
+            runs.append(ends[last])
+        asked: dict[int, list[bytes]] = {}  # source -> members whose reach times are read
+        for run in runs:
+            if len(run) > 1:
+                for row in run:
+                    asked.setdefault(row.source, []).append(row.member)
+        times: dict[bytes, float] = {}
+        if asked:
+            replies = yield [("ZMSCORE", sources[i].reach, *ms) for i, ms in asked.items()]
+            for members, found in zip(asked.values(), replies, strict=True):
+                times.update(zip(members, map(_time, found), strict=True))
+        ordered = [
+            row
+            for run in runs
+            for row in (
+                sorted(run, key=lambda r: (times[r.member], r.member)) if len(run) > 1 else run
+            )
+        ]
+        lo = start - base
+        if lo < 0 or lo + len(rows) > len(ordered):
+            return None
+        page = ordered[lo : lo + len(rows)]
+        return page if [r.text for r in page] == [r.text for r in rows] else None
 
     @staticmethod
     def _spans(
@@ -451,8 +469,7 @@ class ShardReads:
         def steps() -> Gathered:
             sources = yield from b.opened()
             home = self._home(b, sources, member)
-            score, *reached = yield [("ZSCORE", sources[home].key, member),
-                                     *b.reached(sources[home], member)]  # fmt: skip
+            (score,) = yield [("ZSCORE", sources[home].key, member)]
             how = None
             if score is None:
                 (view,) = yield from self._views(b, sources, [member])
@@ -460,21 +477,26 @@ class ShardReads:
                     return None
                 score, how = view
             score = _score(score)
-            # Where it stands on each shard (on none, for a self-view), exactly, with the
-            # entries around it there.
-            probe = (score, member, _reach_text(reached))
-            got = yield [b.seek(s, 2 * size + 1, size, [probe]) for s in sources]
-            slices, position, cards = [], 0, []
-            for i, reply in enumerate(got):
-                card, (at, _, _, _, rows, times) = int(reply[0]), reply[1]
-                lo = max(0, int(at) - size)
-                slices.append((lo, _timed(rows, times, i) if b.order.earliest else _rows(rows, i),
-                               card))  # fmt: skip
-                position += int(at)
-                cards.append(card)
+            slices: list[tuple[int, list[Row], int]] = []
+            spans: list[tuple[int, int]] = []
+            if b.earliest:  # its place as an entry's; then the page there, read from each
+                # store's run of its score with `size` entries either side
+                (place,) = yield from self.places(b, sources, [(score, member)])
+                position, total = place.position, place.total
+                spans = [(max(0, more - size), more + same + size) for more, same in place.runs]
+            else:  # where it stands on each shard (on none, for a self-view), exactly, with
+                # the entries around it there
+                args = [b"desc" if b.desc else b"asc", 2 * size + 1, size, score, member]
+                got = yield [Call(_SEEK, [s.key], args) for s in sources]
+                position = total = 0
+                for i, reply in enumerate(got):
+                    card, (at, _, _, _, rows) = int(reply[0]), reply[1]
+                    slices.append((max(0, int(at) - size), _rows(rows, i), card))
+                    position += int(at)
+                    total += card
             at = None
             if how is None:
-                shown = b.public(sum(cards))
+                shown = b.public(total)
                 if position >= shown:
                     return None
                 start = max(0, min(position - size // 2, shown - size))
@@ -482,11 +504,16 @@ class ShardReads:
             else:  # standing there as the only other member, within the cap
                 if b.cap and position >= b.cap:
                     return None
-                shown = b.public(sum(cards) + 1)
+                shown = b.public(total + 1)
                 start = max(0, min(position - size // 2, shown - size))
                 end = min(start + size, shown) - 1  # the visible rows beside it
-            found = {p: row for p, row in positioned(slices, b.order, end) if start <= p}
-            page = [found[p] for p in range(start, end)]
+            if b.earliest:
+                _, _, page = yield from self._slice(
+                    b, sources, fixed(start), end - start, around=spans
+                )
+            else:
+                found = {p: row for p, row in positioned(slices, b.desc, end) if start <= p}
+                page = [found[p] for p in range(start, end)]
             if how is not None:
                 page.insert(position - start, Row(float(score), member.encode(), score, home))
                 at = position - start if how == "open" else None
@@ -524,11 +551,17 @@ class ShardReads:
 
         First plain commands, in one round: on each source its size and, for each probe,
         ZCOUNT of the better and of the equal scores and the nearest better score, and the
-        member's own rank on the source holding it (on an earliest board its reach time
-        there). A probe's position on another source is the count better when no member
-        there has its score; otherwise (ties across shards, on a board ranking by position)
-        ``shard_seek.lua`` places it there exactly, in a second round: on an earliest board
-        on its own source too, unless it is alone there with its score."""
+        member's own rank on the source holding it. A probe's position on another source is
+        the count better when no member there has its score; otherwise (ties across shards,
+        on a board ranking by position) ``shard_seek.lua`` places it there exactly, in a
+        second round.
+
+        On an earliest board the first round also reads the probe's reach time (on its
+        source's reach set, or its twin's) and, on every source, the members of its score
+        (ZRANGE BYSCORE: the run lib/ranks.lua reads for an unsharded rank); the second
+        their reach times (ZMSCORE), and the probe stands after the better members and the
+        members of its score reached before it, or at the same time with smaller member
+        bytes."""
         commands: list[Any] = []
         for b, sources, probes in asked:
             commands += [("ZCARD", s.key) for s in sources]
@@ -539,11 +572,15 @@ class ShardReads:
                     if i == home:
                         commands.append(("ZREVRANK" if b.desc else "ZRANK", s.key, member))
                         commands += b.reached(s, member)
+                    if b.earliest:
+                        commands.append(("ZRANGE", s.key, score, score, "BYSCORE"))
         got = iter((yield commands) if commands else [])
         found: list[list[list[Any]]] = []  # per board, probe, source: [position, better, ...]
         cards: list[int] = []
         seek: list[tuple[int, int, int]] = []  # (board, probe, source) placed by the script
-        times: dict[tuple[int, int], bytes] = {}  # (board, probe): its reach time's text
+        # earliest: (board, probe, source) -> the other members of its score there
+        runs: dict[tuple[int, int, int], list[bytes]] = {}
+        times: dict[tuple[int, int], float] = {}  # earliest: (board, probe) -> its reach time
         for n, (b, sources, probes) in enumerate(asked):
             sizes = [int(next(got)) for _ in sources]
             cards.append(sum(sizes))
@@ -553,16 +590,20 @@ class ShardReads:
                 row = []
                 for i in range(len(sources)):
                     more, same, near = int(next(got)), int(next(got)), _nearest(next(got))
-                    present = False  # on this source (not a hidden member's self-view)
                     position = None
-                    if i == home:
+                    if i == home:  # None: a hidden member's self-view, on no source
                         rank = next(got)
-                        present = rank is not None
-                        reached = [next(got) for _ in b.reached(sources[i], member)]
-                        times[n, k] = _reach_text(reached)
-                        if present and not b.order.earliest:
-                            position = int(rank)
-                    if position is None and same - present == 0:
+                        position = None if rank is None else int(rank)
+                        times[n, k] = _reach_time(
+                            [next(got) for _ in b.reached(sources[i], member)]
+                        )
+                    if b.earliest:
+                        mine = member.encode("utf-8", "surrogatepass")
+                        run = [m for m in map(raw, next(got)) if m != mine]
+                        position = more
+                        if run:
+                            runs[n, k, i] = run
+                    if position is None and same == 0:
                         position = more
                     if position is None:
                         if self.rule.shares and b.cap == 0:
@@ -572,11 +613,21 @@ class ShardReads:
                     row.append([position, more, same, near])
                 rows.append(row)
             found.append(rows)
+        if runs:
+            keys = list(runs)
+            reached = yield [("ZMSCORE", asked[n][1][i].reach, *runs[n, k, i]) for n, k, i in keys]
+            for (n, k, i), reply in zip(keys, reached, strict=True):
+                t, mine = times[n, k], asked[n][2][k][1].encode("utf-8", "surrogatepass")
+                found[n][k][i][0] += sum(
+                    1 for x, tx in zip(runs[n, k, i], map(_time, reply), strict=True)
+                    if tx < t or (tx == t and x < mine)
+                )  # fmt: skip
         if seek:
             calls = []
             for n, k, i in seek:
                 b, sources, probes = asked[n]
-                calls.append(b.seek(sources[i], 0, 0, [(*probes[k], times[n, k])]))
+                order = b"desc" if b.desc else b"asc"
+                calls.append(Call(_SEEK, [sources[i].key], [order, 0, 0, *probes[k]]))
             for (n, k, i), reply in zip(seek, (yield calls), strict=True):
                 found[n][k][i][0] = int(reply[1][0])
         return [
@@ -684,7 +735,7 @@ class ShardReads:
                 if k > found.shown:
                     targets.append(None)
                     continue
-                _, _, rows = yield from self._slice(b, sources, fixed(k - 1), 1)
+                _, _, rows = yield from self._slice(b, sources, fixed(k - 1), 1, by_score=True)
                 targets.append(rows[0].text)
             return (self.rank_of(b, found.place), found.score, targets, found.hidden == "open")
 
@@ -768,8 +819,9 @@ def _place(b: Board, rows: list[list[Any]], total: int) -> Place:
         if near is not None and (nearer is None or (near < nearer if b.desc else near > nearer)):
             nearer = near
     return Place(
-        sum(r[0] for r in rows), sum(r[1] for r in rows), sum(r[2] for r in rows), nearer, total
-    )
+        sum(r[0] for r in rows), sum(r[1] for r in rows), sum(r[2] for r in rows), nearer, total,
+        tuple((r[1], r[2]) for r in rows),
+    )  # fmt: skip
 
 
 def _better(key: str, desc: bool, score: bytes) -> Command:

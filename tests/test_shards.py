@@ -25,6 +25,9 @@ from seasons.archives import Archives
 from seasons.clock import ManualClock
 from seasons.errors import BatchRejected
 from seasons.jobs.worker import Worker
+from seasons.replies import Writer
+from seasons.shard_reads import Board, ShardReads, fixed
+from seasons.ties import of as ties_of
 
 ZONE = "Europe/Berlin"
 BOARDS: dict[str, Any] = {
@@ -493,3 +496,52 @@ def test_held_events_of_a_sharded_board_are_the_twins(settings_factory: Any, bac
     finally:
         for app in apps:
             app.close()
+
+
+def test_an_earliest_page_a_write_lands_between_its_rounds_is_read_again(
+    settings_factory: Any,
+) -> None:
+    """A page of an earliest board is read in rounds (seasons.shard_reads: its slices, then
+    its end runs and reach times). Members written between them that move the page's
+    scores: the rounds disagree, and the page is read again, answering the board after the
+    write, as a read that starts then does."""
+    clock = ManualClock(local(today(ZONE), 12, ZONE))
+    cfg = {"ties": "earliest", "shards": 3}
+    with Seasons(settings_factory(timezone=ZONE, boards={"b": cfg}), clock=clock) as app:
+        noon = clock()
+        app.submit_many(  # positions 0-9 score 5, 10-29 score 3, reached a second apart
+            [{"board": "b", "member": f"m{i:02d}", "value": 5 if i < 10 else 3,
+              "ts": noon - timedelta(seconds=60 - i)} for i in range(30)]
+        )  # fmt: skip
+        settings = app.settings.boards["b"]
+        board = Board(app.keys, "b", settings, "day", today(ZONE).isoformat(), None, 0)
+        reads = ShardReads(Writer(settings.composite_score()), ties_of(settings))
+
+        def drive(write: bool) -> tuple[Any, int]:
+            """The page [8, 13) read round by round; with ``write``, three members of score
+            5, reached before every other, written just before the second round."""
+            gen = reads.page(board, b"", fixed(8), 5).start()
+            batch, rounds = next(gen), 0
+            try:
+                while True:
+                    rounds += 1
+                    if write and rounds == 2:
+                        app.submit_many([
+                            {"board": "b", "member": f"new{i}", "value": 5,
+                             "ts": noon - timedelta(seconds=120)} for i in range(3)
+                        ])  # fmt: skip
+                    pipe = app.client.pipeline(transaction=True)
+                    for command in batch:
+                        pipe.execute_command(*command)
+                    batch = gen.send(pipe.execute())
+            except StopIteration as stop:
+                return stop.value, rounds
+
+        clean, clean_rounds = drive(False)
+        raced, raced_rounds = drive(True)
+        after, _ = drive(False)
+        assert raced_rounds > clean_rounds  # read again
+        assert raced == after != clean
+        page = app.top("b", "day", offset=8, limit=5)
+        assert [e.member for e in page.entries] == ["m05", "m06", "m07", "m08", "m09"]
+        assert page.total == 33

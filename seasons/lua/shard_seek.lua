@@ -3,40 +3,26 @@
 -- its shards (seasons/shard_reads.py). The script only counts and reads.
 --
 -- KEYS[1] a sorted set: one shard's key of a board's period
--- KEYS[2] its reach set (ties = "earliest" only)
 -- ARGV[1] order (desc|asc)
--- ARGV[2] the order of equal scores: 'member' (Redis's, member bytes: ties member and
---         shared) or 'earliest' (the time each reached its score, then member bytes)
--- ARGV[3] rows: how many entries of KEYS[1] to answer around each probe (0: none)
--- ARGV[4] before: of those, how many before the probe's position
--- ARGV[5..] probes: score (Redis's text of it, as ZSCORE answers it), member, reach time
---         (Redis's text of it, 'inf': none; '' unless earliest), ...
--- Returns {card, then for each probe: position, better, equal, nearer, rows, times}:
--- position, the 0-based position the member has (on KEYS[1]) or would have (elsewhere)
--- with that score (and reach time) in the board's order; better and equal, the members of a
--- strictly better and of an equal score; nearer, the nearest strictly better score (false:
--- none); rows, {member, score, ...} of the entries from position - before on in the board's
--- order, at most `rows` of them; times, Redis's text of each row's reach time (earliest;
--- else empty), by which the merge orders equal scores of several shards.
+-- ARGV[2] rows: how many entries of KEYS[1] to answer around each probe (0: none)
+-- ARGV[3] before: of those, how many before the probe's position
+-- ARGV[4..] probes: score (Redis's text of it, as ZSCORE answers it), member, ...
+-- Returns {card, then for each probe: position, better, equal, nearer, rows}: position, the
+-- 0-based position the member has (on KEYS[1]) or would have (elsewhere) with that score in
+-- the board's order (score, then Redis's order of member bytes, reversed on a desc board);
+-- better and equal, the members of a strictly better and of an equal score; nearer, the
+-- nearest strictly better score (false: none); rows, {member, score, ...} of the entries from
+-- position - before on, at most `rows` of them.
 
 --! include position
---! include ranks
 
-if #ARGV < 4 or #ARGV % 3 ~= 1 then
-  error('shard_seek.lua: ARGV: order, ties, rows, before and score/member/time triples, got '
-    .. #ARGV, 0)
+if #ARGV < 3 or #ARGV % 2 ~= 1 then
+  error('shard_seek.lua: ARGV: order, rows, before and score/member pairs, got ' .. #ARGV, 0)
 end
-local key, desc, ties = KEYS[1], ARGV[1] == 'desc', ARGV[2]
-if ties ~= 'member' and ties ~= 'earliest' then
-  error('shard_seek.lua: ARGV[2]: member or earliest, got ' .. tostring(ties), 0)
-end
-local reach = KEYS[2]
-if ties == 'earliest' and not reach then
-  error('shard_seek.lua: earliest needs the reach set in KEYS[2]', 0)
-end
-local want, before = tonumber(ARGV[3]), tonumber(ARGV[4])
+local key, desc = KEYS[1], ARGV[1] == 'desc'
+local want, before = tonumber(ARGV[2]), tonumber(ARGV[3])
 local out = {redis.call('ZCARD', key)}
-for i = 5, #ARGV, 3 do
+for i = 4, #ARGV, 2 do
   local score, m = ARGV[i], ARGV[i + 1]
   local better, nearer
   if desc then
@@ -50,31 +36,20 @@ for i = 5, #ARGV, 3 do
   end
   local equal = redis.call('ZCOUNT', key, score, score)
   local position
-  if ties == 'earliest' then
-    -- After the better scores and the equal ones reached before (then member bytes before):
-    -- on its own shard, its rank - 1.
-    local t = tonumber(ARGV[i + 2]) or math.huge
-    position = earliest().insert(key, reach, desc, m, score, t, bytes_less)
-  elseif redis.call('ZSCORE', key, m) then
+  if redis.call('ZSCORE', key, m) then
     position = redis.call(desc and 'ZREVRANK' or 'ZRANK', key, m)
   else
     position = redis_position(key, desc, m, score)
   end
-  local rows, times = {}, {}
+  local rows = {}
   if want > 0 then
     local from = math.max(0, position - before)
-    if ties == 'earliest' then
-      local members, scores
-      members, scores, times = earliest().slice(key, reach, desc, from, want)
-      for k = 1, #members do
-        rows[2 * k - 1], rows[2 * k] = members[k], scores[k]
-      end
-    elseif desc then
+    if desc then
       rows = redis.call('ZRANGE', key, from, from + want - 1, 'REV', 'WITHSCORES')
     else
       rows = redis.call('ZRANGE', key, from, from + want - 1, 'WITHSCORES')
     end
   end
-  out[#out + 1] = {position, better, equal, nearer or false, rows, times}
+  out[#out + 1] = {position, better, equal, nearer or false, rows}
 end
 return out

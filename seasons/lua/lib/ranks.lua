@@ -307,30 +307,8 @@ local function make_earliest()
     return n
   end
 
-  -- Positions from .. from + n - 1 (0-based) of `key` in the earliest order: their members,
-  -- their scores and Redis's text of their reach times (false: none), what a merge of the
-  -- slices of several shards orders equal scores by (seasons/shard_reads.py). The reach
-  -- times are read again for the rows of runs of one member, which a page orders without.
-  local function earliest_slice(key, reach, desc, from, n)
-    if n <= 0 then return {}, {}, {} end
-    local rows
-    if desc then
-      rows = redis.call('ZRANGE', key, from, from + n - 1, 'REV', 'WITHSCORES')
-    else
-      rows = redis.call('ZRANGE', key, from, from + n - 1, 'WITHSCORES')
-    end
-    local members, scores = earliest_page(key, reach, desc, rows, from)
-    local times = {}
-    for at = 1, #members, EARLIEST_CHUNK do
-      local upto = math.min(at + EARLIEST_CHUNK - 1, #members)
-      local got = redis.call('ZMSCORE', reach, unpack(members, at, upto))
-      for i = 1, upto - at + 1 do times[at + i - 1] = got[i] end
-    end
-    return members, scores, times
-  end
-
   return {rank = earliest_rank, ranker = earliest_ranker, page = earliest_page,
-    insert = earliest_insert, slice = earliest_slice}
+    insert = earliest_insert}
 end
 
 local earliest_fns = nil
