@@ -4,7 +4,7 @@ A sharded board's period is S sorted sets, one per store (seasons.shards), in as
 No one call reads them all, so each read here is a :class:`~seasons.executor.Steps`: rounds
 of commands, each round sent at once (one round trip per server), merged in Python, which
 scales out. Every answer is the unsharded board's, byte for byte, for the board's order and
-its ``member`` or ``shared`` ties:
+its ``member``, ``shared`` or ``earliest`` ties:
 
 - a member's place is the sum over the shards of where it stands or would stand on each:
   counted with plain commands (ZCOUNT of the better scores; its own rank on its shard), or,
@@ -17,6 +17,11 @@ its ``member`` or ``shared`` ties:
   at last from the top;
 - a season that has its archive is read there: the archive is one key of the board's own
   slot (seasons.shard_archive), read as a board of one shard;
+- on an earliest board a position holds the same score as in Redis's order, and only the
+  order inside runs of equal scores differs: a page is merged in Redis's order, then the
+  runs it touches are read whole on every shard with their reach times and sorted here; a
+  member's place counts, on every shard, the members of its score reached before it (plain
+  commands: no script reads or sorts a run);
 - a hidden or banned member missing from its store's live key answers its self-view, as
   ``seasons/lua/lib/hidden.lua`` does on an unsharded board: its record and its score on the
   twin are read in its store (one round more, only for a member missing from the board), and
@@ -106,18 +111,13 @@ class Board:
         def reach(store: str, window: str) -> str | None:
             return keys.reached(store, window, pid) if self.earliest else None
 
-        self.live = [
-            Source(
-                live,
-                keys.meta(store),
-                keys.twin_of(live),
-                keys.moderation(store),
-                r,
-                None if r is None else keys.twin_of(r),
-            )  # fmt: skip
-            for store in shards.stores(board, cfg)
-            for live, r in [(keys.window(store, window, pid), reach(store, window))]
-        ]
+        def source(store: str) -> Source:
+            live, r = keys.window(store, window, pid), reach(store, window)
+            twin_reach = None if r is None else keys.twin_of(r)
+            return Source(live, keys.meta(store), keys.twin_of(live), keys.moderation(store), r,
+                          twin_reach)  # fmt: skip
+
+        self.live = [source(store) for store in shards.stores(board, cfg)]
         self.archive = (
             None
             if archive is None
@@ -369,14 +369,13 @@ class ShardReads:
             base += int(next(got))
             for row in (rows[0],) if last == first else (rows[0], rows[-1]):
                 ends[row.text] += [row._replace(member=raw(m), source=i) for m in next(got)]
-        runs = [ends[first]]
+        inner: list[list[Row]] = []  # the runs whole in the page
         for row in rows:
             if row.text not in (first, last):
-                if runs[-1][0].text != row.text:
-                    runs.append([])
-                runs[-1].append(row)
-        if last != first:
-            runs.append(ends[last])
+                if not inner or inner[-1][0].text != row.text:
+                    inner.append([])
+                inner[-1].append(row)
+        runs = [ends[first], *inner, *([ends[last]] if last != first else [])]
         asked: dict[int, list[bytes]] = {}  # source -> members whose reach times are read
         for run in runs:
             if len(run) > 1:
@@ -569,11 +568,12 @@ class ShardReads:
                 home = self._home(b, sources, member)
                 for i, s in enumerate(sources):
                     commands += _counts(s.key, b.desc, score)
-                    if i == home:
-                        commands.append(("ZREVRANK" if b.desc else "ZRANK", s.key, member))
-                        commands += b.reached(s, member)
-                    if b.earliest:
+                    if b.earliest:  # its reach time; the members of its score
+                        if i == home:
+                            commands += b.reached(s, member)
                         commands.append(("ZRANGE", s.key, score, score, "BYSCORE"))
+                    elif i == home:
+                        commands.append(("ZREVRANK" if b.desc else "ZRANK", s.key, member))
         got = iter((yield commands) if commands else [])
         found: list[list[list[Any]]] = []  # per board, probe, source: [position, better, ...]
         cards: list[int] = []
@@ -591,18 +591,19 @@ class ShardReads:
                 for i in range(len(sources)):
                     more, same, near = int(next(got)), int(next(got)), _nearest(next(got))
                     position = None
-                    if i == home:  # None: a hidden member's self-view, on no source
-                        rank = next(got)
-                        position = None if rank is None else int(rank)
-                        times[n, k] = _reach_time(
-                            [next(got) for _ in b.reached(sources[i], member)]
-                        )
-                    if b.earliest:
+                    if b.earliest:  # after the better members; those of its run reached
+                        # before it are counted in the second round
+                        if i == home:
+                            reached = [next(got) for _ in b.reached(sources[i], member)]
+                            times[n, k] = _reach_time(reached)
                         mine = member.encode("utf-8", "surrogatepass")
                         run = [m for m in map(raw, next(got)) if m != mine]
                         position = more
                         if run:
                             runs[n, k, i] = run
+                    elif i == home:  # None: a hidden member's self-view, on no source
+                        rank = next(got)
+                        position = None if rank is None else int(rank)
                     if position is None and same == 0:
                         position = more
                     if position is None:
