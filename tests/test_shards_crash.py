@@ -1,5 +1,6 @@
 """The close of a sharded board survives SIGKILL at every step boundary: one archive, the
-fault-free run's, byte for byte (docs/sharding.md#closes-and-archives).
+fault-free run's, byte for byte (docs/sharding.md#closes-and-archives), on a trimmed board
+with shared ranks and on one with earliest ties (its reach set archived beside it).
 
 As tests/test_worker_crash.py does for an unsharded board: the close runs in a subprocess
 with ``SEASONS_FAULT_AT=<checkpoint>``, which SIGKILLs itself there; each run resumes from
@@ -17,6 +18,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
 import redis
 from worker_support import (
     BOARDS,
@@ -31,7 +33,13 @@ from worker_support import (
 )
 
 ROOT = Path(__file__).resolve().parent.parent
-BOARD = "laps"  # trimmed, shared ranks: the most to get wrong when merging shards
+BOARD = "laps"
+# Trimmed with shared ranks: the most to get wrong when merging shards; earliest ties: the
+# stores' reach sets gathered beside the archive.
+CONFIGS = {
+    "trimmed-shared": BOARDS[BOARD],
+    "earliest": {"aggregate": "min", "order": "asc", "ties": "earliest"},
+}
 TIERS = [{"ranks": "1", "reward": "gold"}, {"top_percent": 50, "reward": "silver"}]
 SHARDS = 3
 
@@ -44,10 +52,11 @@ def tick(env: dict[str, str], at: str, **fault: str) -> subprocess.CompletedProc
     )  # fmt: skip
 
 
+@pytest.mark.parametrize("kind", list(CONFIGS))
 def test_a_sharded_close_killed_at_every_step_boundary_archives_once(
-    settings_factory: Any, r: redis.Redis, tmp_path: Path
+    settings_factory: Any, r: redis.Redis, tmp_path: Path, kind: str
 ) -> None:
-    cfg = {**BOARDS[BOARD], "rewards": TIERS, "shards": SHARDS}
+    cfg = {**CONFIGS[kind], "rewards": TIERS, "shards": SHARDS}
     settings = season_settings(
         settings_factory, tmp_path / "archive", boards={BOARD: cfg}, worker={"lock_ttl": 1.0}
     )
@@ -89,9 +98,12 @@ def test_a_sharded_close_killed_at_every_step_boundary_archives_once(
 
     assert {p.name: p.read_bytes() for p in folder.iterdir()} == files
     assert r.hgetall(f"seasons:{{{BOARD}}}:results:S1") == results
-    assert sorted(r.scan_iter(match="seasons:*:archive:*")) == [
-        f"seasons:{{{BOARD}}}:archive:S1".encode()
-    ]
+    archived = sorted(r.scan_iter(match="seasons:*:archive:*"))
+    assert archived == [
+        f"seasons:{{{BOARD}}}:{name}:S1".encode()
+        for name in (("archive", "reached:archive") if cfg.get("ties") == "earliest" else
+                     ("archive",))
+    ]  # fmt: skip
     for store in [BOARD, *(f"{BOARD}#{i}" for i in range(SHARDS))]:
         assert r.hget(f"seasons:{{{store}}}:state", "season:S1") == b"archived", store
     summary = json.loads(results[b""])
