@@ -74,13 +74,18 @@ def gather(
             if not rows:
                 break
             members = [m for m, _ in rows]
-            stored = cast(list[str | None], client.hmget(source_meta, members))
+            # Their metadata and (earliest) reach times, in one round trip to the store.
+            reads = client.pipeline(transaction=False)
+            reads.hmget(source_meta, members)
+            if into_reach is not None:
+                reads.zmscore(reach, members)
+            stored, *times = cast(list[list[Any]], reads.execute())
             pipe = client.pipeline(transaction=False)
             pipe.zadd(into, {m: s for m, s in rows})
             pipe.expire(into, SCRATCH_TTL)
             if into_reach is not None:
-                times = cast(list[float | None], client.zmscore(reach, members))
-                reached = {m: t for m, t in zip(members, times, strict=True) if t is not None}
+                found_times = zip(members, times[0], strict=True)
+                reached = {m: t for m, t in found_times if t is not None}
                 if reached:
                     pipe.zadd(into_reach, reached)  # type: ignore[arg-type]
                     pipe.expire(into_reach, SCRATCH_TTL)
